@@ -1,0 +1,2303 @@
+"""Origin: one append-only local memory of every coding agent's sessions.
+
+Origin copies the session logs that coding agents (Claude Code, Codex CLI,
+Cursor, ZCode, Grok Build) leave on disk into append-only mirrors under
+``ORIGIN_HOME``, parses them into events in one SQLite store with full-text
+search, and serves that store to every agent over MCP.  Agents and people add
+durable entries (memory, knowledge, cognition) that cite the events they come
+from, correct them by superseding, and forget them for good.
+
+Invariants (the only place they are defined; code cites them by number):
+
+    Invariant 1 (provenance): every entry cites at least one event and every
+        event points to a line of a raw mirror, so any answer expands to the
+        original text.
+    Invariant 2 (sticky forget): a forgotten entry vanishes from every query
+        at once, its events join an exclusion set, and no later write,
+        re-sync, rewrite or re-push brings any of them back.
+    Invariant 3 (append-only): raw mirrors and events are never rewritten;
+        entries change only by being superseded.
+    Invariant 4 (local data): everything lives under ORIGIN_HOME on the
+        user's own machines; Origin never calls a third-party service.
+    Invariant 5 (single entry point): every read and write, from the CLI or
+        MCP, goes through the same core operations.
+
+Section map (a section calls only sections above it):
+
+    Imports and constants   Errors   Helpers   Storage   Ingest   Entries
+    Forget   Queries   MCP   CLI
+
+Quick start:  ``make run`` archives this machine's agent logs and prints the
+status; ``make test`` runs the suite.
+"""
+
+from __future__ import annotations
+
+###############################################################################
+# Imports and constants #######################################################
+###############################################################################
+
+import argparse
+import datetime as dt
+import hashlib
+import io
+import json
+import os
+import re
+import secrets
+import sqlite3
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator
+
+import adapters
+from adapters import ADAPTERS, Context, ParseError, Record, SessionInfo, SourceFile
+
+__version__ = "0.1.0"
+
+#: Environment variable naming the data directory.
+ENV_HOME = "ORIGIN_HOME"
+#: Default data directory when ORIGIN_HOME is unset.
+DEFAULT_HOME = "~/.origin"
+#: File name of the SQLite store inside ORIGIN_HOME.
+DB_NAME = "origin.db"
+#: How long a writer waits for the lock before giving up (ms).
+BUSY_TIMEOUT_MS = 60_000
+#: Bytes hashed at the head and the tail of the ingested part of a file.
+HASH_WINDOW = 4096
+#: Read size when streaming a source file.
+READ_CHUNK = 1 << 20
+#: Events are inserted in batches of this many rows.
+INSERT_BATCH = 2000
+#: Parse errors kept with their reason per file (all are counted).
+PARSE_ERRORS_KEPT = 50
+#: Default and maximum list sizes.
+DEFAULT_LIMIT = 20
+MAX_LIMIT = 200
+#: Characters of context around a search hit.
+SNIPPET_CHARS = 160
+#: Default timeline window in days.
+TIMELINE_DAYS = 7
+#: Entry kinds.
+ENTRY_KINDS = ("memory", "knowledge", "cognition")
+#: Largest entry text and quote accepted (characters).
+MAX_ENTRY_TEXT = 20_000
+MAX_QUOTE = 2_000
+#: Shortest quote that can identify an event (non-space characters).
+MIN_QUOTE = 3
+#: Crash points for the reliability tests: ORIGIN_CRASH_AT=<label>:<n>.
+ENV_CRASH = "ORIGIN_CRASH_AT"
+
+
+###############################################################################
+# Errors ######################################################################
+###############################################################################
+
+
+class OriginError(Exception):
+    """Base for errors whose message is safe to show a user."""
+
+    exit_code = 1
+
+
+class UsageError(OriginError):
+    """The request is malformed; the message says what to send instead."""
+
+    exit_code = 2
+
+
+class NotFound(OriginError):
+    """No such id; check it with `origin search` or `origin entries`."""
+
+    exit_code = 3
+
+
+class Forgotten(OriginError):
+    """That item was forgotten; it cannot be shown, cited or changed."""
+
+    exit_code = 4
+
+
+class Conflict(OriginError):
+    """The item changed under you (already superseded); re-read it first."""
+
+    exit_code = 5
+
+
+class StoreError(OriginError):
+    """The store cannot be used as it is; the message says how to fix it."""
+
+    exit_code = 6
+
+
+###############################################################################
+# Helpers #####################################################################
+###############################################################################
+
+
+def now_ms() -> int:
+    """Return the current time in epoch milliseconds."""
+    return int(time.time() * 1000)
+
+
+def iso_local(ms: int | None) -> str | None:
+    """Render epoch ms as local ISO 8601 with its UTC offset."""
+    if ms is None:
+        return None
+    try:
+        return dt.datetime.fromtimestamp(ms / 1000).astimezone().isoformat(timespec="seconds")
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
+_REL_TIME = re.compile(r"^(\d+)\s*([smhdw])$")
+
+
+def parse_when(value: str | None, *, field_name: str = "time") -> int | None:
+    """Parse an ISO date/time or a relative age (``7d``, ``24h``) into epoch ms."""
+    if value is None or value == "":
+        return None
+    v = str(value).strip()
+    m = _REL_TIME.match(v)
+    if m:
+        unit = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}[m.group(2)]
+        return now_ms() - int(m.group(1)) * unit * 1000
+    try:
+        d = dt.datetime.fromisoformat(v.replace("Z", "+00:00"))
+    except ValueError:
+        raise UsageError(
+            f"{field_name} {value!r} is not a date: use ISO 8601 (2026-11-02, "
+            "2026-11-02T14:00) or an age such as 7d, 24h, 30m"
+        ) from None
+    if d.tzinfo is None:
+        d = d.astimezone()  # a bare date or time means local time
+    return int(d.timestamp() * 1000)
+
+
+def clean_text(s: str) -> str:
+    """Replace lone UTF-16 surrogates so the text can be stored as UTF-8."""
+    try:
+        s.encode("utf-8")
+        return s
+    except UnicodeEncodeError:
+        return s.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def squash(s: str) -> str:
+    """Fold case and drop all whitespace, for quote matching."""
+    return re.sub(r"\s+", "", s).casefold()
+
+
+def snippet(text: str, terms: list[str], width: int = SNIPPET_CHARS) -> str:
+    """Return a short one-line excerpt of text around the first term found."""
+    flat = " ".join(text.split())
+    if len(flat) <= width:
+        return flat
+    low = flat.casefold()
+    pos = -1
+    for t in terms:
+        p = low.find(t.casefold())
+        if p >= 0 and (pos < 0 or p < pos):
+            pos = p
+    if pos < 0:
+        return flat[: width - 1] + "…"
+    start = max(0, pos - width // 3)
+    end = min(len(flat), start + width)
+    start = max(0, end - width)
+    return ("…" if start else "") + flat[start:end] + ("…" if end < len(flat) else "")
+
+
+def new_id(prefix: str) -> str:
+    """Return a new, time-ordered random id such as ``ent_…``."""
+    return f"{prefix}_{now_ms():011x}{secrets.token_hex(5)}"
+
+
+def _crash_point(label: str) -> None:
+    """Die here when ORIGIN_CRASH_AT names this label (reliability tests)."""
+    spec = _CRASH.get("spec")
+    if spec is None:
+        spec = _CRASH["spec"] = os.environ.get(ENV_CRASH, "")
+    if not spec:
+        return
+    want, _, nth = spec.partition(":")
+    if want != label:
+        return
+    _CRASH[label] = _CRASH.get(label, 0) + 1
+    if _CRASH[label] >= int(nth or 1):
+        os._exit(137)
+
+
+_CRASH: dict[str, Any] = {}
+
+
+class LineReader:
+    """Read a source file's bytes from an offset, plain or zstd-compressed.
+
+    A zstd file is read as one decompressed stream across every frame, so
+    offsets and line numbers mean the same as for a plain file.
+    """
+
+    def __init__(self, path: str, compressed: str | None):
+        self.path = path
+        self.compressed = compressed
+        self._fh = open(path, "rb")
+        self._stream = self._fh
+        self.pos = 0
+        if compressed == "zstd":
+            import zstandard  # imported here so --version needs nothing
+
+            self._stream = zstandard.ZstdDecompressor().stream_reader(self._fh, read_across_frames=True)
+
+    def close(self) -> None:
+        try:
+            if self._stream is not self._fh:
+                self._stream.close()
+        finally:
+            self._fh.close()
+
+    def __enter__(self) -> "LineReader":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def seek(self, offset: int) -> None:
+        """Move to offset; a compressed stream is read forward and dropped."""
+        if self.compressed is None:
+            self._fh.seek(offset)
+            self.pos = offset
+            return
+        if offset < self.pos:
+            raise ValueError("compressed streams only move forward")
+        while self.pos < offset:
+            got = self._stream.read(min(READ_CHUNK, offset - self.pos))
+            if not got:
+                break
+            self.pos += len(got)
+
+    def read(self, n: int) -> bytes:
+        got = self._stream.read(n)
+        self.pos += len(got)
+        return got
+
+
+def stat_signature(path: str, kind: str) -> str | None:
+    """Return size:mtime:inode of a file (plus its WAL for a database)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    sig = f"{st.st_size}:{st.st_mtime_ns}:{st.st_ino}"
+    if kind == "db":
+        try:
+            wal = os.stat(path + "-wal")
+            sig += f"|{wal.st_size}:{wal.st_mtime_ns}"
+        except OSError:
+            pass
+    return sig
+
+
+###############################################################################
+# Storage #####################################################################
+###############################################################################
+# Owns: schema, connections, transactions.  Upholds: Invariant 3, 4.
+
+#: Every table of the store, created by idempotent statements on each open.
+#: Before the first release there are no versioned migrations: a schema
+#: change other than an addition needs a fresh ORIGIN_HOME.
+SCHEMA_SQL = """
+CREATE TABLE IF NOT EXISTS raw_file (
+    id INTEGER PRIMARY KEY,
+    source TEXT NOT NULL,
+    path TEXT NOT NULL,
+    rel TEXT NOT NULL,
+    generation INTEGER NOT NULL DEFAULT 0,
+    mirror TEXT NOT NULL UNIQUE,
+    kind TEXT NOT NULL DEFAULT 'log',
+    compression TEXT,
+    bytes_ingested INTEGER NOT NULL DEFAULT 0,
+    lines_ingested INTEGER NOT NULL DEFAULT 0,
+    head_hash TEXT,
+    tail_hash TEXT,
+    src_sig TEXT,
+    parse_state TEXT,
+    parse_errors INTEGER NOT NULL DEFAULT 0,
+    unknown_records INTEGER NOT NULL DEFAULT 0,
+    device TEXT,
+    first_seen INTEGER NOT NULL,
+    last_sync INTEGER,
+    UNIQUE (source, path, generation)
+);
+CREATE TABLE IF NOT EXISTS parse_error (
+    raw_file_id INTEGER NOT NULL REFERENCES raw_file(id),
+    line INTEGER NOT NULL,
+    reason TEXT NOT NULL,
+    PRIMARY KEY (raw_file_id, line)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS export_state (
+    raw_file_id INTEGER NOT NULL REFERENCES raw_file(id),
+    key TEXT NOT NULL,
+    hash TEXT NOT NULL,
+    PRIMARY KEY (raw_file_id, key)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS event (
+    seq INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    source TEXT NOT NULL,
+    session TEXT NOT NULL,
+    ts INTEGER,
+    ts_approx INTEGER NOT NULL DEFAULT 0,
+    project TEXT,
+    cwd TEXT,
+    branch TEXT,
+    model TEXT,
+    role TEXT NOT NULL DEFAULT '',
+    kind TEXT NOT NULL,
+    text TEXT NOT NULL DEFAULT '',
+    indexed INTEGER NOT NULL DEFAULT 1,
+    raw_file_id INTEGER NOT NULL REFERENCES raw_file(id),
+    line INTEGER NOT NULL,
+    offset INTEGER NOT NULL,
+    span INTEGER NOT NULL DEFAULT 1
+);
+CREATE INDEX IF NOT EXISTS event_session_ts ON event (session, ts);
+CREATE INDEX IF NOT EXISTS event_ts ON event (ts);
+CREATE VIRTUAL TABLE IF NOT EXISTS event_fts USING fts5 (
+    text, content='event', content_rowid='seq', tokenize='trigram', detail='full'
+);
+CREATE TRIGGER IF NOT EXISTS event_fts_insert AFTER INSERT ON event WHEN new.indexed = 1
+BEGIN
+    INSERT INTO event_fts (rowid, text) VALUES (new.seq, new.text);
+END;
+CREATE TRIGGER IF NOT EXISTS event_no_update BEFORE UPDATE ON event
+BEGIN
+    SELECT RAISE(ABORT, 'events are append-only');
+END;
+CREATE TRIGGER IF NOT EXISTS event_no_delete BEFORE DELETE ON event
+BEGIN
+    SELECT RAISE(ABORT, 'events are append-only');
+END;
+CREATE TABLE IF NOT EXISTS session (
+    source TEXT NOT NULL,
+    id TEXT NOT NULL,
+    title TEXT,
+    title_rank INTEGER,
+    project TEXT,
+    cwd TEXT,
+    branch TEXT,
+    model TEXT,
+    agent_version TEXT,
+    parent TEXT,
+    first_ts INTEGER,
+    last_ts INTEGER,
+    events INTEGER NOT NULL DEFAULT 0,
+    messages INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (source, id)
+);
+CREATE INDEX IF NOT EXISTS session_last_ts ON session (last_ts);
+CREATE TABLE IF NOT EXISTS sync_log (
+    id INTEGER PRIMARY KEY,
+    ts INTEGER NOT NULL,
+    raw_file_id INTEGER NOT NULL REFERENCES raw_file(id),
+    bytes INTEGER NOT NULL,
+    lines INTEGER NOT NULL,
+    events INTEGER NOT NULL,
+    parse_errors INTEGER NOT NULL,
+    pid INTEGER
+);
+CREATE TABLE IF NOT EXISTS entry (
+    seq INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    kind TEXT NOT NULL CHECK (kind IN ('memory', 'knowledge', 'cognition')),
+    text TEXT NOT NULL,
+    confidence REAL NOT NULL CHECK (confidence >= 0 AND confidence <= 1),
+    author TEXT NOT NULL,
+    project TEXT,
+    supersedes TEXT UNIQUE REFERENCES entry(id),
+    valid_from TEXT,
+    valid_to TEXT,
+    created_at INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS entry_source (
+    entry_id TEXT NOT NULL REFERENCES entry(id),
+    event_id TEXT NOT NULL,
+    quote TEXT,
+    PRIMARY KEY (entry_id, event_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS entry_source_event ON entry_source (event_id);
+CREATE VIRTUAL TABLE IF NOT EXISTS entry_fts USING fts5 (
+    text, content='entry', content_rowid='seq', tokenize='trigram', detail='full'
+);
+CREATE TRIGGER IF NOT EXISTS entry_fts_insert AFTER INSERT ON entry
+BEGIN
+    INSERT INTO entry_fts (rowid, text) VALUES (new.seq, new.text);
+END;
+CREATE TABLE IF NOT EXISTS tombstone (
+    id INTEGER PRIMARY KEY,
+    target TEXT NOT NULL,
+    reason TEXT,
+    created_at INTEGER NOT NULL,
+    entries INTEGER NOT NULL,
+    events INTEGER NOT NULL,
+    device TEXT
+);
+CREATE TABLE IF NOT EXISTS forgotten_entry (
+    entry_id TEXT PRIMARY KEY,
+    tombstone_id INTEGER NOT NULL REFERENCES tombstone(id)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS excluded_event (
+    event_id TEXT PRIMARY KEY,
+    tombstone_id INTEGER NOT NULL REFERENCES tombstone(id)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS api_token (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    hash TEXT NOT NULL UNIQUE,
+    created_at INTEGER NOT NULL,
+    revoked_at INTEGER,
+    last_used_at INTEGER
+);
+CREATE TABLE IF NOT EXISTS setting (
+    key TEXT PRIMARY KEY,
+    value TEXT
+);
+CREATE TABLE IF NOT EXISTS admin_session (
+    id_hash TEXT PRIMARY KEY,
+    csrf TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    last_seen INTEGER NOT NULL,
+    password_at INTEGER,
+    ended_at INTEGER
+);
+CREATE TABLE IF NOT EXISTS audit_log (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    ts INTEGER NOT NULL,
+    actor TEXT NOT NULL,
+    action TEXT NOT NULL,
+    channel TEXT,
+    client TEXT,
+    user_agent TEXT,
+    details TEXT
+);
+"""
+
+#: Tables whose rows may only ever be added (Invariant 2 and 3).  Each gets
+#: triggers refusing UPDATE and DELETE; with recursive_triggers on, an
+#: ``INSERT OR REPLACE`` over an existing row fires the DELETE trigger too.
+APPEND_ONLY_TABLES = (
+    "entry", "entry_source", "tombstone", "forgotten_entry", "excluded_event", "audit_log",
+)
+
+
+def _append_only_sql() -> str:
+    out = []
+    for t in APPEND_ONLY_TABLES:
+        for op in ("UPDATE", "DELETE"):
+            out.append(
+                f"CREATE TRIGGER IF NOT EXISTS {t}_no_{op.lower()} BEFORE {op} ON {t} "
+                f"BEGIN SELECT RAISE(ABORT, '{t} is append-only'); END;"
+            )
+    # A guard that does not depend on the connection's recursive_triggers
+    # setting: the audit log refuses any insert that reuses an id.
+    out.append(
+        "CREATE TRIGGER IF NOT EXISTS audit_log_no_reuse BEFORE INSERT ON audit_log "
+        "WHEN EXISTS (SELECT 1 FROM audit_log WHERE id = new.id) "
+        "BEGIN SELECT RAISE(ABORT, 'audit_log is append-only'); END;"
+    )
+    return "\n".join(out)
+
+
+#: Names of every table, for tests and `origin status`.
+TABLES = (
+    "raw_file", "parse_error", "export_state", "event", "event_fts", "session", "sync_log",
+    "entry", "entry_source", "entry_fts", "tombstone", "forgotten_entry", "excluded_event",
+    "api_token", "setting", "admin_session", "audit_log",
+)
+
+
+@dataclass
+class Store:
+    """An open ORIGIN_HOME: the directory and one SQLite connection."""
+
+    home: Path
+    conn: sqlite3.Connection
+
+    @property
+    def raw_dir(self) -> Path:
+        return self.home / "raw"
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def resolve_home(env: dict | None = None) -> Path:
+    """Return ORIGIN_HOME from the environment, else ~/.origin."""
+    env = os.environ if env is None else env
+    return Path(os.path.expanduser(env.get(ENV_HOME) or DEFAULT_HOME)).absolute()
+
+
+def check_sqlite(conn: sqlite3.Connection) -> None:
+    """Fail with a clear message when SQLite lacks FTS5 with trigram."""
+    try:
+        conn.execute("CREATE VIRTUAL TABLE temp._origin_probe USING fts5(x, tokenize='trigram')")
+        conn.execute("DROP TABLE temp._origin_probe")
+    except sqlite3.OperationalError as e:
+        raise StoreError(
+            f"this Python's SQLite ({sqlite3.sqlite_version}) lacks FTS5 with the trigram "
+            f"tokenizer ({e}); Origin needs SQLite 3.34 or newer built with FTS5: use a "
+            "Python linked against a newer SQLite (python.org builds, or pyenv on a current distro)"
+        ) from None
+
+
+def open_store(home: Path | None = None) -> Store:
+    """Open (creating if needed) the store under home and apply the schema."""
+    home = resolve_home() if home is None else Path(home)
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+        (home / "raw").mkdir(exist_ok=True)
+    except OSError as e:
+        raise StoreError(f"cannot create {home}: {e.strerror}; set {ENV_HOME} to a writable directory") from None
+    try:
+        conn = sqlite3.connect(
+            str(home / DB_NAME), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
+            check_same_thread=False,
+        )
+    except sqlite3.Error as e:
+        raise StoreError(f"cannot open {home / DB_NAME}: {e}") from None
+    conn.row_factory = sqlite3.Row
+    try:
+        # busy_timeout first, so a crowd of new connections waits rather than
+        # failing while another one switches the file to WAL.
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        if mode != "wal":
+            raise StoreError(f"{home / DB_NAME} could not be put in WAL mode (got {mode}); keep ORIGIN_HOME on a local disk")
+        # NORMAL in WAL mode may lose the last commits on power loss but never
+        # corrupts; ingest writes and fsyncs mirror bytes before the commit
+        # that records them, so a lost commit is re-derived on the next sync.
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute("PRAGMA recursive_triggers = ON")
+        check_sqlite(conn)
+        _apply_schema(conn)
+    except sqlite3.DatabaseError as e:
+        conn.close()
+        raise StoreError(f"{home / DB_NAME} is not a usable Origin store ({e}); move it aside and run `origin sync` again") from None
+    except BaseException:
+        conn.close()
+        raise
+    return Store(home=home, conn=conn)
+
+
+def _apply_schema(conn: sqlite3.Connection) -> None:
+    have = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table','trigger')")}
+    if set(TABLES) <= have and "audit_log_no_reuse" in have:
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for stmt in _split_sql(SCHEMA_SQL + _append_only_sql()):
+            conn.execute(stmt)
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
+def _split_sql(script: str) -> list[str]:
+    """Split a script into statements, keeping trigger bodies whole."""
+    out, buf = [], []
+    for line in script.splitlines():
+        buf.append(line)
+        joined = "\n".join(buf).strip()
+        if joined and sqlite3.complete_statement(joined):
+            out.append(joined)
+            buf = []
+    return out
+
+
+class transaction:
+    """``with transaction(conn):`` runs a BEGIN IMMEDIATE ... COMMIT block.
+
+    IMMEDIATE takes the write lock at the start, so two writers queue on the
+    busy timeout instead of failing half-way with "database is locked".
+    """
+
+    def __init__(self, conn: sqlite3.Connection):
+        self.conn = conn
+
+    def __enter__(self) -> sqlite3.Connection:
+        self.conn.execute("BEGIN IMMEDIATE")
+        return self.conn
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.conn.execute("COMMIT")
+        else:
+            self.conn.execute("ROLLBACK")
+
+
+###############################################################################
+# Ingest ######################################################################
+###############################################################################
+# Owns: discovery, cursors, mirrors, parsing into events, sessions.
+# Upholds: Invariant 1 (every event points at its mirror line) and
+# Invariant 3 (mirrors only grow; a rewritten source opens a new generation).
+
+
+@dataclass
+class FileResult:
+    """What one file's ingest did."""
+
+    bytes_added: int = 0
+    lines: int = 0
+    events_added: int = 0
+    parse_errors: int = 0
+    new_generation: bool = False
+    error: str | None = None
+
+
+@dataclass
+class SyncReport:
+    """What one sync run did, per source."""
+
+    sources: dict = field(default_factory=dict)
+    looked_in: dict = field(default_factory=dict)
+    problems: list = field(default_factory=list)
+
+    def add(self, source: str, res: FileResult) -> None:
+        s = self.sources.setdefault(source, {"files": 0, "bytes_added": 0, "events_added": 0, "parse_errors": 0})
+        s["files"] += 1
+        s["bytes_added"] += res.bytes_added
+        s["events_added"] += res.events_added
+        s["parse_errors"] += res.parse_errors
+
+    @property
+    def events_added(self) -> int:
+        return sum(s["events_added"] for s in self.sources.values())
+
+    def as_json(self) -> dict:
+        return {"events_added": self.events_added, "sources": self.sources, "problems": self.problems}
+
+
+def _mirror_name(store: Store, source: str, rel: str, generation: int) -> str:
+    """Pick the mirror path (relative to ORIGIN_HOME) for a file generation.
+
+    The name follows the source's relative path; a name already taken by
+    another file, or present on disk without a row (a store that was reset
+    while raw/ was kept), gets a numbered suffix, so no mirror is reused.
+    """
+    safe = "/".join(p for p in rel.replace("\\", "/").split("/") if p not in ("", ".", ".."))
+    base = f"raw/{source}/{safe or 'unnamed'}"
+    if generation:
+        base += f".g{generation}"
+    name, n = base, 1
+    while (
+        store.conn.execute("SELECT 1 FROM raw_file WHERE mirror = ?", (name,)).fetchone()
+        or (store.home / name).exists()
+    ):
+        n += 1
+        name = f"{base}~{n}"
+    return name
+
+
+def _register(store: Store, adapter_name: str, sf: SourceFile, generation: int) -> sqlite3.Row:
+    """Insert the row of a new file generation, committed before any bytes.
+
+    Committing the row first means a mirror file always has an owner: a sync
+    killed afterwards leaves a row whose cursor says how much of the mirror
+    is real, and the next sync drops the rest.
+    """
+    mirror = _mirror_name(store, adapter_name, sf.rel, generation)
+    store.conn.execute(
+        "INSERT INTO raw_file (source, path, rel, generation, mirror, kind, compression, first_seen) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (adapter_name, sf.path, sf.rel, generation, mirror, sf.kind, sf.compressed, now_ms()),
+    )
+    _crash_point("registered")
+    return store.conn.execute(
+        "SELECT * FROM raw_file WHERE source = ? AND path = ? AND generation = ?",
+        (adapter_name, sf.path, generation),
+    ).fetchone()
+
+
+def _current_row(conn: sqlite3.Connection, source: str, path: str) -> sqlite3.Row | None:
+    return conn.execute(
+        "SELECT * FROM raw_file WHERE source = ? AND path = ? ORDER BY generation DESC LIMIT 1",
+        (source, path),
+    ).fetchone()
+
+
+def _hash_range(reader_factory: Callable[[], LineReader], start: int, end: int) -> str:
+    with reader_factory() as r:
+        r.seek(start)
+        data = r.read(end - start)
+    return hashlib.sha256(data).hexdigest()
+
+
+def _is_rewritten(row: sqlite3.Row, sf: SourceFile, size: int | None) -> bool:
+    """True when the source no longer starts with the bytes already ingested."""
+    cur = row["bytes_ingested"]
+    if cur == 0:
+        return False
+    if size is not None and size < cur:
+        return True
+    opener = lambda: LineReader(sf.path, sf.compressed)  # noqa: E731
+    head_end = min(cur, HASH_WINDOW)
+    try:
+        if row["head_hash"] and _hash_range(opener, 0, head_end) != row["head_hash"]:
+            return True
+        tail_start = max(0, cur - HASH_WINDOW)
+        return _hash_range(opener, tail_start, cur) != row["tail_hash"]
+    except Exception:  # a truncated or corrupt compressed stream: treat as rewritten
+        return True
+
+
+def _open_mirror(store: Store, row: sqlite3.Row):
+    """Open a mirror for appending, dropping bytes past the cursor.
+
+    Bytes beyond ``bytes_ingested`` were written by a sync that died before
+    its commit; they were never recorded, so they go (Invariant 1).
+    """
+    path = store.home / row["mirror"]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fh = open(path, "ab")
+    size = fh.seek(0, os.SEEK_END)
+    if size > row["bytes_ingested"]:
+        # Invariant 3 (append-only): only never-committed bytes are cut.
+        fh.truncate(row["bytes_ingested"])
+        fh.seek(row["bytes_ingested"])
+    elif size < row["bytes_ingested"]:
+        fh.close()
+        raise StoreError(
+            f"mirror {path} is shorter than its cursor ({size} < {row['bytes_ingested']}): "
+            "the archive was damaged outside Origin; restore it from a backup"
+        )
+    return fh
+
+
+class _EventWriter:
+    """Batch events and session facts of one file into the open transaction."""
+
+    _SQL = (
+        "INSERT OR IGNORE INTO event (id, source, session, ts, ts_approx, project, cwd, branch, model, "
+        "role, kind, text, indexed, raw_file_id, line, offset, span) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    )
+
+    def __init__(self, conn: sqlite3.Connection, source: str, raw_file_id: int):
+        self.conn = conn
+        self.source = source
+        self.raw_file_id = raw_file_id
+        self.rows: list[tuple] = []
+        self.added = 0
+        self.sessions: set[str] = set()
+        self.infos: dict[str, dict] = {}
+
+    def record(self, rec: Record, lineno: int, offset: int) -> None:
+        if not isinstance(rec, Record) or not rec.id or not rec.session or rec.kind not in adapters.KINDS:
+            raise ParseError("adapter produced an incomplete record")
+        cwd = clean_text(rec.cwd) if rec.cwd else None
+        self.rows.append((
+            f"{self.source}:{clean_text(rec.id)}", self.source, clean_text(rec.session), rec.ts,
+            1 if rec.ts_approx else 0, adapters.last_segment(cwd), cwd,
+            clean_text(rec.branch) if rec.branch else None, clean_text(rec.model) if rec.model else None,
+            rec.role or "", rec.kind, clean_text(rec.text or ""), 1 if rec.indexed and rec.text else 0,
+            self.raw_file_id, rec.line or lineno, rec.offset if rec.offset is not None else offset,
+            max(1, rec.span),
+        ))
+        self.sessions.add(rec.session)
+        if len(self.rows) >= INSERT_BATCH:
+            self.flush()
+
+    def info(self, si: SessionInfo) -> None:
+        if not isinstance(si, SessionInfo) or not si.session:
+            raise ParseError("adapter produced an incomplete session record")
+        d = self.infos.setdefault(clean_text(si.session), {})
+        if si.title:
+            rank = si.title_rank
+            if d.get("title") is None or rank >= d.get("title_rank", -1):
+                d["title"], d["title_rank"] = clean_text(si.title.strip()[:300]), rank
+        for k in ("cwd", "branch", "model", "agent_version", "parent"):
+            v = getattr(si, k)
+            if v:
+                d[k] = clean_text(str(v))
+
+    def flush(self) -> None:
+        if not self.rows:
+            return
+        before = self.conn.total_changes
+        self.conn.executemany(self._SQL, self.rows)
+        # total_changes also counts the FTS rows the trigger writes; count
+        # the events themselves through the ids that were really inserted.
+        self.added += self._count_new(before)
+        self.rows = []
+
+    def _count_new(self, before: int) -> int:
+        changed = self.conn.total_changes - before
+        if changed == 0:
+            return 0
+        indexed = sum(1 for r in self.rows if r[12])
+        # Each inserted event is one change, plus one for its FTS row when
+        # indexed.  Solve for the count of inserted events.
+        if changed == len(self.rows) + indexed:
+            return len(self.rows)
+        ids = [r[0] for r in self.rows]
+        n = 0
+        for i in range(0, len(ids), 500):
+            part = ids[i : i + 500]
+            n += self.conn.execute(
+                f"SELECT count(*) FROM event WHERE raw_file_id = ? AND id IN ({','.join('?' * len(part))})",
+                (self.raw_file_id, *part),
+            ).fetchone()[0]
+        return n
+
+
+def refresh_sessions(conn: sqlite3.Connection, source: str, sessions: Iterable[str], infos: dict | None = None) -> None:
+    """Re-aggregate sessions from their visible events and session facts.
+
+    The session table is derived: counts and times come from events that are
+    not excluded, so forgotten events vanish from session counts too.
+    """
+    infos = infos or {}
+    for sid in set(sessions) | set(infos):
+        agg = conn.execute(
+            "SELECT count(*) AS n, sum(kind = 'message') AS m, min(ts) AS a, max(ts) AS b "
+            "FROM event e WHERE session = ? AND source = ? "
+            "AND NOT EXISTS (SELECT 1 FROM excluded_event x WHERE x.event_id = e.id)",
+            (sid, source),
+        ).fetchone()
+        last = conn.execute(
+            "SELECT cwd, project, branch, model FROM event e WHERE session = ? AND source = ? AND cwd IS NOT NULL "
+            "AND NOT EXISTS (SELECT 1 FROM excluded_event x WHERE x.event_id = e.id) "
+            "ORDER BY ts DESC LIMIT 1",
+            (sid, source),
+        ).fetchone()
+        cur = conn.execute("SELECT * FROM session WHERE source = ? AND id = ?", (source, sid)).fetchone()
+        d = dict(cur) if cur else {"source": source, "id": sid}
+        info = infos.get(sid, {})
+        if info.get("title") and (d.get("title") is None or info["title_rank"] >= (d.get("title_rank") or 0)):
+            d["title"], d["title_rank"] = info["title"], info["title_rank"]
+        for k in ("agent_version", "parent"):
+            if info.get(k):
+                d[k] = info[k]
+        for k in ("cwd", "branch", "model"):
+            v = (last[k] if last is not None else None) or info.get(k) or d.get(k)
+            d[k] = v
+        d["project"] = (last["project"] if last is not None else None) or adapters.last_segment(d.get("cwd"))
+        if not d.get("title"):
+            first = conn.execute(
+                "SELECT text FROM event e WHERE session = ? AND source = ? AND kind = 'message' AND role = 'user' "
+                "AND NOT EXISTS (SELECT 1 FROM excluded_event x WHERE x.event_id = e.id) "
+                "ORDER BY ts, seq LIMIT 1",
+                (sid, source),
+            ).fetchone()
+            if first is not None:
+                d["title"] = " ".join(first["text"].split())[:120] or None
+                d["title_rank"] = None
+        d.update(events=agg["n"], messages=agg["m"] or 0, first_ts=agg["a"], last_ts=agg["b"])
+        conn.execute(
+            "INSERT OR REPLACE INTO session (source, id, title, title_rank, project, cwd, branch, model, "
+            "agent_version, parent, first_ts, last_ts, events, messages) "
+            "VALUES (:source, :id, :title, :title_rank, :project, :cwd, :branch, :model, :agent_version, "
+            ":parent, :first_ts, :last_ts, :events, :messages)",
+            {k: d.get(k) for k in ("source", "id", "title", "title_rank", "project", "cwd", "branch", "model",
+                                    "agent_version", "parent", "first_ts", "last_ts", "events", "messages")},
+        )
+
+
+def _parse_lines(adapter, sf: SourceFile, writer: _EventWriter, state: dict, data: bytes,
+                 first_line: int, first_offset: int, mtime_ms: int | None, errors: list) -> int:
+    """Parse complete lines; return how many there were.  Never raises."""
+    ctx = Context(file=sf, state=state, mtime_ms=mtime_ms)
+    lineno, offset = first_line, first_offset
+    for raw in data.split(b"\n")[:-1]:
+        lineno += 1
+        ctx.lineno, ctx.offset = lineno, offset
+        offset += len(raw) + 1
+        if not raw.strip():
+            continue
+        try:
+            out = adapter.parse(raw.decode("utf-8", "replace"), ctx)
+            for item in out:
+                if isinstance(item, SessionInfo):
+                    writer.info(item)
+                else:
+                    writer.record(item, lineno, ctx.offset)
+        except ParseError as e:
+            errors.append((lineno, str(e)[:300]))
+        except Exception as e:  # an adapter bug must not stop ingest: count it
+            errors.append((lineno, f"adapter failed: {type(e).__name__}: {str(e)[:200]}"))
+    return lineno - first_line
+
+
+def _tail_hashes(store: Store, mirror: str, size: int) -> tuple[str, str]:
+    path = store.home / mirror
+    with open(path, "rb") as fh:
+        head = fh.read(min(size, HASH_WINDOW))
+        fh.seek(max(0, size - HASH_WINDOW))
+        tail = fh.read(size - max(0, size - HASH_WINDOW))
+    return hashlib.sha256(head).hexdigest(), hashlib.sha256(tail).hexdigest()
+
+
+def ingest_file(store: Store, adapter, sf: SourceFile) -> FileResult:
+    """Bring one source file's mirror and events up to date.
+
+    Runs under the store's write lock (BEGIN IMMEDIATE), so processes that
+    sync at once take turns per file and never ingest the same bytes twice.
+    """
+    res = FileResult()
+    conn = store.conn
+    for _attempt in range(3):
+        sig = stat_signature(sf.path, sf.kind)
+        if sig is None:
+            res.error = "vanished"
+            return res
+        size = int(sig.split(":", 1)[0]) if sf.compressed is None and sf.kind == "log" else None
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            row = _current_row(conn, adapter.name, sf.path)
+            if row is not None and row["src_sig"] == sig:
+                conn.execute("COMMIT")
+                return res
+            if row is None or (sf.kind == "log" and _is_rewritten(row, sf, size)):
+                generation = 0 if row is None else row["generation"] + 1
+                _register(store, adapter.name, sf, generation)
+                conn.execute("COMMIT")
+                res.new_generation = row is not None
+                continue
+            if sf.kind == "db":
+                _ingest_export(store, adapter, sf, row, sig, res)
+            else:
+                _ingest_log(store, adapter, sf, row, sig, res)
+            _crash_point("before-commit")
+            conn.execute("COMMIT")
+            _crash_point("committed")
+            return res
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+    return res
+
+
+def _finish_file(store: Store, adapter, sf: SourceFile, row: sqlite3.Row, sig: str, res: FileResult,
+                 writer: _EventWriter, state: dict, new_bytes: int, new_lines: int, errors: list) -> None:
+    """Record events, sessions, cursor and sync_log in the open transaction."""
+    conn = store.conn
+    writer.flush()
+    _crash_point("events-inserted")
+    res.events_added = writer.added
+    res.parse_errors = len(errors)
+    res.bytes_added = new_bytes
+    res.lines = new_lines
+    kept = conn.execute("SELECT count(*) FROM parse_error WHERE raw_file_id = ?", (row["id"],)).fetchone()[0]
+    for line, reason in errors[: max(0, PARSE_ERRORS_KEPT - kept)]:
+        conn.execute("INSERT OR IGNORE INTO parse_error VALUES (?, ?, ?)", (row["id"], line, reason))
+    refresh_sessions(conn, adapter.name, writer.sessions, writer.infos)
+    total = row["bytes_ingested"] + new_bytes
+    head, tail = row["head_hash"], row["tail_hash"]
+    if new_bytes:
+        head, tail = _tail_hashes(store, row["mirror"], total)
+    unknown = int(state.pop("unknown", 0) or 0)
+    conn.execute(
+        "UPDATE raw_file SET bytes_ingested = ?, lines_ingested = ?, head_hash = ?, tail_hash = ?, src_sig = ?, "
+        "parse_state = ?, parse_errors = parse_errors + ?, unknown_records = unknown_records + ?, last_sync = ? "
+        "WHERE id = ?",
+        (total, row["lines_ingested"] + new_lines, head, tail, sig, json.dumps(state, ensure_ascii=False),
+         len(errors), unknown, now_ms(), row["id"]),
+    )
+    conn.execute(
+        "INSERT INTO sync_log (ts, raw_file_id, bytes, lines, events, parse_errors, pid) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (now_ms(), row["id"], new_bytes, new_lines, writer.added, len(errors), os.getpid()),
+    )
+
+
+def _load_state(adapter, sf: SourceFile, row: sqlite3.Row) -> dict:
+    if row["parse_state"]:
+        try:
+            state = json.loads(row["parse_state"])
+            if isinstance(state, dict):
+                return state
+        except ValueError:
+            pass
+    return adapter.new_state(sf)
+
+
+def _mtime_ms(path: str) -> int | None:
+    try:
+        return os.stat(path).st_mtime_ns // 1_000_000
+    except OSError:
+        return None
+
+
+def _ingest_log(store: Store, adapter, sf: SourceFile, row: sqlite3.Row, sig: str, res: FileResult) -> None:
+    """Append the new complete lines of a log file to its mirror and parse them."""
+    writer = _EventWriter(store.conn, adapter.name, row["id"])
+    state = _load_state(adapter, sf, row)
+    errors: list = []
+    mtime = _mtime_ms(sf.path)
+    cursor, lines = row["bytes_ingested"], row["lines_ingested"]
+    appended = 0
+    mirror = _open_mirror(store, row)
+    try:
+        with LineReader(sf.path, sf.compressed) as reader:
+            reader.seek(cursor)
+            carry = b""
+            while True:
+                try:
+                    chunk = reader.read(READ_CHUNK)
+                except Exception as e:  # corrupt zstd frame: keep what came before
+                    errors.append((lines + 1, f"unreadable past byte {cursor + appended + len(carry)}: {e}"[:300]))
+                    break
+                if not chunk:
+                    break
+                data = carry + chunk
+                cut = data.rfind(b"\n")
+                if cut < 0:
+                    carry = data
+                    continue
+                complete, carry = data[: cut + 1], data[cut + 1 :]
+                mirror.write(complete)
+                _crash_point("mirror-appended")
+                n = _parse_lines(adapter, sf, writer, state, complete, lines, cursor + appended, mtime, errors)
+                lines += n
+                appended += len(complete)
+            # Only complete lines are taken; a torn last line waits (Invariant 1).
+        mirror.flush()
+        os.fsync(mirror.fileno())
+    finally:
+        mirror.close()
+    _finish_file(store, adapter, sf, row, sig, res, writer, state, appended, lines - row["lines_ingested"], errors)
+
+
+def _ingest_export(store: Store, adapter, sf: SourceFile, row: sqlite3.Row, sig: str, res: FileResult) -> None:
+    """Export new or changed rows of an agent's database into its mirror.
+
+    The agent's database is opened read-only by the adapter; what it yields
+    becomes JSON lines appended to the mirror, which is then an append-only
+    log like any other (Invariant 1 and 3).
+    """
+    conn = store.conn
+    writer = _EventWriter(conn, adapter.name, row["id"])
+    state = _load_state(adapter, sf, row)
+    errors: list = []
+    known = {r[0]: r[1] for r in conn.execute("SELECT key, hash FROM export_state WHERE raw_file_id = ?", (row["id"],))}
+    mirror = _open_mirror(store, row)
+    buf = io.BytesIO()
+    updates = []
+    try:
+        for key, digest, line in adapter.export(sf, known, now_ms()):
+            if "\n" in line:
+                raise StoreError(f"{adapter.name} exported a line with a newline inside")
+            buf.write(line.encode("utf-8", "surrogatepass").replace(b"\n", b" ") + b"\n")
+            updates.append((row["id"], key, digest))
+    except StoreError:
+        raise
+    except Exception as e:  # the agent's database is unreadable this time: try again next sync
+        res.error = f"export failed: {type(e).__name__}: {e}"[:300]
+        buf = io.BytesIO()
+        updates = []
+        sig = row["src_sig"]  # do not mark the database as seen
+    data = buf.getvalue()
+    try:
+        mirror.write(data)
+        mirror.flush()
+        os.fsync(mirror.fileno())
+    finally:
+        mirror.close()
+    _crash_point("mirror-appended")
+    conn.executemany("INSERT OR REPLACE INTO export_state (raw_file_id, key, hash) VALUES (?, ?, ?)", updates)
+    n = _parse_lines(adapter, sf, writer, state, data, row["lines_ingested"], row["bytes_ingested"], None, errors)
+    _finish_file(store, adapter, sf, row, sig, res, writer, state, len(data), n, errors)
+
+
+def discover_all(env: dict | None = None, home: Path | None = None, sources: Iterable[str] | None = None):
+    """Yield (adapter, SourceFile) for every file of every selected agent."""
+    env = dict(os.environ if env is None else env)
+    home = Path(env.get("HOME") or Path.home()) if home is None else home
+    for name, adapter in ADAPTERS.items():
+        if sources and name not in sources:
+            continue
+        try:
+            for sf in adapter.discover(env, home):
+                yield adapter, sf
+        except OSError:
+            continue
+
+
+def looked_in(env: dict | None = None, home: Path | None = None) -> dict:
+    """Return, per agent, the directories discovery looks in."""
+    env = dict(os.environ if env is None else env)
+    home = Path(env.get("HOME") or Path.home()) if home is None else home
+    return {name: [str(p) for p in a.roots(env, home)] for name, a in ADAPTERS.items()}
+
+
+def sync(store: Store, *, env: dict | None = None, home: Path | None = None, sources: Iterable[str] | None = None,
+         progress: Callable[[int, int, int], None] | None = None) -> SyncReport:
+    """Archive every agent's logs into the store; return what was added.
+
+    Unchanged files (same size, mtime and inode as last time) are skipped
+    without taking the write lock, so a sync with nothing new is cheap.
+    """
+    report = SyncReport()
+    src = set(sources) if sources else None
+    files = list(discover_all(env, home, src))
+    known = {}
+    for r in store.conn.execute(
+        "SELECT source, path, src_sig, generation FROM raw_file ORDER BY generation"
+    ):
+        known[(r["source"], r["path"])] = r["src_sig"]
+    todo = []
+    for adapter, sf in files:
+        report.sources.setdefault(adapter.name, {"files": 0, "bytes_added": 0, "events_added": 0, "parse_errors": 0})
+        sig = stat_signature(sf.path, sf.kind)
+        if sig is None:
+            continue
+        if known.get((adapter.name, sf.path)) == sig:
+            report.sources[adapter.name]["files"] += 1
+            continue
+        todo.append((adapter, sf))
+    done_bytes = 0
+    for i, (adapter, sf) in enumerate(todo):
+        try:
+            res = ingest_file(store, adapter, sf)
+        except PermissionError as e:
+            res = FileResult(error=f"permission denied: {e.filename}")
+        except OSError as e:
+            res = FileResult(error=f"{e.strerror or e}: {getattr(e, 'filename', '')}")
+        if res.error and res.error != "vanished":
+            report.problems.append({"source": adapter.name, "path": sf.path, "error": res.error})
+        report.add(adapter.name, res)
+        done_bytes += res.bytes_added
+        if progress:
+            progress(i + 1, len(todo), done_bytes)
+    return report
+
+
+###############################################################################
+# Entries #####################################################################
+###############################################################################
+# Owns: remember, correct, derived status.  Upholds: Invariant 1 (an entry
+# always cites a visible event) and Invariant 3 (entries change only by being
+# superseded).
+
+_SQL_VISIBLE = "NOT EXISTS (SELECT 1 FROM excluded_event x WHERE x.event_id = {e}.id)"
+_SQL_STATUS = (
+    "CASE WHEN EXISTS (SELECT 1 FROM forgotten_entry f WHERE f.entry_id = {n}.id) THEN 'forgotten' "
+    "WHEN EXISTS (SELECT 1 FROM entry s WHERE s.supersedes = {n}.id) THEN 'superseded' ELSE 'active' END"
+)
+
+
+def entry_status(conn: sqlite3.Connection, entry_id: str) -> str | None:
+    """Return 'active', 'superseded' or 'forgotten' (derived, never stored)."""
+    r = conn.execute(f"SELECT {_SQL_STATUS.format(n='entry')} FROM entry WHERE id = ?", (entry_id,)).fetchone()
+    return r[0] if r else None
+
+
+def _visible_event(conn: sqlite3.Connection, event_id: str) -> sqlite3.Row:
+    row = conn.execute("SELECT * FROM event WHERE id = ?", (event_id,)).fetchone()
+    if row is None:
+        raise NotFound(f"no event {event_id!r}; find event ids with `origin search`")
+    if conn.execute("SELECT 1 FROM excluded_event WHERE event_id = ?", (event_id,)).fetchone():
+        # Invariant 2 (sticky forget): an excluded event can never be cited again.
+        raise Forgotten(f"event {event_id} was forgotten and cannot be cited")
+    return row
+
+
+def _find_quote(conn: sqlite3.Connection, quote: str) -> sqlite3.Row | None:
+    """Return the newest visible message event containing quote, else a tool result.
+
+    Tool calls never match: an agent's own ``remember`` call holds the quote
+    and is itself logged as a tool call.
+    """
+    want = squash(quote)
+    words = [w for w in quote.split() if len(w) >= 3]
+    words.sort(key=len, reverse=True)
+    for kind in ("message", "tool_result"):
+        if words:
+            match = " AND ".join('"' + w.replace('"', '""') + '"' for w in words[:6])
+            rows = conn.execute(
+                "SELECT e.* FROM event_fts JOIN event e ON e.seq = event_fts.rowid "
+                f"WHERE event_fts MATCH ? AND e.kind = ? AND {_SQL_VISIBLE.format(e='e')} "
+                "ORDER BY e.ts DESC, e.seq DESC LIMIT 500",
+                (match, kind),
+            )
+        else:
+            like = "%" + _like_escape(quote.strip()) + "%"
+            rows = conn.execute(
+                "SELECT e.* FROM event e WHERE e.kind = ? AND e.text LIKE ? ESCAPE '\\' "
+                f"AND {_SQL_VISIBLE.format(e='e')} ORDER BY e.ts DESC, e.seq DESC LIMIT 500",
+                (kind, like),
+            )
+        for r in rows:
+            if want in squash(r["text"]):
+                return r
+    return None
+
+
+def _like_escape(s: str) -> str:
+    return s.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def resolve_sources(conn: sqlite3.Connection, sources: list[dict]) -> list[tuple[str, str | None]]:
+    """Check each source (event id and/or quote) and return (event id, quote) pairs."""
+    if not isinstance(sources, list) or not sources:
+        # Invariant 1 (provenance): no entry without a cited event.
+        raise UsageError("an entry needs at least one source: an event id, a quote from a message, or both")
+    out: dict[str, str | None] = {}
+    for s in sources:
+        if not isinstance(s, dict):
+            raise UsageError("each source is an object with 'event' and/or 'quote'")
+        event_id, quote = s.get("event"), s.get("quote")
+        if event_id is not None and not isinstance(event_id, str):
+            raise UsageError("a source's event must be an event id string")
+        if quote is not None:
+            if not isinstance(quote, str):
+                raise UsageError("a source's quote must be a string")
+            quote = clean_text(quote.strip())
+            if len(quote) > MAX_QUOTE:
+                raise UsageError(f"a quote is at most {MAX_QUOTE} characters; cite a shorter exact passage")
+            if len(squash(quote)) < MIN_QUOTE:
+                raise UsageError(f"a quote needs at least {MIN_QUOTE} non-space characters")
+        if not event_id and not quote:
+            raise UsageError("each source needs an event id, a quote, or both")
+        if event_id:
+            ev = _visible_event(conn, event_id)
+            if quote and squash(quote) not in squash(ev["text"]):
+                raise UsageError(f"the quote does not occur in event {event_id} (case and whitespace are ignored)")
+        else:
+            ev = _find_quote(conn, quote)
+            if ev is None:
+                raise NotFound(
+                    f"no visible message or tool result contains the quote {quote[:80]!r}; "
+                    "quote the exact words of a message (case and whitespace are ignored), or give its event id"
+                )
+        out.setdefault(ev["id"], quote)
+    return list(out.items())
+
+
+def _check_entry_fields(kind: str, text: str, confidence: Any, valid_from: Any, valid_to: Any) -> tuple:
+    if kind not in ENTRY_KINDS:
+        raise UsageError(f"kind must be one of {', '.join(ENTRY_KINDS)}")
+    if not isinstance(text, str) or not text.strip():
+        raise UsageError("an entry needs a non-empty, self-contained text")
+    if len(text) > MAX_ENTRY_TEXT:
+        raise UsageError(f"an entry's text is at most {MAX_ENTRY_TEXT} characters")
+    if isinstance(confidence, bool) or not isinstance(confidence, (int, float)) or not 0 <= confidence <= 1:
+        raise UsageError("confidence is a number from 0 to 1")
+    vf = _validity(valid_from, "valid_from")
+    vt = _validity(valid_to, "valid_to")
+    if vf and vt and vf > vt:
+        raise UsageError("valid_from must not be after valid_to")
+    return clean_text(text.strip()), float(confidence), vf, vt
+
+
+def _validity(value: Any, name: str) -> str | None:
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise UsageError(f"{name} is an ISO 8601 date or time")
+    try:
+        d = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise UsageError(f"{name} {value!r} is not an ISO 8601 date or time") from None
+    return d.isoformat() if d.tzinfo else d.isoformat()
+
+
+def _insert_entry(conn, kind, text, confidence, author, project, supersedes, vf, vt, srcs) -> str:
+    eid = new_id("ent")
+    conn.execute(
+        "INSERT INTO entry (id, kind, text, confidence, author, project, supersedes, valid_from, valid_to, created_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (eid, kind, text, confidence, author, project, supersedes, vf, vt, now_ms()),
+    )
+    conn.executemany("INSERT INTO entry_source (entry_id, event_id, quote) VALUES (?, ?, ?)",
+                     [(eid, ev, q) for ev, q in srcs])
+    return eid
+
+
+def remember(store: Store, *, kind: str, text: str, sources: list[dict], author: str, confidence: float = 1.0,
+             project: str | None = None, valid_from: str | None = None, valid_to: str | None = None) -> dict:
+    """Write a new entry citing its sources; return it."""
+    text, confidence, vf, vt = _check_entry_fields(kind, text, confidence, valid_from, valid_to)
+    if not isinstance(author, str) or not author.strip():
+        raise UsageError("an entry needs an author")
+    if project is not None and not isinstance(project, str):
+        raise UsageError("project is a string")
+    with transaction(store.conn) as conn:
+        srcs = resolve_sources(conn, sources)
+        if project is None:
+            project = conn.execute("SELECT project FROM event WHERE id = ?", (srcs[0][0],)).fetchone()[0]
+        eid = _insert_entry(conn, kind, text, confidence, author.strip()[:200], project, None, vf, vt, srcs)
+    return get_entry(store, eid)
+
+
+def correct(store: Store, entry_id: str, *, text: str, author: str, sources: list[dict] | None = None,
+            confidence: float | None = None, kind: str | None = None, project: str | None = None,
+            valid_from: str | None = None, valid_to: str | None = None) -> dict:
+    """Supersede an active entry with a corrected version; return the new one.
+
+    History is linear: only the newest version can be corrected, and the
+    UNIQUE constraint on ``supersedes`` refuses a second successor even when
+    two writers race (Invariant 3).
+    """
+    if not isinstance(entry_id, str):
+        raise UsageError("entry id is a string such as ent_…")
+    with transaction(store.conn) as conn:
+        old = conn.execute("SELECT * FROM entry WHERE id = ?", (entry_id,)).fetchone()
+        if old is None:
+            raise NotFound(f"no entry {entry_id!r}; list entries with `origin entries`")
+        status = entry_status(conn, entry_id)
+        if status == "forgotten":
+            raise Forgotten(f"entry {entry_id} was forgotten and cannot be corrected")
+        if status == "superseded":
+            newest = _newest_version(conn, entry_id)
+            raise Conflict(f"entry {entry_id} was already superseded by {newest}; correct that one instead")
+        text, conf, vf, vt = _check_entry_fields(
+            kind or old["kind"], text, old["confidence"] if confidence is None else confidence,
+            old["valid_from"] if valid_from is None else valid_from,
+            old["valid_to"] if valid_to is None else valid_to,
+        )
+        inherited = [
+            (r["event_id"], r["quote"]) for r in conn.execute(
+                f"SELECT s.event_id, s.quote FROM entry_source s WHERE s.entry_id = ? "
+                f"AND NOT EXISTS (SELECT 1 FROM excluded_event x WHERE x.event_id = s.event_id)",
+                (entry_id,),
+            )
+        ]
+        added = resolve_sources(conn, sources) if sources else []
+        merged = dict(inherited)
+        for ev, q in added:
+            merged.setdefault(ev, q)
+        if not merged:
+            raise UsageError("the corrected entry needs at least one visible source")
+        eid = _insert_entry(conn, kind or old["kind"], text, conf, author.strip()[:200] or "user",
+                            old["project"] if project is None else project, entry_id, vf, vt, list(merged.items()))
+    return get_entry(store, eid)
+
+
+def _newest_version(conn: sqlite3.Connection, entry_id: str) -> str:
+    cur = entry_id
+    while True:
+        r = conn.execute("SELECT id FROM entry WHERE supersedes = ?", (cur,)).fetchone()
+        if r is None:
+            return cur
+        cur = r[0]
+
+
+def version_chain(conn: sqlite3.Connection, entry_id: str) -> list[str]:
+    """Return every version of an entry, oldest first."""
+    first = entry_id
+    while True:
+        r = conn.execute("SELECT supersedes FROM entry WHERE id = ?", (first,)).fetchone()
+        if r is None or r[0] is None:
+            break
+        first = r[0]
+    chain = [first]
+    while True:
+        r = conn.execute("SELECT id FROM entry WHERE supersedes = ?", (chain[-1],)).fetchone()
+        if r is None:
+            return chain
+        chain.append(r[0])
+
+
+def _entry_dict(conn: sqlite3.Connection, row: sqlite3.Row, full: bool) -> dict:
+    d = {
+        "id": row["id"], "kind": row["kind"], "status": entry_status(conn, row["id"]),
+        "confidence": row["confidence"], "author": row["author"], "project": row["project"],
+        "created": iso_local(row["created_at"]), "valid_from": row["valid_from"], "valid_to": row["valid_to"],
+        "supersedes": row["supersedes"],
+    }
+    if full:
+        d["text"] = row["text"]
+        d["sources"] = [
+            {"event": s["event_id"], "quote": s["quote"], **_locator(conn, s["event_id"])}
+            for s in conn.execute(
+                "SELECT s.* FROM entry_source s WHERE s.entry_id = ? "
+                "AND NOT EXISTS (SELECT 1 FROM excluded_event x WHERE x.event_id = s.event_id)",
+                (row["id"],),
+            )
+        ]
+        d["history"] = [
+            {"id": v, "status": entry_status(conn, v)} for v in version_chain(conn, row["id"])
+        ]
+    else:
+        d["snippet"] = snippet(row["text"], [])
+    return d
+
+
+def _locator(conn: sqlite3.Connection, event_id: str) -> dict:
+    r = conn.execute(
+        "SELECT e.source, e.session, e.ts, e.line, r.mirror, r.path FROM event e JOIN raw_file r ON r.id = e.raw_file_id "
+        "WHERE e.id = ?", (event_id,),
+    ).fetchone()
+    if r is None:
+        return {"missing": True}
+    return {"source": r["source"], "session": r["session"], "time": iso_local(r["ts"]),
+            "file": r["path"], "mirror": r["mirror"], "line": r["line"]}
+
+
+def get_entry(store: Store, entry_id: str) -> dict:
+    """Return one entry with its text, sources and version history."""
+    if not isinstance(entry_id, str):
+        raise UsageError("entry id is a string such as ent_…")
+    conn = store.conn
+    row = conn.execute("SELECT * FROM entry WHERE id = ?", (entry_id,)).fetchone()
+    if row is None:
+        raise NotFound(f"no entry {entry_id!r}; list entries with `origin entries`")
+    if conn.execute("SELECT 1 FROM forgotten_entry WHERE entry_id = ?", (entry_id,)).fetchone():
+        # Invariant 2 (sticky forget): a forgotten entry is never shown again.
+        raise Forgotten(f"entry {entry_id} was forgotten")
+    return _entry_dict(conn, row, full=True)
+
+
+def list_entries(store: Store, *, kind: str | None = None, project: str | None = None, history: bool = False,
+                 limit: int = DEFAULT_LIMIT) -> list[dict]:
+    """Return entries, newest first: active ones, or every version with history."""
+    limit = _check_limit(limit)
+    where, args = ["NOT EXISTS (SELECT 1 FROM forgotten_entry f WHERE f.entry_id = e.id)"], []
+    if not history:
+        where.append("NOT EXISTS (SELECT 1 FROM entry s WHERE s.supersedes = e.id)")
+    if kind:
+        if kind not in ENTRY_KINDS:
+            raise UsageError(f"kind must be one of {', '.join(ENTRY_KINDS)}")
+        where.append("e.kind = ?")
+        args.append(kind)
+    if project:
+        where.append("e.project = ?")
+        args.append(project)
+    rows = store.conn.execute(
+        f"SELECT e.* FROM entry e WHERE {' AND '.join(where)} ORDER BY e.created_at DESC, e.seq DESC LIMIT ?",
+        (*args, limit),
+    ).fetchall()
+    return [_entry_dict(store.conn, r, full=False) for r in rows]
+
+
+###############################################################################
+# Forget ######################################################################
+###############################################################################
+# Owns: tombstones, exclusion, the provenance cascade.  Upholds: Invariant 2.
+
+
+def plan_forget(conn: sqlite3.Connection, target: str) -> dict:
+    """Work out what forgetting target would forget and exclude.
+
+    Rules: an entry forgets all its versions and excludes every event they
+    cite; an event is excluded and every entry citing it is forgotten (all
+    its versions); an entry left with no visible source is forgotten too.
+    That last step excludes nothing more, so the cascade stops there.
+    """
+    if not isinstance(target, str) or not target.strip():
+        raise UsageError("forget needs an entry id (ent_…) or an event id")
+    target = target.strip()
+    entries: list[str] = []
+    events: list[str] = []
+    if conn.execute("SELECT 1 FROM entry WHERE id = ?", (target,)).fetchone():
+        if conn.execute("SELECT 1 FROM forgotten_entry WHERE entry_id = ?", (target,)).fetchone():
+            raise Forgotten(f"entry {target} is already forgotten")
+        entries = version_chain(conn, target)
+        marks = ",".join("?" * len(entries))
+        events = [
+            r[0] for r in conn.execute(
+                f"SELECT DISTINCT s.event_id FROM entry_source s WHERE s.entry_id IN ({marks}) "
+                "AND NOT EXISTS (SELECT 1 FROM excluded_event x WHERE x.event_id = s.event_id) ORDER BY s.event_id",
+                entries,
+            )
+        ]
+        kind = "entry"
+    elif conn.execute("SELECT 1 FROM event WHERE id = ?", (target,)).fetchone():
+        _visible_event(conn, target)
+        events = [target]
+        kind = "event"
+        for r in conn.execute("SELECT DISTINCT entry_id FROM entry_source WHERE event_id = ?", (target,)):
+            if r[0] not in entries and not conn.execute(
+                "SELECT 1 FROM forgotten_entry WHERE entry_id = ?", (r[0],)
+            ).fetchone():
+                entries.extend(v for v in version_chain(conn, r[0]) if v not in entries)
+    else:
+        raise NotFound(f"no entry or event {target!r}; find ids with `origin search` or `origin entries`")
+    # An entry whose every source is now excluded has lost its provenance.
+    gone = set(events)
+    if gone:
+        marks = ",".join("?" * len(gone))
+        for r in conn.execute(
+            f"SELECT DISTINCT entry_id FROM entry_source WHERE event_id IN ({marks})", sorted(gone)
+        ).fetchall():
+            eid = r[0]
+            if eid in entries or conn.execute("SELECT 1 FROM forgotten_entry WHERE entry_id = ?", (eid,)).fetchone():
+                continue
+            left = conn.execute(
+                "SELECT count(*) FROM entry_source s WHERE s.entry_id = ? AND s.event_id NOT IN "
+                f"({marks}) AND NOT EXISTS (SELECT 1 FROM excluded_event x WHERE x.event_id = s.event_id)",
+                (eid, *sorted(gone)),
+            ).fetchone()[0]
+            if left == 0:
+                entries.extend(v for v in version_chain(conn, eid) if v not in entries)
+    already = {r[0] for r in conn.execute("SELECT entry_id FROM forgotten_entry")} if entries else set()
+    entries = [e for e in entries if e not in already]
+    return {"target": target, "kind": kind, "entries": entries, "events": events}
+
+
+def forget(store: Store, target: str, *, reason: str | None = None, device: str | None = None) -> dict:
+    """Forget an entry or an event for good; return the tombstone.
+
+    Forget hides: events and entries stay in their append-only tables and
+    the raw mirror stays on disk, but the exclusion set keeps them out of
+    every query, and re-syncing cannot bring them back because exclusion is
+    by stable event id.
+    """
+    if reason is not None and not isinstance(reason, str):
+        raise UsageError("reason is a string")
+    with transaction(store.conn) as conn:
+        plan = plan_forget(conn, target)
+        cur = conn.execute(
+            "INSERT INTO tombstone (target, reason, created_at, entries, events, device) VALUES (?, ?, ?, ?, ?, ?)",
+            (plan["target"], (reason or "")[:500] or None, now_ms(), len(plan["entries"]), len(plan["events"]), device),
+        )
+        tid = cur.lastrowid
+        # Invariant 2 (sticky forget): exclusion and forgetting are recorded
+        # by id in the same transaction as the tombstone, and the text leaves
+        # the search indexes at once.
+        conn.executemany("INSERT OR IGNORE INTO forgotten_entry (entry_id, tombstone_id) VALUES (?, ?)",
+                         [(e, tid) for e in plan["entries"]])
+        conn.executemany("INSERT OR IGNORE INTO excluded_event (event_id, tombstone_id) VALUES (?, ?)",
+                         [(e, tid) for e in plan["events"]])
+        for eid in plan["entries"]:
+            r = conn.execute("SELECT seq, text FROM entry WHERE id = ?", (eid,)).fetchone()
+            conn.execute("INSERT INTO entry_fts (entry_fts, rowid, text) VALUES ('delete', ?, ?)", (r[0], r[1]))
+        touched: dict[str, set] = {}
+        for evid in plan["events"]:
+            r = conn.execute("SELECT seq, text, indexed, source, session FROM event WHERE id = ?", (evid,)).fetchone()
+            if r["indexed"]:
+                conn.execute("INSERT INTO event_fts (event_fts, rowid, text) VALUES ('delete', ?, ?)", (r[0], r[1]))
+            touched.setdefault(r["source"], set()).add(r["session"])
+        for source, sessions in touched.items():
+            refresh_sessions(conn, source, sessions)
+    return {"tombstone": tid, "target": plan["target"], "kind": plan["kind"], "reason": reason,
+            "forgotten_entries": plan["entries"], "excluded_events": plan["events"]}
+
+
+###############################################################################
+# Queries #####################################################################
+###############################################################################
+# Owns: search, timeline, get, sources, status.  Every read filters out the
+# exclusion set and forgotten entries (Invariant 2).
+
+_MESSAGE_KINDS = ("message",)
+_TOOL_KINDS = ("message", "tool_call", "tool_result")
+
+
+def _check_limit(limit: Any) -> int:
+    if limit is None:
+        return DEFAULT_LIMIT
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise UsageError(f"limit is a whole number from 1 to {MAX_LIMIT}")
+    return min(limit, MAX_LIMIT)
+
+
+def _split_query(query: str) -> tuple[str | None, list[str], list[str]]:
+    """Turn a query into an FTS5 MATCH string and LIKE patterns.
+
+    Every whitespace-separated term becomes a quoted phrase, and the phrases
+    are ANDed; a term under three characters cannot use the trigram index and
+    becomes a LIKE pattern instead.
+    """
+    terms = [t for t in query.split() if t]
+    longs = [t for t in terms if len(t) >= 3]
+    shorts = [t for t in terms if len(t) < 3]
+    match = " AND ".join('"' + t.replace('"', '""') + '"' for t in longs) or None
+    likes = ["%" + _like_escape(t) + "%" for t in shorts]
+    return match, likes, terms
+
+
+def _event_filters(alias: str, *, kinds, source, project, session, since, until) -> tuple[list[str], list]:
+    where = [f"{alias}.kind IN ({','.join('?' * len(kinds))})", _SQL_VISIBLE.format(e=alias)]
+    args: list = list(kinds)
+    for col, val in (("source", source), ("project", project), ("session", session)):
+        if val:
+            if not isinstance(val, str):
+                raise UsageError(f"{col} is a string")
+            where.append(f"{alias}.{col} = ?")
+            args.append(val)
+    if since is not None:
+        where.append(f"{alias}.ts >= ?")
+        args.append(since)
+    if until is not None:
+        where.append(f"{alias}.ts <= ?")
+        args.append(until)
+    return where, args
+
+
+def _event_brief(r: sqlite3.Row, terms: list[str]) -> dict:
+    return {"id": r["id"], "session": r["session"], "time": iso_local(r["ts"]), "source": r["source"],
+            "project": r["project"], "role": r["role"], "kind": r["kind"], "snippet": snippet(r["text"], terms)}
+
+
+def search_events(store: Store, query: str, *, limit: int = DEFAULT_LIMIT, recent: bool = False,
+                  include_tools: bool = False, source: str | None = None, project: str | None = None,
+                  session: str | None = None, since: int | None = None, until: int | None = None) -> list[dict]:
+    """Full-text search over visible events; BM25 order unless recent."""
+    limit = _check_limit(limit)
+    if not isinstance(query, str):
+        raise UsageError("query is a string")
+    match, likes, terms = _split_query(query)
+    if not terms:
+        return []
+    kinds = _TOOL_KINDS if include_tools else _MESSAGE_KINDS
+    where, args = _event_filters("e", kinds=kinds, source=source, project=project, session=session,
+                                 since=since, until=until)
+    cols = "e.id, e.session, e.ts, e.source, e.project, e.role, e.kind, e.text"
+    if match:
+        like_sql = "".join(" AND event_fts.text LIKE ? ESCAPE '\\'" for _ in likes)
+        order = "e.ts DESC, e.seq DESC" if recent else "bm25(event_fts)"
+        sql = (f"SELECT {cols} FROM event_fts JOIN event e ON e.seq = event_fts.rowid "
+               f"WHERE event_fts MATCH ?{like_sql} AND {' AND '.join(where)} ORDER BY {order} LIMIT ?")
+        params = (match, *likes, *args, limit)
+    else:
+        # Only short terms: walk events newest first and stop at the limit.
+        like_sql = " AND ".join("e.text LIKE ? ESCAPE '\\'" for _ in likes)
+        sql = (f"SELECT {cols} FROM event e WHERE e.indexed = 1 AND {like_sql} AND {' AND '.join(where)} "
+               "ORDER BY e.ts DESC, e.seq DESC LIMIT ?")
+        params = (*likes, *args, limit)
+    try:
+        rows = store.conn.execute(sql, params).fetchall()
+    except sqlite3.OperationalError as e:
+        raise UsageError(f"cannot search for {query!r}: {e}") from None
+    return [_event_brief(r, terms) for r in rows]
+
+
+def search_entries(store: Store, query: str | None, *, limit: int = DEFAULT_LIMIT, kind: str | None = None,
+                   project: str | None = None, history: bool = False, recent: bool = False,
+                   since: int | None = None, until: int | None = None) -> list[dict]:
+    """Search active entries (every non-forgotten version with history)."""
+    limit = _check_limit(limit)
+    if query is None or not str(query).strip():
+        return list_entries(store, kind=kind, project=project, history=history, limit=limit)
+    if not isinstance(query, str):
+        raise UsageError("query is a string")
+    match, likes, terms = _split_query(query)
+    where = ["NOT EXISTS (SELECT 1 FROM forgotten_entry f WHERE f.entry_id = e.id)"]
+    args: list = []
+    if not history:
+        where.append("NOT EXISTS (SELECT 1 FROM entry s WHERE s.supersedes = e.id)")
+    if kind:
+        if kind not in ENTRY_KINDS:
+            raise UsageError(f"kind must be one of {', '.join(ENTRY_KINDS)}")
+        where.append("e.kind = ?")
+        args.append(kind)
+    if project:
+        where.append("e.project = ?")
+        args.append(project)
+    if since is not None:
+        where.append("e.created_at >= ?")
+        args.append(since)
+    if until is not None:
+        where.append("e.created_at <= ?")
+        args.append(until)
+    if match:
+        like_sql = "".join(" AND entry_fts.text LIKE ? ESCAPE '\\'" for _ in likes)
+        order = "e.created_at DESC" if recent else "bm25(entry_fts)"
+        sql = (f"SELECT e.* FROM entry_fts JOIN entry e ON e.seq = entry_fts.rowid WHERE entry_fts MATCH ?{like_sql} "
+               f"AND {' AND '.join(where)} ORDER BY {order} LIMIT ?")
+        params = (match, *likes, *args, limit)
+    else:
+        like_sql = " AND ".join("e.text LIKE ? ESCAPE '\\'" for _ in likes)
+        sql = f"SELECT e.* FROM entry e WHERE {like_sql} AND {' AND '.join(where)} ORDER BY e.created_at DESC LIMIT ?"
+        params = (*likes, *args, limit)
+    out = []
+    for r in store.conn.execute(sql, params):
+        d = _entry_dict(store.conn, r, full=False)
+        d["snippet"] = snippet(r["text"], terms)
+        out.append(d)
+    return out
+
+
+def search(store: Store, query: str | None = None, *, scope: str = "all", **kw) -> dict:
+    """Search entries and events together; no query lists recent entries."""
+    if scope not in ("all", "entries", "events"):
+        raise UsageError("scope is one of all, entries, events")
+    entry_kw = {k: kw[k] for k in ("limit", "kind", "project", "history", "recent", "since", "until") if k in kw}
+    event_kw = {k: kw[k] for k in ("limit", "recent", "include_tools", "source", "project", "session", "since", "until")
+                if k in kw}
+    out: dict = {}
+    if scope in ("all", "entries") and not kw.get("source") and not kw.get("session"):
+        out["entries"] = search_entries(store, query, **entry_kw)
+    else:
+        out["entries"] = []
+    out["events"] = search_events(store, query, **event_kw) if scope in ("all", "events") and query else []
+    return out
+
+
+def timeline(store: Store, *, session: str | None = None, since: int | None = None, until: int | None = None,
+             source: str | None = None, project: str | None = None, include_tools: bool = False,
+             limit: int | None = None) -> dict:
+    """List sessions active in a window (default 7 days), or one session's events."""
+    conn = store.conn
+    if session:
+        if not isinstance(session, str):
+            raise UsageError("session is a session id string")
+        limit = MAX_LIMIT * 5 if limit is None else min(_check_limit(limit) if limit <= MAX_LIMIT else limit, MAX_LIMIT * 5)
+        s = conn.execute("SELECT * FROM session WHERE id = ?" + (" AND source = ?" if source else ""),
+                         (session, source) if source else (session,)).fetchone()
+        if s is None or not s["events"]:
+            raise NotFound(f"no session {session!r}; list sessions with `origin timeline`")
+        kinds = ("message", "tool_call", "tool_result", "meta") if include_tools else _MESSAGE_KINDS
+        where, args = _event_filters("e", kinds=kinds, source=s["source"], project=None, session=session,
+                                     since=since, until=until)
+        rows = conn.execute(
+            f"SELECT e.id, e.session, e.ts, e.source, e.project, e.role, e.kind, e.text FROM event e "
+            f"WHERE {' AND '.join(where)} ORDER BY e.ts, e.seq LIMIT ?", (*args, limit),
+        ).fetchall()
+        return {"session": _session_dict(s), "events": [_event_brief(r, []) for r in rows]}
+    limit = _check_limit(limit)
+    if since is None:
+        since = now_ms() - TIMELINE_DAYS * 86400 * 1000
+    where, args = ["events > 0", "last_ts >= ?"], [since]
+    if until is not None:
+        where.append("first_ts <= ?")
+        args.append(until)
+    for col, val in (("source", source), ("project", project)):
+        if val:
+            where.append(f"{col} = ?")
+            args.append(val)
+    rows = conn.execute(
+        f"SELECT * FROM session WHERE {' AND '.join(where)} ORDER BY last_ts DESC LIMIT ?", (*args, limit)
+    ).fetchall()
+    return {"since": iso_local(since), "until": iso_local(until), "sessions": [_session_dict(r) for r in rows]}
+
+
+def _session_dict(r: sqlite3.Row) -> dict:
+    return {"session": r["id"], "source": r["source"], "title": r["title"], "project": r["project"],
+            "branch": r["branch"], "first": iso_local(r["first_ts"]), "last": iso_local(r["last_ts"]),
+            "events": r["events"], "messages": r["messages"], "parent": r["parent"]}
+
+
+def read_raw(store: Store, mirror: str, offset: int, span: int = 1) -> str:
+    """Read the original line(s) of an event back from its mirror."""
+    path = store.home / mirror
+    with open(path, "rb") as fh:
+        fh.seek(offset)
+        lines = [fh.readline() for _ in range(max(1, span))]
+    return b"".join(lines).rstrip(b"\n").decode("utf-8", "replace")
+
+
+def get_event(store: Store, event_id: str) -> dict:
+    """Return one visible event with its full text and provenance."""
+    if not isinstance(event_id, str) or not event_id:
+        raise UsageError("event id is a string such as claude-code:<uuid>")
+    conn = store.conn
+    r = conn.execute(
+        "SELECT e.*, f.path, f.mirror, f.generation FROM event e JOIN raw_file f ON f.id = e.raw_file_id WHERE e.id = ?",
+        (event_id,),
+    ).fetchone()
+    if r is None:
+        raise NotFound(f"no event {event_id!r}; find event ids with `origin search`")
+    if conn.execute("SELECT 1 FROM excluded_event WHERE event_id = ?", (event_id,)).fetchone():
+        # Invariant 2 (sticky forget): excluded events are never shown.
+        raise Forgotten(f"event {event_id} was forgotten")
+    s = conn.execute("SELECT title FROM session WHERE source = ? AND id = ?", (r["source"], r["session"])).fetchone()
+    return {
+        "id": r["id"], "source": r["source"], "session": r["session"], "session_title": s["title"] if s else None,
+        "time": iso_local(r["ts"]), "time_approximate": bool(r["ts_approx"]), "project": r["project"],
+        "cwd": r["cwd"], "branch": r["branch"], "model": r["model"], "role": r["role"], "kind": r["kind"],
+        "text": r["text"],
+        "provenance": {"file": r["path"], "generation": r["generation"], "mirror": r["mirror"], "line": r["line"],
+                       "lines": r["span"], "offset": r["offset"]},
+    }
+
+
+def get_item(store: Store, item_id: str) -> dict:
+    """Return an entry (``ent_…``) or an event by id."""
+    if isinstance(item_id, str) and item_id.startswith("ent_"):
+        return {"entry": get_entry(store, item_id)}
+    return {"event": get_event(store, item_id)}
+
+
+def raw_sources(store: Store, item_id: str) -> list[dict]:
+    """Return the original log lines behind an entry or an event (Invariant 1)."""
+    if isinstance(item_id, str) and item_id.startswith("ent_"):
+        entry = get_entry(store, item_id)
+        ids = [(s["event"], s["quote"]) for s in entry["sources"]]
+    else:
+        get_event(store, item_id)
+        ids = [(item_id, None)]
+    out = []
+    for ev_id, quote in ids:
+        ev = get_event(store, ev_id)
+        p = ev["provenance"]
+        d = {"event": ev_id, "source": ev["source"], "session": ev["session"], "time": ev["time"],
+             "file": p["file"], "mirror": p["mirror"], "line": p["line"], "lines": p["lines"]}
+        if quote is not None:
+            d["quote"] = quote
+        try:
+            d["raw"] = read_raw(store, p["mirror"], p["offset"], p["lines"])
+        except OSError as e:
+            d["raw"] = None
+            d["error"] = f"mirror unreadable: {e.strerror}"
+        out.append(d)
+    return out
+
+
+def status(store: Store) -> dict:
+    """Return what the store holds, per source."""
+    conn = store.conn
+    db = store.home / DB_NAME
+    size = sum(p.stat().st_size for p in (db, Path(str(db) + "-wal")) if p.exists())
+    sources: dict = {}
+    for r in conn.execute(
+        "SELECT source, count(*) AS files, sum(parse_errors) AS errs, sum(unknown_records) AS unk, max(last_sync) AS last "
+        "FROM raw_file GROUP BY source"
+    ):
+        sources[r["source"]] = {"files": r["files"], "sessions": 0, "events": 0, "parse_errors": r["errs"] or 0,
+                                "unknown_records": r["unk"] or 0, "last_sync": iso_local(r["last"])}
+    for r in conn.execute("SELECT source, count(*) AS n, sum(events) AS ev FROM session WHERE events > 0 GROUP BY source"):
+        sources.setdefault(r["source"], {"files": 0, "sessions": 0, "events": 0, "parse_errors": 0,
+                                         "unknown_records": 0, "last_sync": None})
+        sources[r["source"]]["sessions"] = r["n"]
+        sources[r["source"]]["events"] = r["ev"] or 0
+    entries = conn.execute(
+        "SELECT count(*) FROM entry e WHERE NOT EXISTS (SELECT 1 FROM forgotten_entry f WHERE f.entry_id = e.id) "
+        "AND NOT EXISTS (SELECT 1 FROM entry s WHERE s.supersedes = e.id)"
+    ).fetchone()[0]
+    return {
+        "home": str(store.home), "db_bytes": size,
+        "events": sum(s["events"] for s in sources.values()),
+        "sessions": sum(s["sessions"] for s in sources.values()),
+        "entries": entries,
+        "tombstones": conn.execute("SELECT count(*) FROM tombstone").fetchone()[0],
+        "sources": sources,
+    }
+
+
+###############################################################################
+# CLI #########################################################################
+###############################################################################
+# A thin layer: parse arguments, call the core operations above, print.
+
+
+def _print_json(obj: Any) -> None:
+    sys.stdout.write(json.dumps(obj, ensure_ascii=False, indent=2) + "\n")
+
+
+def _progress_printer():
+    """Return a progress callback for a terminal, or None when piped."""
+    if not sys.stderr.isatty():
+        return None
+    last = [0.0]
+
+    def show(done: int, total: int, nbytes: int) -> None:
+        t = time.monotonic()
+        if done != total and t - last[0] < 0.2:
+            return
+        last[0] = t
+        sys.stderr.write(f"\rsyncing: {done}/{total} files, {nbytes / 1e6:.1f} MB")
+        if done == total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+    return show
+
+
+def _open(args) -> Store:
+    return open_store(resolve_home())
+
+
+def cmd_sync(args) -> int:
+    """Archive new agent log lines into the store.
+
+    Example: origin sync --source claude-code
+    """
+    with _open(args) as store:
+        report = sync(store, sources=args.source or None, progress=None if args.json else _progress_printer())
+    if args.json:
+        _print_json(report.as_json())
+        return 0
+    print(f"added {report.events_added} events")
+    for name, s in sorted(report.sources.items()):
+        print(f"  {name:12} {s['files']:6} files  {s['bytes_added'] / 1e6:9.2f} MB new  "
+              f"{s['events_added']:8} events  {s['parse_errors']} parse errors")
+    for p in report.problems:
+        print(f"  ! {p['source']}: {p['path']}: {p['error']}", file=sys.stderr)
+    if not any(s["files"] for s in report.sources.values()):
+        print("no agent logs found; looked in:")
+        for name, dirs in looked_in().items():
+            print(f"  {name:12} {', '.join(dirs) or '-'}")
+        print("point Origin elsewhere with CLAUDE_CONFIG_DIR, CODEX_HOME, GROK_HOME, "
+              "ORIGIN_CURSOR_USER_DIR, ORIGIN_CURSOR_HOME, ORIGIN_ZCODE_HOME (or HOME)")
+    return 0
+
+
+def cmd_status(args) -> int:
+    """Show what the store holds, per agent.
+
+    Example: origin status --json
+    """
+    with _open(args) as store:
+        st = status(store)
+    if args.json:
+        _print_json(st)
+        return 0
+    print(f"home      {st['home']}")
+    print(f"store     {st['db_bytes'] / 1e6:.1f} MB, {st['events']} events in {st['sessions']} sessions, "
+          f"{st['entries']} active entries, {st['tombstones']} forgets")
+    for name, s in sorted(st["sources"].items()):
+        print(f"  {name:12} {s['files']:6} files {s['sessions']:6} sessions {s['events']:9} events "
+              f"{s['parse_errors']:5} parse errors   last sync {s['last_sync'] or '-'}")
+    if not st["sources"]:
+        print("nothing archived yet: run `origin sync`")
+    return 0
+
+
+def _time_args(args) -> tuple[int | None, int | None]:
+    return parse_when(args.since, field_name="--since"), parse_when(args.until, field_name="--until")
+
+
+def cmd_search(args) -> int:
+    """Search archived events and entries.
+
+    Each word must appear (words of one or two characters match as plain
+    substrings).  Results are ranked by relevance, or newest first with
+    --recent.  With no query, the most recent entries are listed.
+
+    Example: origin search "schema migration" --project api --since 7d
+    """
+    since, until = _time_args(args)
+    query = " ".join(args.query)
+    with _open(args) as store:
+        res = search(store, query or None, scope=args.scope, limit=args.limit, recent=args.recent,
+                     include_tools=args.all, source=args.source, project=args.project, session=args.session,
+                     since=since, until=until, kind=args.kind, history=args.history)
+    if args.json:
+        _print_json(res)
+        return 0
+    for e in res["entries"]:
+        print(f"{e['id']}  [{e['kind']}, {e['status']}]  {e['snippet']}")
+    for e in res["events"]:
+        print(f"{e['time'] or '?':25} {e['source']:11} {e['project'] or '-':15} {e['role']:9} {e['snippet']}")
+        print(f"    {e['id']}")
+    if not res["entries"] and not res["events"]:
+        print("no matches")
+    return 0
+
+
+def cmd_timeline(args) -> int:
+    """List sessions in a time window, or one session's events in order.
+
+    Example: origin timeline --since 3d   |   origin timeline --session <id>
+    """
+    since, until = _time_args(args)
+    with _open(args) as store:
+        res = timeline(store, session=args.session, since=since, until=until, source=args.source,
+                       project=args.project, include_tools=args.all, limit=args.limit)
+    if args.json:
+        _print_json(res)
+        return 0
+    if args.session:
+        s = res["session"]
+        print(f"{s['session']}  {s['source']}  {s['project'] or '-'}  {s['title'] or ''}")
+        for e in res["events"]:
+            print(f"  {e['time'] or '?':25} {e['role']:9} {e['kind']:11} {e['snippet']}")
+        return 0
+    for s in res["sessions"]:
+        print(f"{s['last'] or '?':25} {s['source']:11} {s['project'] or '-':15} {s['messages']:5} msgs  "
+              f"{(s['title'] or '')[:60]}")
+        print(f"    {s['session']}")
+    if not res["sessions"]:
+        print("no sessions in that window")
+    return 0
+
+
+def cmd_show(args) -> int:
+    """Show an event with its original log line, or an entry with its sources.
+
+    Example: origin show claude-code:4f1c…   |   origin show ent_…
+    """
+    with _open(args) as store:
+        item = get_item(store, args.id)
+        raw = raw_sources(store, args.id)
+    if args.json:
+        _print_json({**item, "sources": raw})
+        return 0
+    if "entry" in item:
+        e = item["entry"]
+        print(f"{e['id']}  {e['kind']}  {e['status']}  confidence {e['confidence']}  by {e['author']}  {e['created']}")
+        if e["project"]:
+            print(f"project   {e['project']}")
+        if e["valid_from"] or e["valid_to"]:
+            print(f"valid     {e['valid_from'] or '…'} to {e['valid_to'] or '…'}")
+        print(f"\n{e['text']}\n")
+        for s in raw:
+            print(f"source {s['event']}  ({s['source']}, {s['time']})")
+            if s.get("quote"):
+                print(f"  quote: {s['quote']}")
+            print(f"  {s['file']}  line {s['line']}  (mirror {s['mirror']})")
+        print("history   " + " -> ".join(f"{h['id']} ({h['status']})" for h in e["history"]))
+        return 0
+    ev = item["event"]
+    p = ev["provenance"]
+    print(f"{ev['id']}\n{ev['time'] or '?'}  {ev['source']}  {ev['project'] or '-'}  {ev['role']} {ev['kind']}")
+    print(f"session   {ev['session']}  {ev['session_title'] or ''}")
+    print(f"file      {p['file']}  (generation {p['generation']})")
+    print(f"mirror    {p['mirror']}  line {p['line']}" + (f"-{p['line'] + p['lines'] - 1}" if p["lines"] > 1 else ""))
+    print(f"\n{ev['text']}\n\noriginal line:\n{raw[0]['raw'] if raw else ''}")
+    return 0
+
+
+def cmd_path(args) -> int:
+    """Print where Origin keeps its data.
+
+    Example: origin path
+    """
+    home = resolve_home()
+    info = {"home": str(home), "db": str(home / DB_NAME), "raw": str(home / "raw"), "looked_in": looked_in()}
+    if args.json:
+        _print_json(info)
+    else:
+        print(info["home"])
+    return 0
+
+
+def cmd_entries(args) -> int:
+    """List entries (active only, or every version with --history).
+
+    Example: origin entries --kind cognition --project api
+    """
+    with _open(args) as store:
+        rows = list_entries(store, kind=args.kind, project=args.project, history=args.history, limit=args.limit)
+    if args.json:
+        _print_json({"entries": rows})
+        return 0
+    for e in rows:
+        print(f"{e['id']}  {e['kind']:9} {e['status']:10} {e['created']}  {e['project'] or '-':12} {e['snippet']}")
+    if not rows:
+        print("no entries")
+    return 0
+
+
+def _cli_sources(args) -> list[dict]:
+    events, quotes = args.event or [], args.quote or []
+    if len(events) == 1 and len(quotes) == 1:
+        return [{"event": events[0], "quote": quotes[0]}]
+    return [{"event": e} for e in events] + [{"quote": q} for q in quotes]
+
+
+def _print_entry(e: dict, as_json: bool) -> None:
+    if as_json:
+        _print_json(e)
+        return
+    print(f"{e['id']}  {e['kind']}  {e['status']}")
+    for s in e["sources"]:
+        print(f"  cites {s['event']}  ({s.get('file')}, line {s.get('line')})")
+
+
+def cmd_remember(args) -> int:
+    """Record an entry that cites the events it comes from.
+
+    A source is an event id (--event), an exact quote (--quote), or both;
+    a quote alone cites the newest message that contains it.
+
+    Example: origin remember "We keep SQLite for the archive: one file, no server." --kind memory --quote "keep SQLite"
+    """
+    with _open(args) as store:
+        sync(store)  # so a quote from moments ago can be cited
+        e = remember(store, kind=args.kind, text=args.text, sources=_cli_sources(args), author="user",
+                     confidence=args.confidence, project=args.project, valid_from=args.valid_from,
+                     valid_to=args.valid_to)
+    _print_entry(e, args.json)
+    return 0
+
+
+def cmd_correct(args) -> int:
+    """Supersede an entry with a corrected version (history stays linear).
+
+    Example: origin correct ent_… "We keep SQLite, with WAL, for the archive." --quote "WAL mode"
+    """
+    with _open(args) as store:
+        sync(store)
+        e = correct(store, args.id, text=args.text, author="user", sources=_cli_sources(args) or None,
+                    confidence=args.confidence, valid_from=args.valid_from, valid_to=args.valid_to)
+    _print_entry(e, args.json)
+    return 0
+
+
+def cmd_forget(args) -> int:
+    """Forget an entry or an event for good (previews unless --yes).
+
+    Forgetting an entry forgets all its versions and hides the events it
+    cites; forgetting an event hides it and forgets the entries citing it.
+    It cannot be undone.
+
+    Example: origin forget ent_… --reason "wrong decision" --yes
+    """
+    with _open(args) as store:
+        plan = plan_forget(store.conn, args.id)
+        if not args.yes:
+            preview = {"would_forget_entries": [], "would_exclude_events": []}
+            for eid in plan["entries"]:
+                r = store.conn.execute("SELECT kind, text FROM entry WHERE id = ?", (eid,)).fetchone()
+                preview["would_forget_entries"].append({"id": eid, "kind": r["kind"], "snippet": snippet(r["text"], [])})
+            for evid in plan["events"]:
+                r = store.conn.execute("SELECT source, role, text FROM event WHERE id = ?", (evid,)).fetchone()
+                preview["would_exclude_events"].append({"id": evid, "source": r["source"], "snippet": snippet(r["text"], [])})
+            if args.json:
+                _print_json({"done": False, "target": plan["target"], **preview})
+            else:
+                print(f"forgetting {plan['target']} would forget {len(plan['entries'])} entries "
+                      f"and hide {len(plan['events'])} events:")
+                for e in preview["would_forget_entries"]:
+                    print(f"  entry {e['id']} ({e['kind']}): {e['snippet']}")
+                for e in preview["would_exclude_events"]:
+                    print(f"  event {e['id']} ({e['source']}): {e['snippet']}")
+                print("this cannot be undone; run again with --yes to forget")
+            return 1
+        res = forget(store, args.id, reason=args.reason)
+    if args.json:
+        _print_json({"done": True, **res})
+    else:
+        print(f"forgot {len(res['forgotten_entries'])} entries and hid {len(res['excluded_events'])} events "
+              f"(tombstone {res['tombstone']})")
+    return 0
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that keeps each command's docstring layout in --help."""
+
+    def __init__(self, *a, **kw):
+        kw.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        super().__init__(*a, **kw)
+
+
+def _limit(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
+    if not 1 <= n <= MAX_LIMIT:
+        raise argparse.ArgumentTypeError(f"limit is from 1 to {MAX_LIMIT}")
+    return n
+
+
+def _confidence(value: str) -> float:
+    try:
+        c = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
+    if not 0 <= c <= 1:
+        raise argparse.ArgumentTypeError("confidence is from 0 to 1")
+    return c
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Return the argument parser of the `origin` command."""
+    p = _Parser(prog="origin", description=__doc__.split("\n\n")[1] if __doc__ else None,
+                epilog="Data lives in $ORIGIN_HOME (default ~/.origin).  Run `origin <command> --help` for details.")
+    p.add_argument("--version", action="version", version=f"origin {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="<command>")
+
+    def command(name, func, help_):
+        doc = func.__doc__ or ""
+        sp = sub.add_parser(name, help=help_, description=doc.strip().replace("\n    ", "\n"))
+        sp.set_defaults(func=func)
+        return sp
+
+    def add_json(sp):
+        sp.add_argument("--json", action="store_true", help="print JSON (the documented interface)")
+
+    def add_filters(sp):
+        sp.add_argument("--source", choices=sorted(ADAPTERS), help="only this agent")
+        sp.add_argument("--project", help="only this project (last segment of the working directory)")
+        sp.add_argument("--since", help="from this time: ISO date/time or an age such as 7d, 24h")
+        sp.add_argument("--until", help="up to this time: ISO date/time or an age")
+        sp.add_argument("--all", action="store_true", help="include tool calls and results")
+
+    sp = command("sync", cmd_sync, "archive new agent log lines")
+    sp.add_argument("--source", action="append", choices=sorted(ADAPTERS), help="only this agent (repeatable)")
+    add_json(sp)
+
+    sp = command("status", cmd_status, "what the store holds")
+    add_json(sp)
+
+    sp = command("search", cmd_search, "search events and entries")
+    sp.add_argument("query", nargs="*", help="words that must all appear")
+    add_filters(sp)
+    sp.add_argument("--session", help="only this session")
+    sp.add_argument("--recent", action="store_true", help="newest first instead of by relevance")
+    sp.add_argument("--scope", choices=("all", "entries", "events"), default="all")
+    sp.add_argument("--kind", choices=ENTRY_KINDS, help="only entries of this kind")
+    sp.add_argument("--history", action="store_true", help="include superseded entry versions")
+    sp.add_argument("--limit", type=_limit, default=DEFAULT_LIMIT)
+    add_json(sp)
+
+    sp = command("timeline", cmd_timeline, "sessions in a window, or one session's events")
+    sp.add_argument("--session", help="list this session's events in order")
+    add_filters(sp)
+    sp.add_argument("--limit", type=_limit, default=None)
+    add_json(sp)
+
+    sp = command("show", cmd_show, "an event with its original line, or an entry with its sources")
+    sp.add_argument("id", help="an event id (source:native-id) or an entry id (ent_…)")
+    add_json(sp)
+
+    sp = command("path", cmd_path, "where the data lives")
+    add_json(sp)
+
+    sp = command("entries", cmd_entries, "list entries")
+    sp.add_argument("--kind", choices=ENTRY_KINDS)
+    sp.add_argument("--project")
+    sp.add_argument("--history", action="store_true", help="every version, not only active ones")
+    sp.add_argument("--limit", type=_limit, default=DEFAULT_LIMIT)
+    add_json(sp)
+
+    for name, func, help_ in (("remember", cmd_remember, "record a cited entry"),
+                              ("correct", cmd_correct, "supersede an entry with a corrected version")):
+        sp = command(name, func, help_)
+        if name == "correct":
+            sp.add_argument("id", help="the entry to correct (ent_…)")
+        sp.add_argument("text", help="the self-contained statement")
+        if name == "remember":
+            sp.add_argument("--kind", choices=ENTRY_KINDS, required=True)
+            sp.add_argument("--project", help="default: the project of the first cited event")
+        sp.add_argument("--event", action="append", help="cite this event id (repeatable)")
+        sp.add_argument("--quote", action="append", help="cite the newest message containing this exact text (repeatable)")
+        sp.add_argument("--confidence", type=_confidence, default=1.0 if name == "remember" else None)
+        sp.add_argument("--valid-from", help="ISO date/time the statement starts to hold")
+        sp.add_argument("--valid-to", help="ISO date/time the statement stops holding")
+        add_json(sp)
+
+    sp = command("forget", cmd_forget, "forget an entry or event for good")
+    sp.add_argument("id", help="an entry id (ent_…) or an event id")
+    sp.add_argument("--reason", help="why (kept in the tombstone; never the forgotten text)")
+    sp.add_argument("--yes", action="store_true", help="really forget (without it, only preview)")
+    add_json(sp)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the `origin` command; return its exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return args.func(args)
+    except OriginError as e:
+        print(f"origin: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("origin: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

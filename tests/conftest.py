@@ -1,0 +1,91 @@
+"""Shared fixtures: every test gets its own ORIGIN_HOME and HOME under tmp_path."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+import origin  # noqa: E402
+
+FIXTURES = ROOT / "tests" / "fixtures"
+
+#: Variables that point discovery somewhere; cleared so no test sees real logs.
+AGENT_VARS = ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "GROK_HOME", "ORIGIN_CURSOR_USER_DIR", "ORIGIN_CURSOR_HOME",
+              "ORIGIN_ZCODE_HOME", "APPDATA", "ORIGIN_CRASH_AT")
+
+
+def pytest_report_header(config):
+    return f"python {sys.version.split()[0]}, sqlite {sqlite3.sqlite_version}"
+
+
+@pytest.fixture(autouse=True)
+def user_home(tmp_path, monkeypatch) -> Path:
+    """Isolate HOME and ORIGIN_HOME for every test."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("ORIGIN_HOME", str(tmp_path / "origin"))
+    for var in AGENT_VARS:
+        monkeypatch.delenv(var, raising=False)
+    origin._CRASH.clear()
+    return home
+
+
+@pytest.fixture
+def origin_home(tmp_path) -> Path:
+    return tmp_path / "origin"
+
+
+@pytest.fixture
+def store(origin_home):
+    s = origin.open_store(origin_home)
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def claude_root(user_home) -> Path:
+    """Copy the real Claude Code fixtures to ~/.claude/projects/."""
+    projects = user_home / ".claude" / "projects"
+    shutil.copytree(FIXTURES / "claude-code" / "claude-code-viewer" / "sample-project", projects / "-path-to-Demo")
+    agent = FIXTURES / "claude-code" / "agent-sessions"
+    shutil.copytree(agent / "subagent", projects / "-tmp")
+    for name in ("small.jsonl", "schema_drift.jsonl"):
+        shutil.copy(agent / name, projects / "-tmp" / name)
+    return user_home / ".claude"
+
+
+@pytest.fixture
+def cli(capsys):
+    """Run `origin ...` in-process; return (exit code, parsed JSON or text)."""
+
+    def run(*argv: str):
+        capsys.readouterr()
+        code = origin.main(list(argv))
+        out = capsys.readouterr().out
+        if "--json" in argv:
+            try:
+                return code, json.loads(out)
+            except ValueError:
+                return code, out
+        return code, out
+
+    return run
+
+
+def read_line(path: Path, lineno: int) -> bytes:
+    """Return line number lineno (1-based) of a file, without its newline."""
+    with open(path, "rb") as fh:
+        for i, line in enumerate(fh, 1):
+            if i == lineno:
+                return line.rstrip(b"\n")
+    raise AssertionError(f"{path} has no line {lineno}")

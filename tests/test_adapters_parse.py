@@ -1,0 +1,622 @@
+"""Pure tests of the Claude Code, Codex and Grok adapters: discovery and parsing.
+
+Nothing here needs ``origin``: a small reader below plays the ingest engine's
+part (split a mirror into lines, give each its number and byte offset, keep
+the adapter's state), so the adapters are checked against real fixture files
+on their own.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import adapters
+from adapters import ADAPTERS, Context, ParseError, Record, SessionInfo, SourceFile
+
+FIXTURES = Path(__file__).with_name("fixtures")
+CLAUDE = FIXTURES / "claude-code"
+CLAUDE_INIT = CLAUDE / "claude-code-viewer/sample-project/1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl"
+CLAUDE_CUSTOM = CLAUDE / "claude-code-viewer/sample-project/5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl"
+CLAUDE_SMALL = CLAUDE / "agent-sessions/small.jsonl"
+CLAUDE_DRIFT = CLAUDE / "agent-sessions/schema_drift.jsonl"
+CLAUDE_PARENT_ID = "0a1b2c3d-4e5f-4061-8071-2a3b4c5d6e7f"
+CLAUDE_SUBAGENT_DIR = CLAUDE / "agent-sessions/subagent"
+
+
+###############################################################################
+# A stand-in for the ingest engine ############################################
+###############################################################################
+
+
+def mirror_bytes(path: Path | str, compressed: str | None = None) -> bytes:
+    """Return the bytes ingest would mirror: the file, decompressed if zstd."""
+    with open(path, "rb") as fh:
+        if compressed != "zstd":
+            return fh.read()
+        import zstandard
+
+        reader = zstandard.ZstdDecompressor().stream_reader(fh, read_across_frames=True)
+        return reader.read()
+
+
+def lines_of(data: bytes):
+    """Yield (lineno, offset, text) for every complete line, as ingest does."""
+    offset = 0
+    for lineno, raw in enumerate(io.BytesIO(data), 1):
+        if not raw.endswith(b"\n"):
+            return  # an unterminated last line waits for the next sync
+        yield lineno, offset, raw[:-1].decode("utf-8", errors="replace")
+        offset += len(raw)
+
+
+def run(adapter, f: SourceFile, data: bytes | None = None, *, mtime_ms=1_700_000_000_000,
+        roundtrip: bool = False):
+    """Parse a whole file; return (items, errors, state).
+
+    With roundtrip the state goes through JSON between every two lines, as if
+    each sync stopped after one line and the next one resumed from storage.
+    """
+    if data is None:
+        data = mirror_bytes(f.path, f.compressed)
+    state = adapter.new_state(f)
+    items, errors = [], []
+    for lineno, offset, text in lines_of(data):
+        if roundtrip:
+            state = json.loads(json.dumps(state))
+        ctx = Context(file=f, state=state, lineno=lineno, offset=offset, mtime_ms=mtime_ms)
+        try:
+            items.extend(adapter.parse(text, ctx))
+        except ParseError as e:
+            errors.append((lineno, str(e)))
+    json.dumps(state)  # the state must stay JSON-able
+    return items, errors, state
+
+
+def source(path: Path, **meta) -> SourceFile:
+    """Return a SourceFile for a fixture, named relative to the fixtures."""
+    return SourceFile(path=str(path), rel=path.relative_to(FIXTURES).as_posix(), meta=meta)
+
+
+def records(items, kind: str | None = None) -> list[Record]:
+    """Return the Records among items, optionally of one kind."""
+    return [r for r in items if isinstance(r, Record) and (kind is None or r.kind == kind)]
+
+
+def infos(items) -> list[SessionInfo]:
+    """Return the SessionInfos among items."""
+    return [i for i in items if isinstance(i, SessionInfo)]
+
+
+def json_lines(path: Path) -> list[dict]:
+    """Return the JSON objects of a fixture, independently of any adapter."""
+    return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
+
+
+###############################################################################
+# Registry ####################################################################
+###############################################################################
+
+
+def test_registry_holds_the_three_log_adapters():
+    for name in ("claude-code", "codex", "grok"):
+        assert ADAPTERS[name].name == name
+        assert ADAPTERS[name].kind == "log"
+
+
+###############################################################################
+# Claude Code #################################################################
+###############################################################################
+
+CLAUDE_FILES = sorted(CLAUDE.rglob("*.jsonl"))
+
+
+@pytest.mark.parametrize("path", CLAUDE_FILES, ids=lambda p: p.relative_to(CLAUDE).as_posix())
+def test_claude_every_fixture_line_parses(path):
+    items, errors, state = run(ADAPTERS["claude-code"], source(path))
+    assert errors == []
+    assert records(items)
+    assert state.get("unknown", 0) == 0
+
+
+def test_claude_tool_blocks_become_events_with_block_ids():
+    lines = json_lines(CLAUDE_INIT)
+    expected = {}
+    for obj in lines:
+        content = obj.get("message", {}).get("content")
+        for i, block in enumerate(content if isinstance(content, list) else []):
+            if block.get("type") in ("tool_use", "tool_result"):
+                expected[f"{obj['uuid']}#{i}"] = "tool_call" if block["type"] == "tool_use" else "tool_result"
+    assert list(expected.values()).count("tool_call") == 12
+    items, _, _ = run(ADAPTERS["claude-code"], source(CLAUDE_INIT))
+    got = {r.id: r.kind for r in records(items) if r.kind in ("tool_call", "tool_result")}
+    assert got == expected
+    for r in records(items, "tool_call"):
+        assert len(r.text) <= adapters.TOOL_CALL_MAX and r.role == "assistant"
+    for r in records(items, "tool_result"):
+        assert len(r.text) <= adapters.TOOL_RESULT_MAX and r.role == "tool"
+
+
+def test_claude_text_blocks_of_a_line_make_one_message_with_the_uuid():
+    lines = json_lines(CLAUDE_CUSTOM)
+    with_text = {
+        o["uuid"] for o in lines
+        if isinstance(o["message"]["content"], str)
+        or any(b.get("type") == "text" for b in o["message"]["content"])
+    }
+    items, _, _ = run(ADAPTERS["claude-code"], source(CLAUDE_CUSTOM))
+    text_events = records(items, "message") + records(items, "meta")
+    assert {r.id for r in text_events} == with_text
+    assert len(text_events) == len(with_text)
+    assert all(r.cwd == "/path/to/Demo" and r.session == CLAUDE_CUSTOM.stem for r in records(items))
+    assert {r.branch for r in records(items)} == {"main"}
+    assert all(r.model == "claude-sonnet-4-20250514" for r in records(items) if r.role == "assistant")
+
+
+def test_claude_meta_lines_are_kept_but_not_indexed():
+    meta_uuids = {o["uuid"] for o in json_lines(CLAUDE_INIT) if o.get("isMeta")}
+    items, _, _ = run(ADAPTERS["claude-code"], source(CLAUDE_INIT))
+    meta = records(items, "meta")
+    assert {r.id for r in meta} == meta_uuids
+    assert all(not r.indexed for r in meta)
+
+
+def test_claude_thinking_never_reaches_an_event_and_images_are_placeholders():
+    items, _, _ = run(ADAPTERS["claude-code"], source(CLAUDE_SMALL))
+    texts = [r.text for r in records(items)]
+    assert not any("Reasoning goes here." in t for t in texts)
+    assert any("[image]" in t for t in texts)
+    assert not any("base64" in t for t in texts)
+
+
+def test_claude_titles_rank_custom_over_ai_over_summary_over_prompt():
+    items, _, _ = run(ADAPTERS["claude-code"], source(CLAUDE_SMALL))
+    titles = [(i.title, i.title_rank) for i in infos(items) if i.title]
+    assert ("Stage0 small fixture", 3) in titles
+    assert ("Stage0 AI title", 2) in titles
+    assert ("Claude Code: Context usage summary", 1) in titles
+    # "Hello" is marked isSidechain in this curated file, so the first prompt
+    # of the main conversation is a redacted one; only one is ever sent.
+    assert [t for t in titles if t[1] == 0] == [("[trimmed for fixture]", 0)]
+
+
+def test_claude_slash_command_prompt_titles_the_session():
+    items, _, _ = run(ADAPTERS["claude-code"], source(CLAUDE_INIT))
+    assert [(i.title, i.title_rank) for i in infos(items) if i.title] == [("/init", 0)]
+
+
+def test_claude_session_facts_carry_version_and_model():
+    items, _, _ = run(ADAPTERS["claude-code"], source(CLAUDE_INIT))
+    facts = infos(items)
+    assert {i.agent_version for i in facts} >= {"1.0.98"}
+    assert "claude-sonnet-4-20250514" in {i.model for i in facts}
+    assert {i.session for i in facts} == {CLAUDE_INIT.stem}
+
+
+def test_claude_drift_top_level_tool_lines_are_tool_events():
+    items, errors, _ = run(ADAPTERS["claude-code"], source(CLAUDE_DRIFT))
+    assert errors == []
+    assert [(r.id, r.kind) for r in records(items) if r.kind.startswith("tool")] == [
+        ("t1", "tool_call"), ("r1", "tool_result")]
+    call = next(r for r in records(items) if r.id == "t1")
+    assert call.text == 'bash {"command":"cat README.md"}'
+
+
+def test_claude_ids_are_stable_and_unique_per_real_file():
+    for path in (CLAUDE_INIT, CLAUDE_CUSTOM):
+        a, _, _ = run(ADAPTERS["claude-code"], source(path))
+        b, _, _ = run(ADAPTERS["claude-code"], source(path), roundtrip=True)
+        assert [r.id for r in records(a)] == [r.id for r in records(b)]
+        assert len({r.id for r in records(a)}) == len(records(a))
+        assert a == b
+
+
+def test_claude_line_without_uuid_gets_a_content_hash_id():
+    line = json.dumps({"type": "system", "sessionId": "s1", "content": "hello"})
+    f = SourceFile("/nowhere/a.jsonl", "a.jsonl")
+    g = SourceFile("/elsewhere/b.jsonl", "b.jsonl")
+    one = ADAPTERS["claude-code"].parse(line, Context(f, {}, 1, 0))
+    two = ADAPTERS["claude-code"].parse(line, Context(g, {}, 7, 900))
+    assert records(one)[0].id == records(two)[0].id == adapters.short_hash("s1", line)
+
+
+def _claude_home(tmp_path: Path, root: str = ".claude") -> Path:
+    """Lay out a Claude config dir with a parent session and its sub-agent."""
+    project = tmp_path / root / "projects" / "-tmp"
+    shutil.copytree(CLAUDE_SUBAGENT_DIR, project)
+    shutil.copy(CLAUDE_INIT, project / CLAUDE_INIT.name)
+    (project / "agent-1234abcd.jsonl").write_text("")
+    session = project / CLAUDE_PARENT_ID
+    (project / "memory").mkdir()
+    (project / "memory" / "notes.jsonl").write_text("{}\n")
+    (session / "tool-results").mkdir()
+    (session / "tool-results" / "x.jsonl").write_text("{}\n")
+    (session / "tool-results" / "big.txt").write_text("output")
+    wf = session / "subagents" / "workflows" / "wf1"
+    wf.mkdir(parents=True)
+    (wf / "journal.jsonl").write_text("{}\n")
+    (wf / "agent-b1.jsonl").write_text("")
+    return tmp_path
+
+
+def test_claude_discovers_sessions_and_subagents_in_both_default_roots(tmp_path):
+    home = _claude_home(tmp_path)
+    shutil.copytree(home / ".claude", home / ".config" / "claude")
+    found = list(ADAPTERS["claude-code"].discover({}, home))
+    rels = [f.rel for f in found]
+    assert rels == sorted(rels)
+    for prefix in (".claude/", ".config/claude/"):
+        assert [r[len(prefix):] for r in rels if r.startswith(prefix)] == [
+            f"projects/-tmp/{CLAUDE_PARENT_ID}.jsonl",
+            f"projects/-tmp/{CLAUDE_PARENT_ID}/subagents/agent-a0ad4f44468bdf20d.jsonl",
+            f"projects/-tmp/{CLAUDE_PARENT_ID}/subagents/workflows/wf1/agent-b1.jsonl",
+            f"projects/-tmp/{CLAUDE_INIT.name}",
+            "projects/-tmp/agent-1234abcd.jsonl",
+        ]
+    sub = next(f for f in found if f.rel.endswith("agent-a0ad4f44468bdf20d.jsonl"))
+    assert sub.meta["parent"] == CLAUDE_PARENT_ID
+    assert sub.meta["agentType"] == "general-purpose"
+    assert all(Path(f.path).is_absolute() and f.compressed is None for f in found)
+
+
+def test_claude_config_dir_overrides_the_defaults(tmp_path):
+    home = _claude_home(tmp_path, "custom")
+    _claude_home(tmp_path / "h2")
+    env = {"CLAUDE_CONFIG_DIR": str(home / "custom")}
+    rels = [f.rel for f in ADAPTERS["claude-code"].discover(env, tmp_path / "h2")]
+    assert rels and all(r.startswith("projects/-tmp/") for r in rels)
+    env = {"CLAUDE_CONFIG_DIR": f"{home / 'custom'},{tmp_path / 'h2' / '.claude'}"}
+    both = [f.rel for f in ADAPTERS["claude-code"].discover(env, tmp_path / "h2")]
+    assert len(both) == 2 * len(rels) and len(set(both)) == len(both)
+
+
+def test_claude_subagent_reports_its_parent_session(tmp_path):
+    home = _claude_home(tmp_path)
+    sub = next(f for f in ADAPTERS["claude-code"].discover({}, home)
+               if f.rel.endswith("agent-a0ad4f44468bdf20d.jsonl"))
+    items, errors, _ = run(ADAPTERS["claude-code"], sub)
+    assert errors == []
+    assert {r.session for r in records(items)} == {"agent-a0ad4f44468bdf20d"}
+    assert {i.parent for i in infos(items) if not i.title} == {CLAUDE_PARENT_ID}
+    assert ("Search the repo for TODO comments", 0) in [(i.title, i.title_rank) for i in infos(items)]
+
+
+def test_claude_cwd_is_carried_to_lines_without_one():
+    lines = [
+        {"type": "user", "sessionId": "s", "uuid": "u1", "cwd": "/w/proj", "message": {"content": "hi"}},
+        {"type": "assistant", "sessionId": "s", "uuid": "a1", "message": {"content": [{"type": "text", "text": "yo"}]}},
+    ]
+    data = "".join(json.dumps(x) + "\n" for x in lines).encode()
+    items, _, _ = run(ADAPTERS["claude-code"], SourceFile("/x", "x"), data)
+    assert [r.cwd for r in records(items)] == ["/w/proj", "/w/proj"]
+
+
+def test_claude_empty_file_and_huge_line(tmp_path):
+    f = SourceFile("/x", "x")
+    assert run(ADAPTERS["claude-code"], f, b"") == ([], [], {})
+    big = "x" * (5 << 20)
+    line = json.dumps({"type": "user", "sessionId": "s", "uuid": "u", "message": {"content": [
+        {"type": "tool_result", "tool_use_id": "t", "content": big},
+        {"type": "image", "source": {"type": "base64", "data": big}}]}})
+    items, errors, _ = run(ADAPTERS["claude-code"], f, (line + "\n").encode())
+    assert errors == []
+    assert len(records(items, "tool_result")[0].text) == adapters.TOOL_RESULT_MAX
+    assert records(items, "message")[0].text == "[image]"
+
+
+###############################################################################
+# Hostile input ###############################################################
+###############################################################################
+
+HOSTILE_LINES = [
+    "", "   ", "null", "[]", "42", '"str"', "{", "{}", "NaN", '{"type": NaN}',
+    '{"type": ["user"]}', '{"type": {"a": 1}}', '{"type": "user", "message": []}',
+    '{"type": "user", "message": {"content": {"type": "text"}}}',
+    '{"type": "user", "message": {"content": [null, 1, [], {"type": 5}]}}',
+    '{"type": "assistant", "message": {"content": [{"type": "tool_use", "name": [], "input": NaN}]}}',
+    '{"type": "user", "uuid": "\\ud83d", "sessionId": "\\udc00", "message": {"content": "a\\ud83db"}}',
+    '{"type": "user", "timestamp": 1' + "0" * 400 + ', "message": {"content": "x"}}',
+    '{"type": "user", "timestamp": 1' + "0" * 5000 + "}",
+    '{"type": "user", "timestamp": -1e308, "message": {"content": "x"}}',
+    "[" * 100_000 + "]" * 100_000,
+    '{"type": "user", "message": {"content": ' + "[" * 900 + "]" * 900 + "}}",
+    '{"type": "response_item", "payload": {"type": "message", "role": "user", "content": '
+    + "[" * 900 + "]" * 900 + "}}",
+    '{"timestamp": "x", "type": "session_meta", "payload": []}',
+    '{"type": "session_meta", "payload": {"id": 5, "git": "main", "cwd": []}}',
+    '{"type": "event_msg", "payload": {"type": "user_message", "message": {"a": 1}, "images": 3}}',
+    '{"type": "response_item", "ordinal": 1e400, "payload": {"type": "function_call", "arguments": "{["}}',
+    '{"type": "response_item", "ordinal": true, "payload": {"type": "function_call_output", "output": [{}]}}',
+    '{"id": "t", "timestamp": "2025-01-01", "instructions": null, "git": null}',
+    '{"record_type": "state"}',
+    '{"method": "session/update", "params": {"update": {"sessionUpdate": "agent_message_chunk", "content": 5}}}',
+    '{"method": "session/update", "params": {"update": {"sessionUpdate": "tool_call_update", "toolCallId": []}}}',
+    '{"method": "session/update", "params": {"update": {"sessionUpdate": "tool_call", "toolCallId": {}}}}',
+    '{"method": 7, "params": {"update": []}}',
+    '{"timestamp": "9999-99-99", "method": "_x.ai/session/update", "params": {"_meta": [], "update": {}}}',
+    '{"type": "user", "content": [{"type": "text", "text": 5}], "prompt_index": "0"}',
+    '{"role": "assistant", "tool_calls": [{"function": []}, 7], "content": null}',
+    '{"type": "tool_result", "tool_call_id": {}, "content": {"x": [1]}}',
+]
+
+
+@pytest.mark.parametrize("name", ["claude-code", "codex", "grok"])
+def test_hostile_lines_raise_nothing_but_parse_error(name):
+    adapter = ADAPTERS[name]
+    files = [SourceFile("/x/updates.jsonl", "x/updates.jsonl", meta={"format": "updates"}),
+             SourceFile("/x/chat_history.jsonl", "x/chat_history.jsonl", meta={"format": "chat"})]
+    for f in files:
+        state = adapter.new_state(f)
+        for lineno, line in enumerate(HOSTILE_LINES, 1):
+            try:
+                out = adapter.parse(line, Context(f, state, lineno, lineno * 10, None))
+            except ParseError:
+                continue
+            assert isinstance(out, list)
+            for item in out:
+                assert isinstance(item, (Record, SessionInfo))
+                for value in vars_of(item):
+                    if isinstance(value, str):
+                        value.encode("utf-8")  # no lone surrogates left
+            json.dumps(state)
+
+
+def vars_of(item) -> list:
+    """Return the field values of a slotted dataclass."""
+    return [getattr(item, s) for s in type(item).__slots__]
+
+
+JSON_LEAVES = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20)
+JSON_VALUES = st.recursive(
+    JSON_LEAVES,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=20,
+)
+KEYS = ["uuid", "sessionId", "message", "content", "timestamp", "cwd", "payload", "role",
+        "ordinal", "id", "method", "params", "update", "sessionUpdate", "toolCallId", "tool_calls",
+        "prompt_index", "isMeta", "name", "input", "arguments", "output", "status", "_meta", "text"]
+TYPES = ["user", "assistant", "system", "summary", "tool_use", "tool_result", "session_meta",
+         "turn_context", "response_item", "event_msg", "compacted", "message", "function_call",
+         "function_call_output", "custom_tool_call", "local_shell_call", "user_message",
+         "agent_message_chunk", "tool_call", "tool_call_update", "turn_completed", "reasoning",
+         "text", "image", "tool_use"]
+
+
+def hostile_objects():
+    """Return a strategy for objects shaped like the logs but with junk inside."""
+    shaped = st.fixed_dictionaries(
+        {"type": st.sampled_from(TYPES) | JSON_LEAVES},
+        optional={k: JSON_VALUES | st.sampled_from(TYPES) for k in KEYS},
+    )
+    nested = st.fixed_dictionaries({
+        "type": st.sampled_from(TYPES),
+        "method": st.sampled_from(["session/update", "_x.ai/session/update"]),
+        "message": st.fixed_dictionaries({"content": st.lists(
+            st.fixed_dictionaries({"type": st.sampled_from(TYPES)}, optional={k: JSON_VALUES for k in KEYS}),
+            max_size=3)}),
+        "payload": st.fixed_dictionaries({"type": st.sampled_from(TYPES)}, optional={k: JSON_VALUES for k in KEYS}),
+        "params": st.fixed_dictionaries({"update": st.fixed_dictionaries(
+            {"sessionUpdate": st.sampled_from(TYPES)},
+            optional={k: JSON_VALUES for k in KEYS if k != "sessionUpdate"})}),
+    })
+    return shaped | nested | JSON_VALUES
+
+
+@pytest.mark.parametrize("name", ["claude-code", "codex", "grok"])
+@pytest.mark.parametrize("fmt", ["updates", "chat"])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(objs=st.lists(hostile_objects(), min_size=1, max_size=6))
+def test_fuzzed_lines_raise_nothing_but_parse_error(name, fmt, objs):
+    adapter = ADAPTERS[name]
+    f = SourceFile(f"/x/{fmt}.jsonl", f"x/{fmt}.jsonl", meta={"format": fmt})
+    state = adapter.new_state(f)
+    for lineno, obj in enumerate(objs, 1):
+        line = json.dumps(obj)
+        try:
+            adapter.parse(line, Context(f, state, lineno, lineno, None))
+        except ParseError:
+            pass
+        state = json.loads(json.dumps(state))
+
+
+###############################################################################
+# Codex #######################################################################
+###############################################################################
+
+CODEX = FIXTURES / "codex"
+CODEX_DAY = CODEX / "localpush/sessions/2026/02/23"
+CODEX_LONG = CODEX_DAY / "rollout-2026-02-23T12-41-04-019c8a4d-8f45-7010-8b5d-7fad920aa6f9.jsonl"
+CODEX_TURN = CODEX_DAY / "rollout-2026-02-23T20-34-25-019c8bfe-ec25-79e0-97d7-bda6a9c575ff.jsonl"
+CODEX_SMALL = CODEX / "agent-sessions/small.jsonl"
+CODEX_DRIFT = CODEX / "agent-sessions/schema_drift.jsonl"
+
+
+@pytest.mark.parametrize("path", sorted(CODEX.rglob("*.jsonl")), ids=lambda p: p.name)
+def test_codex_every_fixture_line_parses(path):
+    items, errors, state = run(ADAPTERS["codex"], source(path))
+    assert errors == []
+    assert records(items)
+    # The drift file has two role-keyed lines and a function_result line,
+    # shapes no Codex release wrote: they are counted as unknown.
+    assert state.get("unknown", 0) == (3 if path == CODEX_DRIFT else 0)
+
+
+def test_codex_long_rollout_counts_and_ids():
+    lines = json_lines(CODEX_LONG)
+    payloads = [(o["type"], o["payload"].get("type"), o["payload"].get("role")) for o in lines]
+    thread = lines[0]["payload"]["id"]
+    items, _, _ = run(ADAPTERS["codex"], source(CODEX_LONG))
+    assert len(records(items, "tool_call")) == payloads.count(("response_item", "function_call", None)) == 118
+    assert len(records(items, "tool_result")) == payloads.count(("response_item", "function_call_output", None))
+    assistant = [r for r in records(items, "message") if r.role == "assistant"]
+    assert len(assistant) == payloads.count(("response_item", "message", "assistant"))
+    # The prompt is indexed once, from the user_message event.
+    prompts = [r for r in records(items, "message") if r.role == "user"]
+    assert len(prompts) == payloads.count(("event_msg", "user_message", None)) == 1
+    assert prompts[0].id == f"{thread}:{payloads.index(('event_msg', 'user_message', None)) + 1}"
+    developer = records(items, "meta")
+    assert len(developer) == payloads.count(("response_item", "message", "developer"))
+    assert not any(r.indexed for r in developer)
+    assert {r.session for r in records(items)} == {thread}
+    assert all(r.cwd == lines[0]["payload"]["cwd"] for r in records(items))
+    assert {r.model for r in assistant} == {"gpt-5.3-codex"}
+
+
+def test_codex_session_meta_gives_version_branch_and_title_fallback():
+    items, _, _ = run(ADAPTERS["codex"], source(CODEX_TURN))
+    first = infos(items)[0]
+    assert (first.session, first.agent_version, first.branch) == (
+        "019c8bfe-ec25-79e0-97d7-bda6a9c575ff", "0.104.0-alpha.1", "main")
+    assert [(i.title_rank, i.title) for i in infos(items) if i.title] == [
+        (0, "[REDACTED_MESSAGE len=98 sha=c002ff99]")]
+
+
+def test_codex_later_session_meta_is_history_and_thread_name_is_title():
+    items, _, state = run(ADAPTERS["codex"], source(CODEX_SMALL))
+    assert state["thread"] == "019fc8be-3658-7ca3-9e29-000000000000"
+    assert {r.session for r in records(items)} == {state["thread"]}
+    assert ("[trimmed for fixture]", 2) in [(i.title, i.title_rank) for i in infos(items)]
+    ids = [r.id for r in records(items)]
+    assert len(ids) == len(set(ids))
+    # Every curated line with an ordinal has 0: the first (a session_meta,
+    # line 96) takes it, the repeats fall back to their line numbers.
+    assert f"{state['thread']}:98" in ids
+    assert not any(":o" in i for i in ids)
+
+
+def test_codex_tool_text_decodes_json_arguments_and_outputs():
+    items, _, _ = run(ADAPTERS["codex"], source(CODEX_SMALL))
+    calls = [r.text for r in records(items, "tool_call")]
+    assert 'shell {"command":["ls"]}' in calls
+    results = [r.text for r in records(items, "tool_result")]
+    assert "a.txt\n" in results
+    assert not any("image_url" in t for t in results + calls)
+
+
+def _multi_frame_zstd(data: bytes) -> bytes:
+    """Compress data as several concatenated zstd frames, as Codex may."""
+    import zstandard
+
+    c = zstandard.ZstdCompressor()
+    cut = [0, len(data) // 3, 2 * len(data) // 3, len(data)]
+    return b"".join(c.compress(data[a:b]) for a, b in zip(cut, cut[1:]))
+
+
+def _codex_ids_of(f: SourceFile) -> list[str]:
+    items, errors, _ = run(ADAPTERS["codex"], f)
+    assert errors == []
+    return [r.id for r in records(items)]
+
+
+def test_codex_plain_compressed_and_archived_give_the_same_ids(tmp_path):
+    name = CODEX_LONG.name
+    expected = _codex_ids_of(source(CODEX_LONG))
+    seen = []
+    for step in ("plain", "zst", "archived"):
+        home = tmp_path / step
+        day = home / ".codex/sessions/2026/02/23"
+        day.mkdir(parents=True)
+        if step == "plain":
+            shutil.copy(CODEX_LONG, day / name)
+        elif step == "zst":
+            (day / (name + ".zst")).write_bytes(_multi_frame_zstd(CODEX_LONG.read_bytes()))
+        else:
+            (home / ".codex/archived_sessions").mkdir()
+            (home / ".codex/archived_sessions" / (name + ".zst")).write_bytes(
+                _multi_frame_zstd(CODEX_LONG.read_bytes()))
+        (found,) = list(ADAPTERS["codex"].discover({}, home))
+        seen.append((found.rel, found.compressed))
+        assert _codex_ids_of(found) == expected
+    assert seen == [
+        (f"sessions/2026/02/23/{name}", None),
+        (f"sessions/2026/02/23/{name}.zst", "zstd"),
+        (f"archived_sessions/{name}.zst", "zstd"),
+    ]
+
+
+def test_codex_plain_wins_and_live_beats_archived(tmp_path):
+    root = tmp_path / "ch"
+    day = root / "sessions/2026/02/23"
+    day.mkdir(parents=True)
+    (root / "archived_sessions").mkdir()
+    a, b = CODEX_LONG.name, CODEX_TURN.name
+    shutil.copy(CODEX_LONG, day / a)
+    (day / (a + ".zst")).write_bytes(_multi_frame_zstd(CODEX_LONG.read_bytes()))
+    shutil.copy(CODEX_LONG, root / "archived_sessions" / a)
+    (root / "archived_sessions" / (b + ".zst")).write_bytes(_multi_frame_zstd(CODEX_TURN.read_bytes()))
+    (root / "archived_sessions" / b).write_bytes(CODEX_TURN.read_bytes())
+    (day / "rollout-2026-02-23T00-00-00-partial.jsonl.zst").write_bytes(b"")  # being written
+    flat = root / "sessions" / "rollout-2025-06-01T10-00-00-0197aaaa-0000-7000-8000-000000000000.jsonl"
+    flat.write_text('{"id":"0197aaaa","timestamp":"2025-06-01T10:00:00Z","instructions":null,"git":null}\n')
+    for secret in ("auth.json", "config.toml", "state_5.sqlite", "history.jsonl", "session_index.jsonl"):
+        (root / secret).write_text("{}")
+    found = list(ADAPTERS["codex"].discover({"CODEX_HOME": str(root)}, tmp_path / "nohome"))
+    assert [(f.rel, f.compressed) for f in found] == [
+        (f"archived_sessions/{b}", None),
+        (f"sessions/2026/02/23/{a}", None),
+        (f"sessions/{flat.name}", None),
+    ]
+
+
+def test_codex_zstd_is_recognised_by_magic_not_name(tmp_path):
+    day = tmp_path / ".codex/sessions/2026/02/23"
+    day.mkdir(parents=True)
+    (day / CODEX_TURN.name).write_bytes(_multi_frame_zstd(CODEX_TURN.read_bytes()))
+    (found,) = list(ADAPTERS["codex"].discover({}, tmp_path))
+    assert found.compressed == "zstd"
+    assert _codex_ids_of(found) == _codex_ids_of(source(CODEX_TURN))
+
+
+LEGACY = [
+    {"id": "0197b1c2-0000-7000-8000-00000000abcd", "timestamp": "2025-06-10T09:00:00.000Z",
+     "instructions": "Be brief.", "git": {"commit_hash": "abc", "branch": "dev"}},
+    {"record_type": "state"},
+    {"type": "message", "role": "user", "content": [
+        {"type": "input_text", "text": "<environment_context>\n<cwd>/w/app</cwd>\n</environment_context>"}]},
+    {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "fix the build"}]},
+    {"type": "reasoning", "summary": [{"type": "summary_text", "text": "secret thoughts"}]},
+    {"type": "function_call", "name": "shell", "arguments": "{\"command\":[\"make\"]}", "call_id": "c1"},
+    {"type": "function_call_output", "call_id": "c1",
+     "output": "{\"output\":\"ok\\n\",\"metadata\":{\"exit_code\":0}}"},
+    {"record_type": "state"},
+    {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Fixed."}]},
+]
+
+
+def test_codex_legacy_jsonl_parses_with_header_identity():
+    data = "".join(json.dumps(x) + "\n" for x in LEGACY).encode()
+    items, errors, state = run(ADAPTERS["codex"], SourceFile("/x", "sessions/rollout-x.jsonl"), data)
+    assert errors == [] and state.get("unknown", 0) == 0
+    thread = LEGACY[0]["id"]
+    assert [(r.id, r.kind, r.role, r.indexed) for r in records(items)] == [
+        (f"{thread}:3", "meta", "user", False),
+        (f"{thread}:4", "message", "user", True),
+        (f"{thread}:6", "tool_call", "assistant", True),
+        (f"{thread}:7", "tool_result", "tool", True),
+        (f"{thread}:9", "message", "assistant", True),
+    ]
+    assert records(items, "tool_result")[0].text == "ok\n"
+    assert all(r.ts == adapters.parse_ts(LEGACY[0]["timestamp"]) and r.ts_approx for r in records(items))
+    assert infos(items)[0].branch == "dev"
+    assert ("fix the build", 0) in [(i.title, i.title_rank) for i in infos(items)]
+    assert not any("secret" in r.text for r in records(items))
+
+
+def test_codex_ordinals_name_events_when_present():
+    lines = [
+        {"type": "session_meta", "ordinal": 0, "payload": {"id": "T", "cwd": "/w/p"}},
+        {"type": "event_msg", "ordinal": 1, "payload": {"type": "user_message", "message": "hi"}},
+        {"type": "response_item", "ordinal": 2, "payload": {"type": "message", "role": "assistant",
+                                                           "content": [{"type": "output_text", "text": "a"}]}},
+        {"type": "response_item", "payload": {"type": "function_call", "name": "f", "arguments": "{}"}},
+    ]
+    data = "".join(json.dumps(x) + "\n" for x in lines).encode()
+    items, _, _ = run(ADAPTERS["codex"], SourceFile("/x", "x"), data)
+    assert [r.id for r in records(items)] == ["T:o1", "T:o2", "T:4"]
+    assert {r.cwd for r in records(items)} == {"/w/p"}

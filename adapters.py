@@ -36,6 +36,7 @@ import hashlib
 import itertools
 import json
 import os
+import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
@@ -347,6 +348,18 @@ def _tool_call_text(name: Any, arguments: Any) -> str:
     """Return the searchable text of a tool call: name, then its input."""
     args = _compact(_unjson(arguments)) if arguments not in (None, "", {}) else ""
     return truncate(f"{_str(name) or 'tool'} {args}".strip(), TOOL_CALL_MAX)
+
+
+def _output_text(value: Any) -> str:
+    """Return a tool output as readable text.
+
+    Outputs are often JSON inside a string (``{"output": …, "metadata": …}``
+    from a shell tool); the inner output text reads better than the JSON.
+    """
+    value = _unjson(value)
+    if isinstance(value, dict) and isinstance(value.get("output"), str):
+        return value["output"]
+    return _plain(value)
 
 
 def _clean(text: str | None) -> str | None:
@@ -812,18 +825,6 @@ def _codex_text(content: Any) -> str:
     return "\n".join(p for p in parts if p)
 
 
-def _codex_output(value: Any) -> str:
-    """Return a tool output as readable text.
-
-    Outputs are often JSON inside a string (``{"output": …, "metadata": …}``
-    from the shell tool); the inner output text reads better than the JSON.
-    """
-    value = _unjson(value)
-    if isinstance(value, dict) and isinstance(value.get("output"), str):
-        return value["output"]
-    return _plain(value)
-
-
 def _codex_thread_of(name: str) -> str:
     """Return the key a rollout is known by across folders and compression."""
     return name[: -len(".zst")] if name.endswith(".zst") else name
@@ -965,7 +966,7 @@ class Codex(Adapter):
             text = _tool_call_text(name, p.get(_CODEX_CALLS[ptype]))
             return [self._record(st, next(ids), "tool_call", "assistant", text, common)]
         if isinstance(ptype, str) and ptype in _CODEX_OUTPUTS:
-            text = truncate(_codex_output(p.get("output")), TOOL_RESULT_MAX)
+            text = truncate(_output_text(p.get("output")), TOOL_RESULT_MAX)
             return [self._record(st, next(ids), "tool_result", "tool", text, common)]
         if not (isinstance(ptype, str) and ptype in _CODEX_QUIET_ITEMS):
             st["unknown"] = st.get("unknown", 0) + 1
@@ -1064,7 +1065,368 @@ def _codex_rollouts(folder: Path) -> list[Path]:
 
 
 ###############################################################################
+# Grok Build ##################################################################
+###############################################################################
+
+#: Streamed chunk kinds, and the role of the message they build.
+_GROK_CHUNKS = {"user_message_chunk": "user", "agent_message_chunk": "assistant",
+                "agent_thought_chunk": "thought"}
+
+#: Tool statuses after which no more output comes.
+_GROK_FINAL = ("completed", "failed", "cancelled", "canceled", "error")
+
+#: Update kinds with nothing to index; the set is open, others are counted.
+_GROK_QUIET = frozenset({
+    "plan", "available_commands_update", "current_mode_update", "config_option_update",
+    "session_info_update", "usage_update", "hook_execution", "retry_state", "feedback_request",
+})
+_GROK_QUIET_PREFIXES = ("auto_compact_", "memory_")
+
+#: Caps on what the parse state carries between lines: the text of a message
+#: being joined, and the number of tool calls waiting for their end.  The
+#: whole text always stays in the mirror, which the event's lines point to.
+GROK_PENDING_MAX = 100_000
+GROK_OPEN_TOOLS_MAX = 64
+
+
+def _grok_group_cwd(group: Path) -> str | None:
+    """Return a session group's cwd: its ``.cwd`` file, else its decoded name."""
+    try:
+        marker = group / ".cwd"
+        if marker.is_file() and marker.stat().st_size <= 4096:
+            text = marker.read_text(encoding="utf-8", errors="replace").strip()
+            if text:
+                return text
+    except OSError:
+        pass
+    decoded = urllib.parse.unquote(group.name)
+    # A long cwd is stored as slug plus hash, which is no path.
+    if decoded.startswith("/") or decoded[1:3] in (":\\", ":/"):
+        return decoded
+    return None
+
+
+def _grok_meta(folder: Path, cwd: str | None, fmt: str, parent: str | None) -> dict:
+    """Return what a session's ``summary.json`` says, for SourceFile.meta."""
+    summary = _dict(_read_json_file(folder / "summary.json"))
+    info = _dict(summary.get("info"))
+    meta = {"format": fmt, "session": _str(info.get("id")) or folder.name,
+            "cwd": _str(info.get("cwd")) or cwd, "branch": _str(summary.get("head_branch")),
+            "model": _str(summary.get("current_model_id")),
+            "parent": parent or _str(summary.get("parent_session_id"))}
+    title = _str(summary.get("generated_title"))
+    if title:
+        manual = summary.get("title_is_manual") is True
+        meta["title"], meta["title_rank"] = title, RANK_MANUAL if manual else RANK_GENERATED
+    elif _str(summary.get("session_summary")):
+        meta["title"], meta["title_rank"] = summary["session_summary"], RANK_SUMMARY
+    if isinstance(meta.get("title"), str):
+        meta["title"] = truncate(" ".join(meta["title"].split()), 200)
+    return {k: v for k, v in meta.items() if v is not None}
+
+
+def _grok_prompt(text: str) -> str:
+    """Return a prompt without the ``<user_query>`` wrapper Grok adds."""
+    s = text.strip()
+    if s.startswith("<user_query>") and s.endswith("</user_query>"):
+        return s[len("<user_query>"): -len("</user_query>")].strip()
+    return text
+
+
+def _grok_output(update: dict) -> str:
+    """Return the output text a tool_call_update carries (the whole so far).
+
+    Content blocks come first; a terminal block only points at a terminal,
+    so ``rawOutput`` is preferred to it.
+    """
+    parts, terminals = [], []
+    for item in _list(update.get("content")):
+        item = _dict(item)
+        kind = item.get("type")
+        if kind == "content":
+            parts.append(_plain(item.get("content")))
+        elif kind == "diff":
+            parts.append(f"diff {_plain(item.get('path'))}\n{_plain(item.get('newText'))}")
+        elif kind == "terminal":
+            terminals.append(f"[terminal {_plain(item.get('terminalId'))}]")
+    text = "\n".join(p for p in parts if p)
+    if not text and update.get("rawOutput") is not None:
+        text = _output_text(update["rawOutput"])
+    return text or "\n".join(terminals)
+
+
+class Grok(Adapter):
+    """Parse Grok Build sessions (xAI ``grok`` CLI, TUI and ACP agent).
+
+    Understands Grok Build 0.1.x to 1.0.x: the append-only ``updates.jsonl``
+    (ACP ``session/update`` and ``_x.ai/session/update`` envelopes, time as
+    epoch s, ms or ISO, ``_meta`` in params or update), and for a session
+    without it the ``chat_history.jsonl`` snapshot, version 1 (keyed by
+    ``type``) and version 0 (OpenAI messages keyed by ``role``).  Fixtures:
+    ``tests/fixtures/grok/agent-sessions/`` (real chat history v1 and
+    summaries) and ``tests/fixtures/grok/made-here/`` (updates streams built
+    from the documented envelope).
+
+    updates.jsonl: consecutive chunks of one kind are joined into one
+    message, emitted when the next update of another kind arrives, with its
+    first line and the number of lines it covers; thoughts are joined but not
+    indexed.  A tool call and its updates become one tool_call and one
+    tool_result event, emitted when the call reaches a final status or the
+    turn completes.  Ids: ``<session>:<eventId>`` of the first line, else
+    ``<session>:line<n>``; tools ``<session>:<toolCallId>`` (``#result``).
+
+    chat_history.jsonl is rewritten on compaction, so its ids never use the
+    line number: ``<session>:<turn>.<k>:<hash>``, where the turn is the
+    prompt index, k counts records since that prompt and the hash covers
+    the record's text, so records a rewrite keeps get the same ids.
+    """
+
+    name = "grok"
+    display = "Grok Build"
+
+    def roots(self, env: Mapping[str, str], home: Path) -> list[Path]:
+        """Return ``GROK_HOME`` (comma list allowed), else ``~/.grok``."""
+        return env_dirs(env, "GROK_HOME", [home / ".grok"])
+
+    def discover(self, env: Mapping[str, str], home: Path) -> Iterator[SourceFile]:
+        """Yield each session's updates.jsonl, else its chat_history.jsonl."""
+        for prefix, root in _labelled(self.roots(env, home), home):
+            listing, parents = [], {}
+            for group in _subdirs(root / "sessions"):
+                cwd = _grok_group_cwd(group)
+                for folder in _subdirs(group):
+                    listing.append((folder, cwd))
+                    # Only the parent knows it spawned a sub-agent.
+                    for child in _subdirs(folder / "subagents"):
+                        meta = _dict(_read_json_file(child / "meta.json", 1 << 16))
+                        if _str(meta.get("parent_session_id")):
+                            parents[child.name] = meta["parent_session_id"]
+            for folder, cwd in listing:
+                for name, fmt in (("updates.jsonl", "updates"), ("chat_history.jsonl", "chat")):
+                    path = folder / name
+                    if path.is_file():
+                        meta = _grok_meta(folder, cwd, fmt, parents.get(folder.name))
+                        yield SourceFile(str(path), _rel(prefix, root, path), meta=meta)
+                        break
+
+    def new_state(self, f: SourceFile) -> dict:
+        """Start with no message pending, no tool open, summary not yet told."""
+        return {}
+
+    @_guarded
+    def parse(self, line: str, ctx: Context) -> list:
+        """Return the events and session facts of one line."""
+        if not line.strip():
+            return []
+        obj = load_json_line(line)
+        if not isinstance(obj, dict):
+            raise ParseError("line is not a JSON object")
+        out = self._summary(ctx)
+        fmt = ctx.file.meta.get("format")
+        if fmt == "chat" or (fmt is None and ctx.file.rel.endswith("chat_history.jsonl")):
+            return out + self._chat(obj, ctx)
+        return out + self._update(obj, ctx)
+
+    def _summary(self, ctx: Context) -> list:
+        """Report the summary.json facts once, and again when they change."""
+        m = ctx.file.meta
+        facts = {k: m.get(k) for k in ("session", "title", "title_rank", "cwd", "branch", "model", "parent")}
+        sig = short_hash(json.dumps(facts, sort_keys=True, default=str), n=8)
+        if ctx.state.get("told") == sig or not _str(m.get("session")):
+            return []
+        ctx.state["told"] = sig
+        rank = _int(m.get("title_rank"))
+        return [SessionInfo(m["session"], title=_str(m.get("title")), title_rank=rank or 0,
+                            cwd=_str(m.get("cwd")), branch=_str(m.get("branch")),
+                            model=_str(m.get("model")), parent=_str(m.get("parent")))]
+
+    # updates.jsonl -----------------------------------------------------------
+
+    def _update(self, obj: dict, ctx: Context) -> list:
+        """Return the events one update line completes."""
+        st = ctx.state
+        params = _dict(obj.get("params"))
+        update = params.get("update")
+        kind = _dict(update).get("sessionUpdate")
+        if obj.get("method") not in ("session/update", "_x.ai/session/update") or not isinstance(kind, str):
+            st["unknown"] = st.get("unknown", 0) + 1
+            return []
+        meta = {**_dict(update.get("_meta")), **_dict(params.get("_meta"))}
+        ts = _ts(meta.get("agentTimestampMs"))
+        if ts is None:
+            ts = _ts(obj.get("timestamp"))
+        if ts is not None:
+            st["ts"] = ts
+        session = _str(params.get("sessionId")) or _str(ctx.file.meta.get("session")) or "unknown"
+        here = {"line": ctx.lineno, "off": ctx.offset, "ts": ts if ts is not None else st.get("ts", ctx.mtime_ms),
+                "approx": ts is None, "session": session}
+        if kind in _GROK_CHUNKS:
+            return self._chunk(update, _GROK_CHUNKS[kind], meta, here, ctx)
+        out = self._close_message(ctx)
+        if kind in ("tool_call", "tool_call_update"):
+            out += self._tool(update, here, ctx)
+        elif kind == "turn_completed":
+            out += self._flush_tools(ctx, len(st.get("tools") or {}))
+        elif kind == "rewind_marker":
+            # Lines after the target prompt are a dead branch from here on;
+            # nothing is deleted, the marker is kept as a meta event.
+            target = _plain(update.get("target_prompt_index")) or "?"
+            rid = f"{session}:{_str(meta.get('eventId')) or f'line{ctx.lineno}'}"
+            out.append(self._record(rid, "meta", "system", f"rewind to prompt {target}", here, ctx,
+                                    indexed=False))
+        elif not (kind in _GROK_QUIET or kind.startswith(_GROK_QUIET_PREFIXES)):
+            st["unknown"] = st.get("unknown", 0) + 1
+        return out
+
+    def _chunk(self, update: dict, role: str, meta: dict, here: dict, ctx: Context) -> list:
+        """Add a streamed chunk to the message being joined."""
+        st = ctx.state
+        text = _plain(update.get("content"))
+        key = _str(meta.get("promptId")) or _str(update.get("messageId"))
+        pending = st.get("msg")
+        out = []
+        if pending and (pending["role"] != role or (key and pending.get("key") not in (None, key))):
+            out = self._close_message(ctx)
+            pending = None
+        if pending is None:
+            rid = f"{here['session']}:{_str(meta.get('eventId')) or f'line{ctx.lineno}'}"
+            pending = st["msg"] = {**here, "id": rid, "role": role, "key": key, "text": "", "span": 0}
+        room = GROK_PENDING_MAX - len(pending["text"])
+        if room > 0:
+            pending["text"] += text if len(text) <= room else text[:room] + "…"
+        pending["span"] = ctx.lineno - pending["line"] + 1
+        return out
+
+    def _close_message(self, ctx: Context) -> list:
+        """Emit the message being joined, if any."""
+        pending = ctx.state.pop("msg", None)
+        if not pending or not pending["text"].strip():
+            return []
+        role, text = pending["role"], pending["text"]
+        if role == "thought":
+            # Joined for provenance, but reasoning never enters the index.
+            return [self._record(pending["id"], "meta", "assistant", truncate(text, TOOL_RESULT_MAX),
+                                 pending, ctx, indexed=False, span=pending["span"])]
+        if role == "user":
+            text = _grok_prompt(text)
+        out = [self._record(pending["id"], "message", role, text, pending, ctx, span=pending["span"])]
+        if role == "user":
+            out += self._title_once(ctx, pending["session"], text)
+        return out
+
+    def _tool(self, update: dict, here: dict, ctx: Context) -> list:
+        """Merge a tool_call or tool_call_update into its open call."""
+        tools = ctx.state.setdefault("tools", {})
+        tid = _str(update.get("toolCallId")) or f"line{ctx.lineno}"
+        call = tools.setdefault(tid, {**here, "name": None, "input": None, "out": None, "status": None})
+        name = _str(update.get("title")) or _str(update.get("kind"))
+        if name:
+            call["name"] = truncate(name, 200)
+        if update.get("rawInput") is not None:
+            call["input"] = truncate(_compact(_unjson(update["rawInput"])), TOOL_CALL_MAX)
+        output = _grok_output(update)
+        if output:
+            # Every update repeats the whole output so far: keep the latest.
+            call["out"] = truncate(output, TOOL_RESULT_MAX)
+            call["at"] = [ctx.lineno, ctx.offset, here["ts"], here["approx"]]
+        if _str(update.get("status")):
+            call["status"] = update["status"]
+        if call["status"] in _GROK_FINAL:
+            return self._emit_tool(ctx, tid)
+        return self._flush_tools(ctx, len(tools) - GROK_OPEN_TOOLS_MAX)
+
+    def _flush_tools(self, ctx: Context, n: int) -> list:
+        """Emit the n oldest open tool calls."""
+        tools = ctx.state.get("tools") or {}
+        oldest = sorted(tools, key=lambda t: tools[t]["line"])[: max(n, 0)]
+        return [r for tid in oldest for r in self._emit_tool(ctx, tid)]
+
+    def _emit_tool(self, ctx: Context, tid: str) -> list:
+        """Emit one tool call and, when it has one, its result."""
+        call = ctx.state["tools"].pop(tid)
+        base = f"{call['session']}:{tid}"
+        args = _unjson(call["input"]) if call["input"] is not None else None
+        text = _tool_call_text(call["name"], args)
+        out = [self._record(base, "tool_call", "assistant", text, call, ctx)]
+        if call["out"] or call["status"] in _GROK_FINAL:
+            # The result points at the update that carried the final output.
+            at = dict(call, **dict(zip(("line", "off", "ts", "approx"), call.get("at") or ())))
+            result = call["out"] or f"[{call['status']}]"
+            out.append(self._record(base + "#result", "tool_result", "tool", result, at, ctx))
+        return out
+
+    # chat_history.jsonl ------------------------------------------------------
+
+    def _chat(self, obj: dict, ctx: Context) -> list:
+        """Return the events of one chat history record (v0 or v1)."""
+        st = ctx.state
+        kind = obj.get("type") if isinstance(obj.get("type"), str) else obj.get("role")
+        session = _str(ctx.file.meta.get("session")) or "unknown"
+        # No record has a time: the file's mtime stands in, marked approximate.
+        here = {"line": None, "off": None, "ts": ctx.mtime_ms, "approx": True, "session": session}
+        synthetic = obj.get("synthetic_reason") is not None
+        if kind == "user" and not synthetic:
+            index = _int(obj.get("prompt_index"))
+            st["prompts"] = st.get("prompts", 0) + 1
+            st["turn"] = f"p{index}" if index is not None else f"u{st['prompts']}"
+            st["k"] = 0
+        else:
+            st["k"] = st.get("k", 0) + 1
+        events: list[tuple[str, str, str, bool]] = []  # (kind, role, text, indexed)
+        if kind == "system":
+            events.append(("meta", "system", _plain(obj.get("content")), False))
+        elif kind == "user":
+            text = _plain(obj.get("content"))
+            events.append(("meta", "user", text, False) if synthetic else ("message", "user", _grok_prompt(text), True))
+        elif kind == "assistant":
+            events.append(("message", "assistant", _plain(obj.get("content")), True))
+            for call in _list(obj.get("tool_calls")):
+                fn = _dict(call).get("function")
+                src = _dict(fn) if fn is not None else _dict(call)
+                events.append(("tool_call", "assistant", _tool_call_text(src.get("name"), src.get("arguments")), True))
+        elif kind in ("tool_result", "tool"):
+            text = _plain(obj.get("content"))
+            text += "\n[image]" * len(_list(obj.get("images")))
+            events.append(("tool_result", "tool", truncate(text, TOOL_RESULT_MAX), True))
+        elif kind == "backend_tool_call":
+            spec = _dict(obj.get("kind"))
+            events.append(("tool_call", "assistant", _tool_call_text(spec.get("tool_type"), spec.get("action")), True))
+        elif kind != "reasoning":
+            st["unknown"] = st.get("unknown", 0) + 1
+        digest = short_hash(*(f"{k}\x00{r}\x00{t}" for k, r, t, _ in events), n=8)
+        base = f"{session}:{st.get('turn', 's')}.{st['k']}:{digest}"
+        out = []
+        for i, (ekind, role, text, indexed) in enumerate(events):
+            if text or ekind != "message":
+                rid = base if i == 0 else f"{base}#{i}"
+                model = _str(obj.get("model_id")) if role == "assistant" else None
+                out.append(self._record(rid, ekind, role, text, here, ctx, indexed=indexed, model=model))
+        if kind == "user" and not synthetic and events[0][2]:
+            out += self._title_once(ctx, session, events[0][2])
+        return out
+
+    # shared ------------------------------------------------------------------
+
+    def _title_once(self, ctx: Context, session: str, prompt: str) -> list:
+        """Offer the first prompt as a fallback title, once per file."""
+        title = None if ctx.state.get("titled") else _claude_title(prompt, RANK_PROMPT)
+        if not title:
+            return []
+        ctx.state["titled"] = True
+        return [SessionInfo(session, title=title[0], title_rank=title[1])]
+
+    def _record(self, rid: str, kind: str, role: str, text: str, at: dict, ctx: Context,
+                indexed: bool = True, span: int = 1, model: str | None = None) -> Record:
+        """Build a Record located at the line ``at`` describes."""
+        m = ctx.file.meta
+        return Record(rid, session=at["session"], kind=kind, role=role, text=text, ts=at["ts"],
+                      ts_approx=at["approx"], indexed=indexed, cwd=_str(m.get("cwd")),
+                      branch=_str(m.get("branch")), model=model, line=at["line"], offset=at["off"],
+                      span=span)
+
+
+###############################################################################
 # Registry ####################################################################
 ###############################################################################
 
-ADAPTERS = {a.name: a for a in (ClaudeCode(), Codex())}
+ADAPTERS = {a.name: a for a in (ClaudeCode(), Codex(), Grok())}

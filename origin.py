@@ -560,6 +560,8 @@ def check_sqlite(conn: sqlite3.Connection) -> None:
 def open_store(home: Path | None = None) -> Store:
     """Open (creating if needed) the store under home and apply the schema."""
     home = resolve_home() if home is None else Path(home)
+    # Invariant 4 (local data): the store and every mirror live under
+    # ORIGIN_HOME on this machine; nothing here opens a network connection.
     try:
         home.mkdir(parents=True, exist_ok=True)
         (home / "raw").mkdir(exist_ok=True)
@@ -805,6 +807,8 @@ class _EventWriter:
         if not isinstance(rec, Record) or not rec.id or not rec.session or rec.kind not in adapters.KINDS:
             raise ParseError("adapter produced an incomplete record")
         cwd = clean_text(rec.cwd) if rec.cwd else None
+        # Invariant 1 (provenance): every event keeps its mirror line and byte
+        # offset; Invariant 3 (append-only): INSERT OR IGNORE never rewrites one.
         self.rows.append((
             f"{self.source}:{clean_text(rec.id)}", self.source, clean_text(rec.session), rec.ts,
             1 if rec.ts_approx else 0, adapters.last_segment(cwd), cwd,
@@ -1141,11 +1145,13 @@ def looked_in(env: dict | None = None, home: Path | None = None) -> dict:
 
 
 def sync(store: Store, *, env: dict | None = None, home: Path | None = None, sources: Iterable[str] | None = None,
-         progress: Callable[[int, int, int], None] | None = None) -> SyncReport:
+         progress: Callable[[int, int, int], None] | None = None, changed_since: int | None = None) -> SyncReport:
     """Archive every agent's logs into the store; return what was added.
 
     Unchanged files (same size, mtime and inode as last time) are skipped
     without taking the write lock, so a sync with nothing new is cheap.
+    ``changed_since`` (epoch ms) limits the run to files modified since then,
+    for a quick catch-up while a full sync runs elsewhere.
     """
     report = SyncReport()
     src = set(sources) if sources else None
@@ -1163,6 +1169,8 @@ def sync(store: Store, *, env: dict | None = None, home: Path | None = None, sou
             continue
         if known.get((adapter.name, sf.path)) == sig:
             report.sources[adapter.name]["files"] += 1
+            continue
+        if changed_since is not None and int(sig.split(":")[1]) // 1_000_000 < changed_since:
             continue
         todo.append((adapter, sf))
     done_bytes = 0
@@ -1546,6 +1554,22 @@ def plan_forget(conn: sqlite3.Connection, target: str) -> dict:
     return {"target": target, "kind": kind, "entries": entries, "events": events}
 
 
+def preview_forget(store: Store, target: str) -> dict:
+    """Return what forgetting target would do, with short snippets to check."""
+    conn = store.conn
+    plan = plan_forget(conn, target)
+    entries = []
+    for eid in plan["entries"]:
+        r = conn.execute("SELECT kind, text FROM entry WHERE id = ?", (eid,)).fetchone()
+        entries.append({"id": eid, "kind": r["kind"], "snippet": snippet(r["text"], [])})
+    events = []
+    for evid in plan["events"]:
+        r = conn.execute("SELECT source, role, text FROM event WHERE id = ?", (evid,)).fetchone()
+        events.append({"id": evid, "source": r["source"], "role": r["role"], "snippet": snippet(r["text"], [])})
+    return {"target": plan["target"], "kind": plan["kind"], "would_forget_entries": entries,
+            "would_exclude_events": events}
+
+
 def forget(store: Store, target: str, *, reason: str | None = None, device: str | None = None) -> dict:
     """Forget an entry or an event for good; return the tombstone.
 
@@ -1881,6 +1905,8 @@ def status(store: Store) -> dict:
 # CLI #########################################################################
 ###############################################################################
 # A thin layer: parse arguments, call the core operations above, print.
+# Invariant 5 (single entry point): a command handler never touches SQL or
+# files itself; it calls the same core operations the MCP server calls.
 
 
 def _print_json(obj: Any) -> None:
@@ -2138,20 +2164,13 @@ def cmd_forget(args) -> int:
     Example: origin forget ent_… --reason "wrong decision" --yes
     """
     with _open(args) as store:
-        plan = plan_forget(store.conn, args.id)
         if not args.yes:
-            preview = {"would_forget_entries": [], "would_exclude_events": []}
-            for eid in plan["entries"]:
-                r = store.conn.execute("SELECT kind, text FROM entry WHERE id = ?", (eid,)).fetchone()
-                preview["would_forget_entries"].append({"id": eid, "kind": r["kind"], "snippet": snippet(r["text"], [])})
-            for evid in plan["events"]:
-                r = store.conn.execute("SELECT source, role, text FROM event WHERE id = ?", (evid,)).fetchone()
-                preview["would_exclude_events"].append({"id": evid, "source": r["source"], "snippet": snippet(r["text"], [])})
+            preview = preview_forget(store, args.id)
             if args.json:
-                _print_json({"done": False, "target": plan["target"], **preview})
+                _print_json({"done": False, **preview})
             else:
-                print(f"forgetting {plan['target']} would forget {len(plan['entries'])} entries "
-                      f"and hide {len(plan['events'])} events:")
+                print(f"forgetting {preview['target']} would forget {len(preview['would_forget_entries'])} entries "
+                      f"and hide {len(preview['would_exclude_events'])} events:")
                 for e in preview["would_forget_entries"]:
                     print(f"  entry {e['id']} ({e['kind']}): {e['snippet']}")
                 for e in preview["would_exclude_events"]:

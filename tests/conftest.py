@@ -66,12 +66,17 @@ def claude_root(user_home) -> Path:
 
 @pytest.fixture
 def cli(capsys):
-    """Run `origin ...` in-process; return (exit code, parsed JSON or text)."""
+    """Run `origin ...` in-process; return (exit code, parsed JSON or text).
+
+    The last run's stderr is kept in ``cli.err``.
+    """
 
     def run(*argv: str):
         capsys.readouterr()
         code = origin.main(list(argv))
-        out = capsys.readouterr().out
+        captured = capsys.readouterr()
+        run.err = captured.err
+        out = captured.out
         if "--json" in argv:
             try:
                 return code, json.loads(out)

@@ -408,8 +408,8 @@ def hostile_objects():
     return shaped | nested | JSON_VALUES
 
 
-@pytest.mark.parametrize("name", ["claude-code", "codex", "grok"])
-@pytest.mark.parametrize("fmt", ["updates", "chat"])
+@pytest.mark.parametrize("name,fmt", [("claude-code", "log"), ("codex", "log"),
+                                      ("grok", "updates"), ("grok", "chat")])
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(objs=st.lists(hostile_objects(), min_size=1, max_size=6))
 def test_fuzzed_lines_raise_nothing_but_parse_error(name, fmt, objs):
@@ -620,3 +620,211 @@ def test_codex_ordinals_name_events_when_present():
     items, _, _ = run(ADAPTERS["codex"], SourceFile("/x", "x"), data)
     assert [r.id for r in records(items)] == ["T:o1", "T:o2", "T:4"]
     assert {r.cwd for r in records(items)} == {"/w/p"}
+
+
+###############################################################################
+# Grok Build ##################################################################
+###############################################################################
+
+GROK = FIXTURES / "grok"
+GROK_MADE = GROK / "made-here"
+GROK_SID = "019f7000-0000-7000-8000-0000000000a1"
+GROK_UPDATES = GROK_MADE / "sessions/%2Ftmp%2Fproj" / GROK_SID / "updates.jsonl"
+GROK_CHAT = GROK / "agent-sessions/chat_history.jsonl"
+GROK_CHAT_ID = "019f6851-7ec4-7ef0-97d3-03f3eee38755"
+GROK_CHILD_ID = "019f6851-7ec4-7ef0-97d3-03f3eee38756"
+GROK_GROUP = "%2Ftmp%2Fas-agent-lab%2Fgrok%2Fproject"
+
+
+def _grok_home(tmp_path: Path) -> Path:
+    """Lay out a GROK_HOME with the made-here session and the real ones."""
+    root = tmp_path / "grok-home"
+    shutil.copytree(GROK_MADE / "sessions", root / "sessions")
+    for folder, sid in ((GROK / "agent-sessions", GROK_CHAT_ID),
+                        (GROK / "agent-sessions/subagent", GROK_CHILD_ID)):
+        dest = root / "sessions" / GROK_GROUP / sid
+        dest.mkdir(parents=True)
+        for name in ("chat_history.jsonl", "summary.json"):
+            shutil.copy(folder / name, dest / name)
+    long_group = root / "sessions" / "very-long-project-name-3f9a1c"
+    (long_group / "019f7000-0000-7000-8000-0000000000b2").mkdir(parents=True)
+    (long_group / ".cwd").write_text("/home/a/" + "deep/" * 60 + "project\n")
+    (long_group / "019f7000-0000-7000-8000-0000000000b2" / "updates.jsonl").write_text("")
+    (long_group / "prompt_history.jsonl").write_text("{}\n")
+    (root / "sessions" / "session_search.sqlite").write_bytes(b"SQLite format 3\x00")
+    nested = root / "sessions" / "%2Ftmp%2Fproj" / GROK_SID / "compaction_checkpoints" / "c1"
+    nested.mkdir(parents=True)
+    (nested / "updates.jsonl").write_text("{}\n")
+    for secret in ("auth.json", "config.toml"):
+        (root / secret).write_text("{}")
+    return root
+
+
+def test_grok_discovers_one_log_per_session_with_summary_facts(tmp_path):
+    root = _grok_home(tmp_path)
+    found = list(ADAPTERS["grok"].discover({"GROK_HOME": str(root)}, tmp_path / "nohome"))
+    assert [(f.rel, f.meta["format"]) for f in found] == [
+        (f"sessions/{GROK_GROUP}/{GROK_CHAT_ID}/chat_history.jsonl", "chat"),
+        (f"sessions/{GROK_GROUP}/{GROK_CHILD_ID}/chat_history.jsonl", "chat"),
+        (f"sessions/%2Ftmp%2Fproj/{GROK_SID}/updates.jsonl", "updates"),
+        ("sessions/very-long-project-name-3f9a1c/019f7000-0000-7000-8000-0000000000b2/updates.jsonl",
+         "updates"),
+    ]
+    chat, child, updates, long = (f.meta for f in found)
+    assert chat == {"format": "chat", "session": GROK_CHAT_ID, "cwd": "/tmp/as-agent-lab/grok/project",
+                    "branch": "main", "model": "grok-4.5", "title": "Read hello.py and summarize what it prints",
+                    "title_rank": 2}
+    assert child["parent"] == GROK_SID and "parent" not in chat
+    assert updates["cwd"] == "/tmp/proj" and updates["branch"] == "feature/x"
+    assert long["cwd"].startswith("/home/a/deep/") and long["session"].endswith("b2")
+
+
+def _grok_updates() -> SourceFile:
+    (f,) = [f for f in ADAPTERS["grok"].discover({"GROK_HOME": str(GROK_MADE)}, Path("/nonexistent"))]
+    return f
+
+
+def test_grok_updates_join_chunks_and_merge_tool_updates():
+    items, errors, state = run(ADAPTERS["grok"], _grok_updates())
+    assert errors == []
+    s = GROK_SID
+    got = [(r.id, r.kind, r.role, r.line, r.span, r.indexed) for r in records(items)]
+    assert got == [
+        (f"{s}:ev-001", "message", "user", 1, 2, True),
+        (f"{s}:ev-003", "meta", "assistant", 3, 2, False),
+        (f"{s}:ev-005", "message", "assistant", 5, 2, True),
+        (f"{s}:call-1", "tool_call", "assistant", 7, 1, True),
+        (f"{s}:call-1#result", "tool_result", "tool", 9, 1, True),
+        (f"{s}:ev-010", "message", "assistant", 10, 1, True),
+        (f"{s}:call-2", "tool_call", "assistant", 11, 1, True),
+        (f"{s}:call-2#result", "tool_result", "tool", 12, 1, True),
+        (f"{s}:ev-016", "message", "user", 16, 1, True),
+        (f"{s}:ev-017", "message", "assistant", 17, 1, True),
+        (f"{s}:ev-018", "meta", "system", 18, 1, False),
+        (f"{s}:ev-019", "message", "user", 19, 1, True),
+        (f"{s}:ev-020", "message", "assistant", 20, 1, True),
+    ]
+    texts = {r.id.split(":", 1)[1]: r.text for r in records(items)}
+    assert texts["ev-001"] == "Read hello.py and summarize it"
+    assert texts["call-1"] == 'Read hello.py {"path":"hello.py"}'
+    assert texts["call-1#result"] == "print('hi')\n"  # the last update, not every one
+    assert texts["call-2#result"] == "hi\n"
+    assert texts["ev-016"] == "now make it say hello"
+    assert state["unknown"] == 1  # the future kind
+    assert all(r.cwd == "/tmp/proj" and r.branch == "feature/x" for r in records(items))
+
+
+def test_grok_joined_message_locator_points_at_its_lines():
+    f = _grok_updates()
+    data = GROK_UPDATES.read_bytes()
+    offsets = {n: off for n, off, _ in lines_of(data)}
+    items, _, _ = run(ADAPTERS["grok"], f)
+    for r in records(items):
+        assert r.offset == offsets[r.line]
+        for text in data[r.offset:].splitlines()[: r.span]:
+            assert json.loads(text)["params"]["sessionId"] == GROK_SID
+
+
+def test_grok_times_take_every_documented_shape():
+    items, _, _ = run(ADAPTERS["grok"], _grok_updates())
+    ts = {r.id.split(":", 1)[1]: r.ts for r in records(items)}
+    assert ts["ev-001"] == 1_785_000_000_000  # epoch seconds
+    assert ts["ev-003"] == 1_785_000_001_200  # agentTimestampMs beats epoch ms
+    assert ts["ev-005"] == adapters.parse_ts("2026-07-25T17:20:02Z")  # ISO with nanoseconds
+
+
+def test_grok_state_survives_a_stop_after_any_line():
+    f = _grok_updates()
+    straight = run(ADAPTERS["grok"], f)
+    resumed = run(ADAPTERS["grok"], f, roundtrip=True)
+    assert straight == resumed
+    data = GROK_UPDATES.read_bytes()
+    cut_points = [off for _, off, _ in lines_of(data)][1:]
+    for cut in cut_points:  # two syncs: up to the cut, then the rest
+        first = run(ADAPTERS["grok"], f, data[:cut])
+        state = json.loads(json.dumps(first[2]))
+        rest, lineno = [], data[:cut].count(b"\n")
+        for n, off, text in lines_of(data[cut:]):
+            ctx = Context(f, state, lineno + n, cut + off, 1_700_000_000_000)
+            rest.extend(ADAPTERS["grok"].parse(text, ctx))
+        assert first[0] + rest == straight[0]
+
+
+def test_grok_titles_from_summary_then_first_prompt():
+    items, _, _ = run(ADAPTERS["grok"], _grok_updates())
+    assert [(i.title, i.title_rank) for i in infos(items) if i.title] == [
+        ("Summarize hello.py and change it", 2), ("Read hello.py and summarize it", 0)]
+    first = infos(items)[0]
+    assert (first.session, first.model, first.cwd) == (GROK_SID, "grok-4.5", "/tmp/proj")
+
+
+def _grok_chat(tmp_path: Path, sid: str = GROK_CHAT_ID) -> SourceFile:
+    root = _grok_home(tmp_path)
+    return next(f for f in ADAPTERS["grok"].discover({"GROK_HOME": str(root)}, tmp_path)
+                if f.meta["session"] == sid)
+
+
+def test_grok_chat_history_v1_counts(tmp_path):
+    lines = json_lines(GROK_CHAT)
+    items, errors, state = run(ADAPTERS["grok"], _grok_chat(tmp_path))
+    assert errors == [] and state.get("unknown", 0) == 0
+    prompts = [o for o in lines if o["type"] == "user" and "synthetic_reason" not in o]
+    calls = sum(len(o.get("tool_calls", [])) for o in lines) + sum(o["type"] == "backend_tool_call" for o in lines)
+    assert len([r for r in records(items, "message") if r.role == "user"]) == len(prompts) == 2
+    assert len([r for r in records(items, "message") if r.role == "assistant"]) == sum(
+        o["type"] == "assistant" and bool(o["content"]) for o in lines)
+    assert len(records(items, "tool_call")) == calls == 3
+    assert len(records(items, "tool_result")) == sum(o["type"] == "tool_result" for o in lines)
+    meta = records(items, "meta")
+    assert [r.role for r in meta] == ["system", "user"] and not any(r.indexed for r in meta)
+    texts = " ".join(r.text for r in records(items))
+    assert "summary of hello.py without edits" not in texts  # reasoning stays out
+    assert "[image]" in texts and "base64" not in texts
+    assert all(r.ts == 1_700_000_000_000 and r.ts_approx for r in records(items))
+    ids = [r.id for r in records(items)]
+    assert len(ids) == len(set(ids)) and all(i.startswith(GROK_CHAT_ID + ":") for i in ids)
+
+
+def test_grok_chat_history_rewrite_keeps_ids_of_kept_records(tmp_path):
+    f = _grok_chat(tmp_path)
+    before, _, _ = run(ADAPTERS["grok"], f)
+    lines = GROK_CHAT.read_text(encoding="utf-8").splitlines()
+    # A compaction replaces the first turn with a summary and keeps the rest.
+    summary = json.dumps({"type": "user", "content": [{"type": "text", "text": "Summary of turn 0."}],
+                          "synthetic_reason": "compaction_summary"})
+    rewritten = "\n".join([lines[0], summary, lines[-1]]) + "\n"
+    after, errors, _ = run(ADAPTERS["grok"], f, rewritten.encode(), mtime_ms=1_800_000_000_000)
+    assert errors == []
+    last_before = [r.id for r in records(before) if r.role == "user" and r.kind == "message"][-1]
+    assert last_before in [r.id for r in records(after)]
+    assert run(ADAPTERS["grok"], f)[0] == before  # same bytes, same ids
+
+
+def test_grok_chat_history_v0_by_role():
+    lines = [
+        {"role": "system", "content": "You are Grok."},
+        {"role": "user", "content": "list files"},
+        {"role": "assistant", "content": "", "reasoning_content": "hidden",
+         "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{\"path\":\".\"}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "a.py"},
+        {"role": "assistant", "content": "One file."},
+    ]
+    data = "".join(json.dumps(x) + "\n" for x in lines).encode()
+    f = SourceFile("/g/chat_history.jsonl", "sessions/g/s1/chat_history.jsonl",
+                   meta={"format": "chat", "session": "s1"})
+    items, errors, state = run(ADAPTERS["grok"], f, data)
+    assert errors == [] and state.get("unknown", 0) == 0
+    assert [(r.kind, r.role, r.text) for r in records(items)] == [
+        ("meta", "system", "You are Grok."),
+        ("message", "user", "list files"),
+        ("tool_call", "assistant", 'ls {"path":"."}'),
+        ("tool_result", "tool", "a.py"),
+        ("message", "assistant", "One file."),
+    ]
+
+
+def test_grok_subagent_session_reports_its_parent(tmp_path):
+    items, errors, _ = run(ADAPTERS["grok"], _grok_chat(tmp_path, GROK_CHILD_ID))
+    assert errors == []
+    assert infos(items)[0].parent == GROK_SID
+    assert infos(items)[0].title == "Count the Python files under the project root"

@@ -1,0 +1,119 @@
+"""Storage: schema, connection settings, append-only guards."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+import origin
+
+
+def test_every_design_table_exists_and_schema_is_idempotent(origin_home):
+    with origin.open_store(origin_home) as s:
+        names = {r[0] for r in s.conn.execute("SELECT name FROM sqlite_master")}
+    assert set(origin.TABLES) <= names
+    # Opening again (and again) applies nothing new and loses nothing.
+    with origin.open_store(origin_home) as s:
+        s.conn.execute("INSERT INTO setting VALUES ('k', 'v')")
+    with origin.open_store(origin_home) as s:
+        assert s.conn.execute("SELECT value FROM setting WHERE key = 'k'").fetchone()[0] == "v"
+        origin._apply_schema(s.conn)
+
+
+def test_connection_is_wal_with_busy_timeout_and_explicit_transactions(store):
+    c = store.conn
+    assert c.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert c.execute("PRAGMA busy_timeout").fetchone()[0] == origin.BUSY_TIMEOUT_MS
+    assert c.execute("PRAGMA recursive_triggers").fetchone()[0] == 1
+    assert c.isolation_level is None  # no hidden deferred BEGIN before DML
+    with origin.transaction(c):
+        assert c.in_transaction
+    assert not c.in_transaction
+
+
+def test_fts_tables_use_the_trigram_tokenizer(store):
+    sql = {r[0]: r[1] for r in store.conn.execute("SELECT name, sql FROM sqlite_master WHERE name LIKE '%_fts'")}
+    for name in ("event_fts", "entry_fts"):
+        assert "trigram" in sql[name] and "content=" in sql[name]
+
+
+def _audit(c, action="login"):
+    c.execute("INSERT INTO audit_log (ts, actor, action, details) VALUES (1, 'owner', ?, '{}')", (action,))
+    return c.execute("SELECT max(id) FROM audit_log").fetchone()[0]
+
+
+@pytest.mark.parametrize("statement", [
+    "UPDATE audit_log SET action = 'x' WHERE id = {id}",
+    "DELETE FROM audit_log WHERE id = {id}",
+    "INSERT OR REPLACE INTO audit_log (id, ts, actor, action) VALUES ({id}, 2, 'x', 'y')",
+    "REPLACE INTO audit_log (id, ts, actor, action) VALUES ({id}, 2, 'x', 'y')",
+])
+def test_audit_log_refuses_update_delete_and_replace(store, statement):
+    rid = _audit(store.conn)
+    with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+        store.conn.execute(statement.format(id=rid))
+    row = store.conn.execute("SELECT action FROM audit_log WHERE id = ?", (rid,)).fetchone()
+    assert row[0] == "login"
+
+
+def test_audit_log_refuses_replace_even_without_recursive_triggers(store):
+    rid = _audit(store.conn)
+    store.conn.execute("PRAGMA recursive_triggers = OFF")
+    with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+        store.conn.execute("INSERT OR REPLACE INTO audit_log (id, ts, actor, action) VALUES (?, 2, 'x', 'y')", (rid,))
+
+
+def _event(c):
+    c.execute("INSERT INTO raw_file (source, path, rel, mirror, first_seen) VALUES ('t', '/p', 'p', 'raw/t/p', 0)")
+    c.execute("INSERT INTO event (id, source, session, kind, text, raw_file_id, line, offset) "
+              "VALUES ('t:1', 't', 's', 'message', 'hello world', 1, 1, 0)")
+
+
+@pytest.mark.parametrize("statement", [
+    "UPDATE event SET text = 'changed' WHERE id = 't:1'",
+    "DELETE FROM event WHERE id = 't:1'",
+    "INSERT OR REPLACE INTO event (id, source, session, kind, text, raw_file_id, line, offset) "
+    "VALUES ('t:1', 't', 's', 'message', 'changed', 1, 1, 0)",
+])
+def test_invariant_3_events_are_never_rewritten(store, statement):
+    _event(store.conn)
+    with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+        store.conn.execute(statement)
+    assert store.conn.execute("SELECT text FROM event").fetchone()[0] == "hello world"
+    # INSERT OR IGNORE of an existing id is the idempotent path ingest uses.
+    store.conn.execute("INSERT OR IGNORE INTO event (id, source, session, kind, text, raw_file_id, line, offset) "
+                       "VALUES ('t:1', 't', 's', 'message', 'other', 1, 1, 0)")
+    assert store.conn.execute("SELECT count(*) FROM event").fetchone()[0] == 1
+
+
+@pytest.mark.parametrize("table", ["entry", "entry_source", "tombstone", "forgotten_entry", "excluded_event"])
+def test_forget_and_entry_tables_refuse_update_and_delete(store, table):
+    for op in ("UPDATE", "DELETE"):
+        trig = store.conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'trigger' AND name = ?",
+                                  (f"{table}_no_{op.lower()}",)).fetchone()
+        assert trig is not None
+
+
+def test_missing_fts5_trigram_gives_a_clear_error():
+    class NoTrigram:
+        def execute(self, sql, *a):
+            raise sqlite3.OperationalError("no such tokenizer: trigram")
+
+    with pytest.raises(origin.StoreError, match="FTS5 with the trigram tokenizer.*3.34"):
+        origin.check_sqlite(NoTrigram())
+
+
+def test_unusable_home_gives_a_clear_error(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(origin.StoreError, match="ORIGIN_HOME"):
+        origin.open_store(blocker / "home")
+
+
+def test_corrupt_database_file_gives_a_clear_error(tmp_path):
+    home = tmp_path / "h"
+    home.mkdir()
+    (home / "origin.db").write_bytes(b"this is not a database" * 100)
+    with pytest.raises(origin.StoreError, match="not a usable Origin store"):
+        origin.open_store(home)

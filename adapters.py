@@ -29,13 +29,13 @@ The module ends with the registry ``ADAPTERS``.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as _dt
 import functools
 import hashlib
 import itertools
 import json
 import os
+import re
 import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -266,7 +266,6 @@ def sniff_zstd(path: str) -> bool:
         return False
 
 
-
 def _str(value: Any) -> str | None:
     """Return value when it is a non-empty string, else None."""
     return value if isinstance(value, str) and value else None
@@ -373,18 +372,31 @@ def _clean(text: str | None) -> str | None:
     return text
 
 
-_CLEANED_FIELDS = ("id", "session", "role", "text", "cwd", "branch", "model",
-                   "title", "agent_version", "parent")
+#: A JSON escape of a UTF-16 surrogate: only lines holding one need scrubbing.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
 
-def _cleaned(item: Record | SessionInfo) -> Record | SessionInfo:
-    """Return the item with every string field safe to encode as UTF-8."""
-    changes = {}
-    for name in _CLEANED_FIELDS:
-        value = getattr(item, name, None)
-        if isinstance(value, str) and _clean(value) is not value:
-            changes[name] = _clean(value)
-    return dataclasses.replace(item, **changes) if changes else item
+def _scrub(value: Any) -> Any:
+    """Return a JSON value with lone surrogates replaced in every string."""
+    if isinstance(value, str):
+        return _clean(value)
+    if isinstance(value, list):
+        return [_scrub(v) for v in value]
+    if isinstance(value, dict):
+        return {_clean(k): _scrub(v) for k, v in value.items()}
+    return value
+
+
+def _load_object(line: str) -> dict:
+    """Parse a line that must hold a JSON object, free of lone surrogates.
+
+    Strings go from the line into records and into the parse state, both
+    stored as UTF-8, so a lone surrogate is replaced here, once.
+    """
+    obj = load_json_line(line)
+    if not isinstance(obj, dict):
+        raise ParseError("line is not a JSON object")
+    return _scrub(obj) if _SURROGATE_ESCAPE.search(line) else obj
 
 
 def _guarded(parse):
@@ -398,7 +410,7 @@ def _guarded(parse):
     @functools.wraps(parse)
     def wrapper(self, line: str, ctx: Context) -> list:
         try:
-            return [_cleaned(item) for item in parse(self, line, ctx)]
+            return parse(self, line, ctx)
         except ParseError:
             raise
         except RecursionError:
@@ -452,6 +464,34 @@ def _rel(prefix: str, root: Path, path: Path) -> str:
     """Return a file's rel: the prefix plus its posix path under root."""
     return prefix + path.relative_to(root).as_posix()
 
+
+#: Title ranks shared by the adapters: typed by the user, named by the agent
+#: or a model, a summary line, the first prompt.
+RANK_MANUAL, RANK_GENERATED, RANK_SUMMARY, RANK_PROMPT = 3, 2, 1, 0
+
+
+def _title_of(value: Any, rank: int) -> tuple[str, int] | None:
+    """Return (title, rank) for a non-empty title string."""
+    s = " ".join(value.split()) if isinstance(value, str) else ""
+    return (truncate(s, 200), rank) if s else None
+
+
+def _subdirs(path: Path) -> list[Path]:
+    """Return the sub-folders of path, sorted; none if it cannot be listed."""
+    try:
+        return sorted(p for p in path.iterdir() if p.is_dir())
+    except OSError:
+        return []
+
+
+def _files(path: Path, suffix: str) -> list[Path]:
+    """Return the regular files of path ending in suffix, sorted."""
+    try:
+        return sorted(p for p in path.iterdir() if p.name.endswith(suffix) and p.is_file())
+    except OSError:
+        return []
+
+
 ###############################################################################
 # Adapter base ################################################################
 ###############################################################################
@@ -489,10 +529,6 @@ class Adapter:
 # Claude Code #################################################################
 ###############################################################################
 
-#: Title ranks shared by the adapters: typed by the user, named by the agent
-#: or a model, a summary line, the first prompt.
-RANK_MANUAL, RANK_GENERATED, RANK_SUMMARY, RANK_PROMPT = 3, 2, 1, 0
-
 #: Claude Code line types that carry nothing to index (metadata, hooks,
 #: snapshots, workflow journal lines); anything else unknown is counted.
 _CLAUDE_QUIET = frozenset({
@@ -501,6 +537,9 @@ _CLAUDE_QUIET = frozenset({
     "frame-link", "worktree-state", "bridge-session", "atis-latch",
     "relocated", "started", "result",
 })
+
+#: Flags of lines whose text is kept for provenance but not searched.
+_CLAUDE_HIDDEN = ("isMeta", "isCompactSummary", "isApiErrorMessage")
 
 #: Line types that only name the session.
 _CLAUDE_TITLES = ("summary", "custom-title", "ai-title")
@@ -585,9 +624,7 @@ class ClaudeCode(Adapter):
         """Return the events and session facts of one transcript line."""
         if not line.strip():
             return []
-        obj = load_json_line(line)
-        if not isinstance(obj, dict):
-            raise ParseError("line is not a JSON object")
+        obj = _load_object(line)
         st = ctx.state
         kind = obj.get("type")
         session = (_str(obj.get("sessionId")) or st.get("session")
@@ -618,7 +655,8 @@ class ClaudeCode(Adapter):
         elif kind == "system":
             text = _plain(obj.get("content"))
             if text:
-                out.append(Record(base, kind="meta", role="system", text=text, indexed=False, **common))
+                out.append(Record(base, kind="meta", role="system", text=text, indexed=False,
+                                  **common))
         elif kind == "tool_use":
             text = _tool_call_text(obj.get("name"), obj.get("input"))
             out.append(Record(base, kind="tool_call", role="assistant", text=text, **common))
@@ -651,11 +689,11 @@ class ClaudeCode(Adapter):
     def _title(self, obj: dict, kind: Any, ctx: Context) -> tuple[str, int] | None:
         """Return (title, rank) when the line names the session."""
         if kind == "custom-title":
-            return _claude_title(obj.get("customTitle"), RANK_MANUAL)
+            return _title_of(obj.get("customTitle"), RANK_MANUAL)
         if kind == "ai-title":
-            return _claude_title(obj.get("aiTitle"), RANK_GENERATED)
+            return _title_of(obj.get("aiTitle"), RANK_GENERATED)
         if kind == "summary":
-            return _claude_title(obj.get("summary"), RANK_SUMMARY)
+            return _title_of(obj.get("summary"), RANK_SUMMARY)
         if kind != "user" or ctx.state.get("titled") or obj.get("isMeta") is True:
             return None
         if obj.get("isCompactSummary") is True:
@@ -664,7 +702,8 @@ class ClaudeCode(Adapter):
             return None  # an old flat sub-agent shares its parent's session
         content = _dict(obj.get("message")).get("content")
         if isinstance(content, list):
-            texts = [b.get("text") for b in content if isinstance(b, dict) and b.get("type") == "text"]
+            texts = [b.get("text") for b in content
+                     if isinstance(b, dict) and b.get("type") == "text"]
             content = "\n".join(t for t in texts if isinstance(t, str))
         title = _claude_prompt_title(content) if isinstance(content, str) else None
         if title:
@@ -705,32 +744,10 @@ class ClaudeCode(Adapter):
         if text:
             # Injected context, compaction summaries and synthetic API errors
             # are kept for provenance but stay out of search.
-            hidden = any(obj.get(flag) is True for flag in ("isMeta", "isCompactSummary", "isApiErrorMessage"))
+            hidden = any(obj.get(flag) is True for flag in _CLAUDE_HIDDEN)
             out.insert(0, Record(base, kind="meta" if hidden else "message", role=role, text=text,
                                  indexed=not hidden, model=model, **common))
         return out
-
-
-def _claude_title(value: Any, rank: int) -> tuple[str, int] | None:
-    """Return (title, rank) for a non-empty title string."""
-    s = " ".join(value.split()) if isinstance(value, str) else ""
-    return (truncate(s, 200), rank) if s else None
-
-
-def _subdirs(path: Path) -> list[Path]:
-    """Return the sub-folders of path, sorted; none if it cannot be listed."""
-    try:
-        return sorted(p for p in path.iterdir() if p.is_dir())
-    except OSError:
-        return []
-
-
-def _files(path: Path, suffix: str) -> list[Path]:
-    """Return the regular files of path ending in suffix, sorted."""
-    try:
-        return sorted(p for p in path.iterdir() if p.name.endswith(suffix) and p.is_file())
-    except OSError:
-        return []
 
 
 def _claude_subagents(session: Path) -> Iterator[tuple[Path, dict]]:
@@ -751,7 +768,7 @@ def _claude_subagents(session: Path) -> Iterator[tuple[Path, dict]]:
             if not path.is_file():
                 continue
             meta = {"parent": session.name}
-            sidecar = _read_json_file(path.with_name(name[: -len(".jsonl")] + ".meta.json"), 1 << 16)
+            sidecar = _read_json_file(path.with_name(path.stem + ".meta.json"), 1 << 16)
             for key in ("agentType", "description", "spawnDepth"):
                 value = _dict(sidecar).get(key)
                 if isinstance(value, (str, int)) and not isinstance(value, bool):
@@ -789,7 +806,8 @@ _CODEX_OUTPUTS = frozenset({
 #: Event messages that repeat items, report progress or carry no text.  The
 #: set is open: others are counted as unknown, never fatal.
 _CODEX_QUIET_EVENTS = frozenset({
-    "agent_message", "agent_reasoning", "agent_reasoning_raw_content", "agent_reasoning_section_break",
+    "agent_message", "agent_reasoning", "agent_reasoning_raw_content",
+    "agent_reasoning_section_break",
     "token_count", "task_started", "task_complete", "turn_aborted", "context_compacted",
     "exec_command_begin", "exec_command_end", "exec_command_output_delta", "patch_apply_begin",
     "patch_apply_end", "mcp_tool_call_begin", "mcp_tool_call_end", "web_search_begin",
@@ -884,9 +902,7 @@ class Codex(Adapter):
         """Return the events and session facts of one rollout line."""
         if not line.strip():
             return []
-        obj = load_json_line(line)
-        if not isinstance(obj, dict):
-            raise ParseError("line is not a JSON object")
+        obj = _load_object(line)
         st = ctx.state
         kind = obj.get("type")
         if "thread" not in st:
@@ -938,7 +954,9 @@ class Codex(Adapter):
         st["thread"], st["identified"] = p["id"], True
         if _str(p.get("cwd")):
             st["cwd"] = p["cwd"]
-        parent = _str(p.get("parent_thread_id")) or _str(p.get("forked_from_id"))
+        spawn = _dict(_dict(_dict(p.get("source")).get("subagent")).get("thread_spawn"))
+        parent = (_str(p.get("parent_thread_id")) or _str(spawn.get("parent_thread_id"))
+                  or _str(p.get("forked_from_id")))
         branch = _str(_dict(p.get("git")).get("branch"))
         return [SessionInfo(p["id"], cwd=_str(p.get("cwd")), branch=branch,
                             agent_version=_str(p.get("cli_version")), parent=parent)]
@@ -946,7 +964,7 @@ class Codex(Adapter):
     def _turn_context(self, p: dict, st: dict) -> list:
         """Track cwd and model; report them when they change."""
         cwd, model = _str(p.get("cwd")), _str(p.get("model"))
-        if (cwd or st.get("cwd")) == st.get("cwd") and (model or st.get("model")) == st.get("model"):
+        if cwd in (None, st.get("cwd")) and model in (None, st.get("model")):
             return []
         st["cwd"], st["model"] = cwd or st.get("cwd"), model or st.get("model")
         return [SessionInfo(st["thread"], cwd=cwd, model=model)]
@@ -958,7 +976,9 @@ class Codex(Adapter):
             return self._message(p, st, ids, common)
         if ptype == "agent_message":  # one agent of a multi-agent run speaking to another
             text = _codex_text(p.get("content"))
-            return [self._record(st, next(ids), "message", "assistant", text, common)] if text else []
+            if not text:
+                return []
+            return [self._record(st, next(ids), "message", "assistant", text, common)]
         if isinstance(ptype, str) and ptype in _CODEX_CALLS:
             name = p.get("name") or ptype.removesuffix("_call")
             if ptype == "local_shell_call":
@@ -1000,7 +1020,7 @@ class Codex(Adapter):
             text = "\n".join([text] * bool(text) + ["[image]"] * images)
             return self._prompt(st, next(ids), text, common) if text else []
         if etype == "thread_name_updated":
-            title = _claude_title(p.get("thread_name"), RANK_GENERATED)
+            title = _title_of(p.get("thread_name"), RANK_GENERATED)
             return [SessionInfo(st["thread"], title=title[0], title_rank=title[1])] if title else []
         if etype == "error":
             text = _plain(p.get("message")) or "error"
@@ -1012,7 +1032,7 @@ class Codex(Adapter):
     def _prompt(self, st: dict, rid: str, text: str, common: dict) -> list:
         """Return a user prompt's event, and the fallback title once."""
         out: list = [self._record(st, rid, "message", "user", text, common)]
-        title = None if st.get("titled") else _claude_title(text, RANK_PROMPT)
+        title = None if st.get("titled") else _title_of(text, RANK_PROMPT)
         if title:
             st["titled"] = True
             out.append(SessionInfo(st["thread"], title=title[0], title_rank=title[1]))
@@ -1041,7 +1061,7 @@ def _codex_ids(obj: dict, ctx: Context) -> Iterator[str]:
     """
     st = ctx.state
     ordinal = _int(obj.get("ordinal"))
-    if ordinal is not None and ordinal > st.get("ordinal", -1):
+    if ordinal is not None and st.get("ordinal", -1) < ordinal < 2**53:
         st["ordinal"] = ordinal
         base = f"{st['thread']}:o{ordinal}"
     else:
@@ -1068,6 +1088,9 @@ def _codex_rollouts(folder: Path) -> list[Path]:
 # Grok Build ##################################################################
 ###############################################################################
 
+#: Envelope methods of an update line.
+_GROK_METHODS = ("session/update", "_x.ai/session/update")
+
 #: Streamed chunk kinds, and the role of the message they build.
 _GROK_CHUNKS = {"user_message_chunk": "user", "agent_message_chunk": "assistant",
                 "agent_thought_chunk": "thought"}
@@ -1086,7 +1109,7 @@ _GROK_QUIET_PREFIXES = ("auto_compact_", "memory_")
 #: being joined, and the number of tool calls waiting for their end.  The
 #: whole text always stays in the mirror, which the event's lines point to.
 GROK_PENDING_MAX = 100_000
-GROK_OPEN_TOOLS_MAX = 64
+GROK_OPEN_TOOLS_MAX = 32
 
 
 def _grok_group_cwd(group: Path) -> str | None:
@@ -1218,9 +1241,7 @@ class Grok(Adapter):
         """Return the events and session facts of one line."""
         if not line.strip():
             return []
-        obj = load_json_line(line)
-        if not isinstance(obj, dict):
-            raise ParseError("line is not a JSON object")
+        obj = _load_object(line)
         out = self._summary(ctx)
         fmt = ctx.file.meta.get("format")
         if fmt == "chat" or (fmt is None and ctx.file.rel.endswith("chat_history.jsonl")):
@@ -1230,7 +1251,8 @@ class Grok(Adapter):
     def _summary(self, ctx: Context) -> list:
         """Report the summary.json facts once, and again when they change."""
         m = ctx.file.meta
-        facts = {k: m.get(k) for k in ("session", "title", "title_rank", "cwd", "branch", "model", "parent")}
+        keys = ("session", "title", "title_rank", "cwd", "branch", "model", "parent")
+        facts = {k: m.get(k) for k in keys}
         sig = short_hash(json.dumps(facts, sort_keys=True, default=str), n=8)
         if ctx.state.get("told") == sig or not _str(m.get("session")):
             return []
@@ -1248,7 +1270,7 @@ class Grok(Adapter):
         params = _dict(obj.get("params"))
         update = params.get("update")
         kind = _dict(update).get("sessionUpdate")
-        if obj.get("method") not in ("session/update", "_x.ai/session/update") or not isinstance(kind, str):
+        if obj.get("method") not in _GROK_METHODS or not isinstance(kind, str):
             st["unknown"] = st.get("unknown", 0) + 1
             return []
         meta = {**_dict(update.get("_meta")), **_dict(params.get("_meta"))}
@@ -1258,8 +1280,9 @@ class Grok(Adapter):
         if ts is not None:
             st["ts"] = ts
         session = _str(params.get("sessionId")) or _str(ctx.file.meta.get("session")) or "unknown"
-        here = {"line": ctx.lineno, "off": ctx.offset, "ts": ts if ts is not None else st.get("ts", ctx.mtime_ms),
-                "approx": ts is None, "session": session}
+        # A line without a time takes the last one seen, marked approximate.
+        here = {"line": ctx.lineno, "off": ctx.offset, "session": session, "approx": ts is None,
+                "ts": ts if ts is not None else st.get("ts", ctx.mtime_ms)}
         if kind in _GROK_CHUNKS:
             return self._chunk(update, _GROK_CHUNKS[kind], meta, here, ctx)
         out = self._close_message(ctx)
@@ -1290,7 +1313,7 @@ class Grok(Adapter):
             pending = None
         if pending is None:
             rid = f"{here['session']}:{_str(meta.get('eventId')) or f'line{ctx.lineno}'}"
-            pending = st["msg"] = {**here, "id": rid, "role": role, "key": key, "text": "", "span": 0}
+            pending = st["msg"] = dict(here, id=rid, role=role, key=key, text="", span=0)
         room = GROK_PENDING_MAX - len(pending["text"])
         if room > 0:
             pending["text"] += text if len(text) <= room else text[:room] + "…"
@@ -1305,11 +1328,13 @@ class Grok(Adapter):
         role, text = pending["role"], pending["text"]
         if role == "thought":
             # Joined for provenance, but reasoning never enters the index.
-            return [self._record(pending["id"], "meta", "assistant", truncate(text, TOOL_RESULT_MAX),
-                                 pending, ctx, indexed=False, span=pending["span"])]
+            text = truncate(text, TOOL_RESULT_MAX)
+            return [self._record(pending["id"], "meta", "assistant", text, pending, ctx,
+                                 indexed=False, span=pending["span"])]
         if role == "user":
             text = _grok_prompt(text)
-        out = [self._record(pending["id"], "message", role, text, pending, ctx, span=pending["span"])]
+        out = [self._record(pending["id"], "message", role, text, pending, ctx,
+                            span=pending["span"])]
         if role == "user":
             out += self._title_once(ctx, pending["session"], text)
         return out
@@ -1318,7 +1343,7 @@ class Grok(Adapter):
         """Merge a tool_call or tool_call_update into its open call."""
         tools = ctx.state.setdefault("tools", {})
         tid = _str(update.get("toolCallId")) or f"line{ctx.lineno}"
-        call = tools.setdefault(tid, {**here, "name": None, "input": None, "out": None, "status": None})
+        call = tools.setdefault(tid, dict(here, name=None, input=None, out=None, status=None))
         name = _str(update.get("title")) or _str(update.get("kind"))
         if name:
             call["name"] = truncate(name, 200)
@@ -1377,20 +1402,25 @@ class Grok(Adapter):
             events.append(("meta", "system", _plain(obj.get("content")), False))
         elif kind == "user":
             text = _plain(obj.get("content"))
-            events.append(("meta", "user", text, False) if synthetic else ("message", "user", _grok_prompt(text), True))
+            if synthetic:  # injected context: environment, instructions, reminders
+                events.append(("meta", "user", text, False))
+            else:
+                events.append(("message", "user", _grok_prompt(text), True))
         elif kind == "assistant":
             events.append(("message", "assistant", _plain(obj.get("content")), True))
             for call in _list(obj.get("tool_calls")):
                 fn = _dict(call).get("function")
                 src = _dict(fn) if fn is not None else _dict(call)
-                events.append(("tool_call", "assistant", _tool_call_text(src.get("name"), src.get("arguments")), True))
+                text = _tool_call_text(src.get("name"), src.get("arguments"))
+                events.append(("tool_call", "assistant", text, True))
         elif kind in ("tool_result", "tool"):
             text = _plain(obj.get("content"))
             text += "\n[image]" * len(_list(obj.get("images")))
             events.append(("tool_result", "tool", truncate(text, TOOL_RESULT_MAX), True))
         elif kind == "backend_tool_call":
             spec = _dict(obj.get("kind"))
-            events.append(("tool_call", "assistant", _tool_call_text(spec.get("tool_type"), spec.get("action")), True))
+            text = _tool_call_text(spec.get("tool_type"), spec.get("action"))
+            events.append(("tool_call", "assistant", text, True))
         elif kind != "reasoning":
             st["unknown"] = st.get("unknown", 0) + 1
         digest = short_hash(*(f"{k}\x00{r}\x00{t}" for k, r, t, _ in events), n=8)
@@ -1400,7 +1430,8 @@ class Grok(Adapter):
             if text or ekind != "message":
                 rid = base if i == 0 else f"{base}#{i}"
                 model = _str(obj.get("model_id")) if role == "assistant" else None
-                out.append(self._record(rid, ekind, role, text, here, ctx, indexed=indexed, model=model))
+                out.append(self._record(rid, ekind, role, text, here, ctx, indexed=indexed,
+                                        model=model))
         if kind == "user" and not synthetic and events[0][2]:
             out += self._title_once(ctx, session, events[0][2])
         return out
@@ -1409,7 +1440,7 @@ class Grok(Adapter):
 
     def _title_once(self, ctx: Context, session: str, prompt: str) -> list:
         """Offer the first prompt as a fallback title, once per file."""
-        title = None if ctx.state.get("titled") else _claude_title(prompt, RANK_PROMPT)
+        title = None if ctx.state.get("titled") else _title_of(prompt, RANK_PROMPT)
         if not title:
             return []
         ctx.state["titled"] = True

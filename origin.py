@@ -69,6 +69,13 @@ BUSY_TIMEOUT_MS = 60_000
 HASH_WINDOW = 4096
 #: Read size when streaming a source file.
 READ_CHUNK = 1 << 20
+#: WAL pages between automatic checkpoints, and the size the WAL is cut to.
+WAL_CHECKPOINT_PAGES = 10_000
+WAL_SIZE_LIMIT = 64 * 1024 * 1024
+#: FTS5 merge settings: merge 16 segments of a level at a time (the default,
+#: 4, re-merges the index after nearly every per-file commit of an ingest).
+FTS_AUTOMERGE = 16
+FTS_CRISISMERGE = 64
 #: Events are inserted in batches of this many rows.
 INSERT_BATCH = 2000
 #: Parse errors kept with their reason per file (all are counted).
@@ -87,6 +94,10 @@ MAX_ENTRY_TEXT = 20_000
 MAX_QUOTE = 2_000
 #: Shortest quote that can identify an event (non-space characters).
 MIN_QUOTE = 3
+#: A source written to more recently than this (ms) may still be holding
+#: back rows or an open block, so its signature is not recorded and the next
+#: sync looks at it again.
+QUIET_MS = 60_000
 #: Crash points for the reliability tests: ORIGIN_CRASH_AT=<label>:<n>.
 ENV_CRASH = "ORIGIN_CRASH_AT"
 
@@ -586,6 +597,11 @@ def open_store(home: Path | None = None) -> Store:
         # corrupts; ingest writes and fsyncs mirror bytes before the commit
         # that records them, so a lost commit is re-derived on the next sync.
         conn.execute("PRAGMA synchronous = NORMAL")
+        # Checkpoint every ~40 MB of WAL instead of 4 MB: a bulk ingest then
+        # copies each page to the database far fewer times.  The limit keeps
+        # the WAL file from staying large once checkpointed.
+        conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_CHECKPOINT_PAGES}")
+        conn.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT}")
         conn.execute("PRAGMA foreign_keys = ON")
         conn.execute("PRAGMA recursive_triggers = ON")
         check_sqlite(conn)
@@ -607,6 +623,9 @@ def _apply_schema(conn: sqlite3.Connection) -> None:
     try:
         for stmt in _split_sql(SCHEMA_SQL + _append_only_sql()):
             conn.execute(stmt)
+        for table in ("event_fts", "entry_fts"):
+            conn.execute(f"INSERT INTO {table} ({table}, rank) VALUES ('automerge', ?)", (FTS_AUTOMERGE,))
+            conn.execute(f"INSERT INTO {table} ({table}, rank) VALUES ('crisismerge', ?)", (FTS_CRISISMERGE,))
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
@@ -977,10 +996,15 @@ def ingest_file(store: Store, adapter, sf: SourceFile) -> FileResult:
                 conn.execute("COMMIT")
                 res.new_generation = row is not None
                 continue
+            settled = _settled(sf)
+            # A database may hold back unfinished rows, and a log may end in
+            # an open block: until the source is quiet, leave its signature
+            # unrecorded so the next sync visits it again.
+            keep = sig if settled or (sf.kind == "log" and not hasattr(adapter, "flush")) else None
             if sf.kind == "db":
-                _ingest_export(store, adapter, sf, row, sig, res)
+                _ingest_export(store, adapter, sf, row, keep, res)
             else:
-                _ingest_log(store, adapter, sf, row, sig, res)
+                _ingest_log(store, adapter, sf, row, keep, res, flush=settled)
             _crash_point("before-commit")
             conn.execute("COMMIT")
             _crash_point("committed")
@@ -992,7 +1016,7 @@ def ingest_file(store: Store, adapter, sf: SourceFile) -> FileResult:
     return res
 
 
-def _finish_file(store: Store, adapter, sf: SourceFile, row: sqlite3.Row, sig: str, res: FileResult,
+def _finish_file(store: Store, adapter, sf: SourceFile, row: sqlite3.Row, sig: str | None, res: FileResult,
                  writer: _EventWriter, state: dict, new_bytes: int, new_lines: int, errors: list) -> None:
     """Record events, sessions, cursor and sync_log in the open transaction."""
     conn = store.conn
@@ -1042,7 +1066,19 @@ def _mtime_ms(path: str) -> int | None:
         return None
 
 
-def _ingest_log(store: Store, adapter, sf: SourceFile, row: sqlite3.Row, sig: str, res: FileResult) -> None:
+def _settled(sf: SourceFile) -> bool:
+    """True when neither the source nor its WAL changed for QUIET_MS."""
+    newest = 0
+    for p in (sf.path, sf.path + "-wal") if sf.kind == "db" else (sf.path,):
+        try:
+            newest = max(newest, os.stat(p).st_mtime_ns // 1_000_000)
+        except OSError:
+            pass
+    return now_ms() - newest >= QUIET_MS
+
+
+def _ingest_log(store: Store, adapter, sf: SourceFile, row: sqlite3.Row, sig: str | None, res: FileResult,
+                flush: bool = False) -> None:
     """Append the new complete lines of a log file to its mirror and parse them."""
     writer = _EventWriter(store.conn, adapter.name, row["id"])
     state = _load_state(adapter, sf, row)
@@ -1075,14 +1111,25 @@ def _ingest_log(store: Store, adapter, sf: SourceFile, row: sqlite3.Row, sig: st
                 lines += n
                 appended += len(complete)
             # Only complete lines are taken; a torn last line waits (Invariant 1).
+        if flush and hasattr(adapter, "flush"):
+            ctx = Context(file=sf, state=state, lineno=lines, offset=cursor + appended, mtime_ms=mtime)
+            try:
+                for item in adapter.flush(ctx):
+                    if isinstance(item, SessionInfo):
+                        writer.info(item)
+                    else:
+                        writer.record(item, lines, cursor + appended)
+            except Exception as e:  # counted like any parse failure
+                errors.append((lines, f"adapter failed at end of file: {type(e).__name__}: {str(e)[:200]}"))
         mirror.flush()
-        os.fsync(mirror.fileno())
+        os.fdatasync(mirror.fileno())
     finally:
         mirror.close()
     _finish_file(store, adapter, sf, row, sig, res, writer, state, appended, lines - row["lines_ingested"], errors)
 
 
-def _ingest_export(store: Store, adapter, sf: SourceFile, row: sqlite3.Row, sig: str, res: FileResult) -> None:
+def _ingest_export(store: Store, adapter, sf: SourceFile, row: sqlite3.Row, sig: str | None,
+                   res: FileResult) -> None:
     """Export new or changed rows of an agent's database into its mirror.
 
     The agent's database is opened read-only by the adapter; what it yields
@@ -1114,7 +1161,7 @@ def _ingest_export(store: Store, adapter, sf: SourceFile, row: sqlite3.Row, sig:
     try:
         mirror.write(data)
         mirror.flush()
-        os.fsync(mirror.fileno())
+        os.fdatasync(mirror.fileno())
     finally:
         mirror.close()
     _crash_point("mirror-appended")
@@ -1227,15 +1274,17 @@ def _find_quote(conn: sqlite3.Connection, quote: str) -> sqlite3.Row | None:
     and is itself logged as a tool call.
     """
     want = squash(quote)
-    words = [w for w in quote.split() if len(w) >= 3]
-    words.sort(key=len, reverse=True)
+    # Candidates come from the index by the quote's longer runs of word
+    # characters: spacing may differ around punctuation ("a: b" vs "a:b"),
+    # but a word is not split.  The exact check is the squashed comparison.
+    words = sorted(set(re.findall(r"\w{3,}", quote)), key=len, reverse=True)
     for kind in ("message", "tool_result"):
         if words:
             match = " AND ".join('"' + w.replace('"', '""') + '"' for w in words[:6])
             rows = conn.execute(
                 "SELECT e.* FROM event_fts JOIN event e ON e.seq = event_fts.rowid "
                 f"WHERE event_fts MATCH ? AND e.kind = ? AND {_SQL_VISIBLE.format(e='e')} "
-                "ORDER BY e.ts DESC, e.seq DESC LIMIT 500",
+                "ORDER BY e.ts DESC, e.seq DESC LIMIT 2000",
                 (match, kind),
             )
         else:

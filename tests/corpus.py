@@ -30,18 +30,43 @@ CODE = [
 ]
 
 
+_SYL = ["ka", "lo", "mi", "ne", "su", "ta", "ri", "po", "ve", "zu", "an", "el", "or", "us", "ix", "qu"]
+_VOCAB: list[str] = []
+_CUM: list[float] = []
+
+
+def _vocab() -> tuple[list[str], list[float]]:
+    """Return a 20,000-word vocabulary with Zipf weights (cumulative)."""
+    if not _VOCAB:
+        r = random.Random(1)
+        seen = set(WORDS)
+        words = list(WORDS)
+        while len(words) < 20000:
+            w = "".join(r.choice(_SYL) for _ in range(r.randint(2, 4)))
+            if w not in seen:
+                seen.add(w)
+                words.append(w)
+        total = 0.0
+        for i, _ in enumerate(words):
+            total += 1.0 / (i + 1)
+            _CUM.append(total)
+        _VOCAB.extend(words)
+    return _VOCAB, _CUM
+
+
 def _text(rng: random.Random, n_words: int) -> str:
+    words, cum = _vocab()
     parts = []
-    for _ in range(n_words):
+    for w in rng.choices(words, cum_weights=cum, k=n_words):
         r = rng.random()
-        if r < 0.08:
+        if r < 0.04:
             parts.append(rng.choice(CJK))
-        elif r < 0.12:
+        elif r < 0.06:
             parts.append(rng.choice(CODE))
-        elif r < 0.14:
+        elif r < 0.07:
             parts.append(f"id{rng.randrange(10**6):06d}")
         else:
-            parts.append(rng.choice(WORDS))
+            parts.append(w)
     return " ".join(parts)
 
 
@@ -49,13 +74,32 @@ def _uuid(rng: random.Random) -> str:
     return str(uuid.UUID(int=rng.getrandbits(128), version=4))
 
 
+_B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+
+
+def _blob(rng: random.Random, n: int) -> str:
+    return "".join(rng.choices(_B64, k=n))
+
+
+def _usage(rng: random.Random) -> dict:
+    return {"input_tokens": rng.randint(1, 40), "cache_creation_input_tokens": rng.randint(0, 9000),
+            "cache_read_input_tokens": rng.randint(0, 90000), "output_tokens": rng.randint(1, 2000),
+            "service_tier": "standard", "cache_creation": {"ephemeral_5m_input_tokens": 0,
+                                                           "ephemeral_1h_input_tokens": rng.randint(0, 9000)}}
+
+
 def claude_session_lines(rng: random.Random, session: str, cwd: str, start: dt.datetime, turns: int) -> list[str]:
-    """Return the JSONL lines of one Claude Code session."""
+    """Return the JSONL lines of one Claude Code session.
+
+    The shapes follow real Claude Code 2.1 transcripts: one line per content
+    block, usage repeated on every assistant line, thinking with a signature,
+    and tool output present twice (``toolUseResult`` and the result block).
+    """
     lines = []
     t = start
     parent = None
     base = {"isSidechain": False, "userType": "external", "cwd": cwd, "sessionId": session,
-            "version": "2.1.80", "gitBranch": "main"}
+            "version": "2.1.80", "gitBranch": "main", "entrypoint": "cli"}
 
     def emit(rec: dict) -> None:
         nonlocal parent, t
@@ -66,27 +110,36 @@ def claude_session_lines(rng: random.Random, session: str, cwd: str, start: dt.d
         parent = u
         lines.append(json.dumps(rec, ensure_ascii=False))
 
+    def assistant(content: list) -> dict:
+        return {"type": "assistant", "requestId": "req_" + _blob(rng, 24), "message": {
+            "id": "msg_" + _blob(rng, 24), "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
+            "content": content, "stop_reason": None, "stop_sequence": None, "usage": _usage(rng)}}
+
     for _ in range(turns):
-        emit({"type": "user", "message": {"role": "user", "content": _text(rng, rng.randint(5, 40))}})
-        emit({"type": "assistant", "requestId": "req_" + _uuid(rng)[:8], "message": {
-            "id": "msg_" + _uuid(rng)[:12], "role": "assistant", "model": "claude-sonnet-4-5",
-            "content": [{"type": "thinking", "thinking": _text(rng, 30), "signature": "c2ln" * 20}]}})
-        emit({"type": "assistant", "requestId": "req_" + _uuid(rng)[:8], "message": {
-            "id": "msg_" + _uuid(rng)[:12], "role": "assistant", "model": "claude-sonnet-4-5",
-            "content": [{"type": "text", "text": _text(rng, rng.randint(20, 120))}]}})
-        if rng.random() < 0.5:
-            tid = "toolu_" + _uuid(rng).replace("-", "")[:20]
-            emit({"type": "assistant", "message": {"id": "msg_" + _uuid(rng)[:12], "role": "assistant",
-                                                   "model": "claude-sonnet-4-5", "content": [
-                {"type": "tool_use", "id": tid, "name": "Bash", "input": {"command": rng.choice(CODE)}}]}})
-            emit({"type": "user", "toolUseResult": {"stdout": _text(rng, 40)}, "message": {"role": "user", "content": [
-                {"type": "tool_result", "tool_use_id": tid, "content": _text(rng, rng.randint(20, 200))}]}})
+        emit({"type": "user", "promptId": _uuid(rng), "permissionMode": "default",
+              "message": {"role": "user", "content": _text(rng, rng.randint(5, 40))}})
+        emit(assistant([{"type": "thinking", "thinking": _text(rng, rng.randint(20, 120)),
+                         "signature": _blob(rng, rng.randint(400, 1600))}]))
+        emit(assistant([{"type": "text", "text": _text(rng, rng.randint(10, 80))}]))
+        for _ in range(rng.choice((0, 1, 1, 2))):
+            tid = "toolu_" + _blob(rng, 24)
+            cmd = rng.choice(CODE)
+            emit(assistant([{"type": "tool_use", "id": tid, "name": "Bash", "input": {"command": cmd,
+                                                                                       "description": _text(rng, 6)}}]))
+            out = _text(rng, rng.choice((15, 40, 120, 600, 1500)))
+            emit({"type": "user", "toolUseResult": {"stdout": out, "stderr": "", "interrupted": False,
+                                                    "isImage": False},
+                  "message": {"role": "user", "content": [
+                      {"type": "tool_result", "tool_use_id": tid, "content": out, "is_error": False}]}})
     return lines
 
 
-def write_claude_corpus(root: Path, *, files: int, turns: int, seed: int = 7,
+def write_claude_corpus(root: Path, *, files: int, turns: int | tuple[int, int], seed: int = 7,
                         projects: int = 5, start: dt.datetime | None = None) -> list[Path]:
-    """Write files sessions under root/projects/<slug>/; return their paths."""
+    """Write files sessions under root/projects/<slug>/; return their paths.
+
+    ``turns`` is the number of turns per session, or a (low, high) range.
+    """
     rng = random.Random(seed)
     start = start or dt.datetime(2026, 6, 1, tzinfo=dt.timezone.utc)
     out = []
@@ -97,7 +150,8 @@ def write_claude_corpus(root: Path, *, files: int, turns: int, seed: int = 7,
         folder.mkdir(parents=True, exist_ok=True)
         session = _uuid(rng)
         t0 = start + dt.timedelta(hours=rng.randint(0, 24 * 150))
-        lines = claude_session_lines(rng, session, cwd, t0, turns)
+        n = turns if isinstance(turns, int) else rng.randint(*turns)
+        lines = claude_session_lines(rng, session, cwd, t0, n)
         p = folder / f"{session}.jsonl"
         p.write_text("\n".join(lines) + "\n", encoding="utf-8")
         out.append(p)

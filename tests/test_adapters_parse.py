@@ -297,7 +297,7 @@ def test_claude_cwd_is_carried_to_lines_without_one():
     assert [r.cwd for r in records(items)] == ["/w/proj", "/w/proj"]
 
 
-def test_claude_empty_file_and_huge_line(tmp_path):
+def test_claude_empty_file_and_huge_line():
     f = SourceFile("/x", "x")
     assert run(ADAPTERS["claude-code"], f, b"") == ([], [], {})
     big = "x" * (5 << 20)
@@ -364,7 +364,7 @@ def test_hostile_lines_raise_nothing_but_parse_error(name):
                 for value in vars_of(item):
                     if isinstance(value, str):
                         value.encode("utf-8")  # no lone surrogates left
-            json.dumps(state)
+            json.dumps(state, ensure_ascii=False).encode("utf-8")  # storable as it is
 
 
 def vars_of(item) -> list:

@@ -1,0 +1,805 @@
+"""Sticky forget (Invariant 2): tombstones, the cascade, exclusion, re-sync.
+
+Forget hides: rows stay in their append-only tables and the raw mirror stays
+on disk, but no query, read or later sync may show a forgotten entry or an
+excluded event again.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
+
+import origin
+from conftest import read_line
+from test_entries import ClaudeLog, counts, ids, run  # noqa: F401  (run is a fixture)
+
+# ---------------------------------------------------------------------------
+# A conversation with entries that share sources
+# ---------------------------------------------------------------------------
+
+CANARY = "quokkastore"
+
+
+@pytest.fixture
+def plan(user_home, store):
+    """Two sessions and five entries:
+
+    E1 -> E2 (a correction adding a source) cite `decide` and `when`;
+    G cites only `decide`; H cites `decide` and `other`; K cites only `other`.
+    """
+    log = ClaudeLog(user_home, session="sess-plan")
+    ev = SimpleNamespace(
+        first=log.user("u-first", "Plan the storage work for the spring release, wombatplanning first."),
+        decide=log.assistant("a-decide", f"Decision: the archive migrates to {CANARY} because it is append-only."),
+        ok=log.user("u-ok", "Fine. When?"),
+        when=log.assistant("a-when", "The cutover is on Friday, after the freeze."),
+        call=log.tool_call("c-note", "Bash", {"command": "ls docs"}),
+        result=log.tool_result("r-note", "adr-007.md  adr-008.md"),
+        other=log.assistant("a-other", "The raw mirror stays append-only on disk."),
+    )
+    ev.log = log
+    ev.path = log.write()
+    side = ClaudeLog(user_home, session="sess-side", cwd="/home/dev/src/side")
+    ev.side = side.user("u-side", "Unrelated: bump the linter version.")
+    side.assistant("a-side", "Bumped the linter.")
+    ev.side_path = side.write()
+    origin.sync(store)
+
+    def rem(text, *sources, kind="memory"):
+        return origin.remember(store, kind=kind, text=text, author="claude-code",
+                               sources=[{"event": s} for s in sources])["id"]
+
+    ev.E1 = rem(f"The archive moves to {CANARY}.", ev.decide)
+    ev.E2 = origin.correct(store, ev.E1, text=f"The archive moves to {CANARY} on Friday.", author="user",
+                           sources=[{"event": ev.when}])["id"]
+    ev.G = rem("Append-only storage motivated the grebeswitch.", ev.decide, kind="knowledge")
+    ev.H = rem("The person values append-only designs (heronnote).", ev.decide, ev.other, kind="cognition")
+    ev.K = rem("Mirrors are never rewritten (kestrelfact).", ev.other, kind="knowledge")
+    return ev
+
+
+def session_of(store, sid: str) -> dict:
+    return [s for s in origin.timeline(store, since=0)["sessions"] if s["session"] == sid][0]
+
+
+def visible_entry_ids(store) -> set[str]:
+    return set(ids(origin.list_entries(store, history=True, limit=200)))
+
+
+def assert_gone(store, entries=(), events=(), words=()):
+    """No forgotten entry or excluded event, nor their words, shows up anywhere."""
+    for eid in entries:
+        for call in (origin.get_item, origin.get_entry, origin.raw_sources):
+            with pytest.raises(origin.Forgotten):
+                call(store, eid)
+        assert origin.entry_status(store.conn, eid) == "forgotten"
+    for evid in events:
+        for call in (origin.get_item, origin.get_event, origin.raw_sources):
+            with pytest.raises(origin.Forgotten):
+                call(store, evid)
+    listed = visible_entry_ids(store) | set(ids(origin.list_entries(store, limit=200)))
+    listed |= set(ids(origin.search(store, history=True, limit=200)["entries"]))
+    assert not listed & set(entries)
+    for w in words:
+        res = origin.search(store, w, include_tools=True, history=True, limit=200)
+        assert res == {"entries": [], "events": []}, w
+    for s in origin.timeline(store, since=0, limit=200)["sessions"]:
+        tl = origin.timeline(store, session=s["session"], include_tools=True)
+        assert not set(ids(tl["events"])) & set(events)
+        assert s["events"] == len(tl["events"])
+        for w in words:
+            assert w not in json.dumps(tl, ensure_ascii=False), w
+    for e in origin.list_entries(store, history=True, limit=200):
+        full = origin.get_entry(store, e["id"])
+        assert not {s["event"] for s in full["sources"]} & set(events)
+        assert not {s["event"] for s in origin.raw_sources(store, e["id"])} & set(events)
+
+
+# ---------------------------------------------------------------------------
+# Invariant 2: forgetting an entry, forgetting an event
+# ---------------------------------------------------------------------------
+
+
+def test_invariant_2_forgotten_entry_and_its_cascade_vanish_everywhere(store, plan, run):
+    sess = session_of(store, "sess-plan")
+    status = origin.status(store)
+    res = origin.forget(store, plan.E2, reason="wrong plan")
+    assert res["kind"] == "entry" and res["target"] == plan.E2
+    # All versions, plus G (its only source is now excluded); H keeps `other`.
+    assert set(res["forgotten_entries"]) == {plan.E1, plan.E2, plan.G}
+    assert set(res["excluded_events"]) == {plan.decide, plan.when}
+    assert_gone(store, entries=[plan.E1, plan.E2, plan.G], events=[plan.decide, plan.when],
+                words=[CANARY, "grebeswitch", "cutover is on Friday"])
+    assert visible_entry_ids(store) == {plan.H, plan.K}
+    h = origin.get_entry(store, plan.H)
+    assert h["status"] == "active" and [s["event"] for s in h["sources"]] == [plan.other]
+    after = session_of(store, "sess-plan")
+    assert (after["events"], after["messages"]) == (sess["events"] - 2, sess["messages"] - 2)
+    st2 = origin.status(store)
+    assert st2["events"] == status["events"] - 2
+    assert st2["entries"] == status["entries"] - 2 and st2["tombstones"] == status["tombstones"] + 1
+    for argv in (["show", plan.E2], ["show", plan.E1], ["show", plan.G], ["show", plan.decide]):
+        code, _, err = run(*argv)
+        assert code == origin.Forgotten.exit_code and "forgotten" in err
+    code, out, _ = run("entries", "--history", "--json")
+    assert set(ids(json.loads(out)["entries"])) == {plan.H, plan.K}
+    code, out, _ = run("search", CANARY, "--all", "--history", "--json")
+    assert code == 0 and json.loads(out) == {"entries": [], "events": []}
+    code, out, _ = run("timeline", "--session", "sess-plan", "--all", "--json")
+    assert code == 0 and CANARY not in out and plan.decide not in out
+
+
+def test_invariant_2_forgotten_event_and_its_cascade_vanish_everywhere(store, plan, run):
+    sess = session_of(store, "sess-plan")
+    res = origin.forget(store, plan.decide)
+    assert res["kind"] == "event" and res["excluded_events"] == [plan.decide]
+    # Every entry citing the event, with all versions; their other events stay.
+    assert set(res["forgotten_entries"]) == {plan.E1, plan.E2, plan.G, plan.H}
+    assert_gone(store, entries=[plan.E1, plan.E2, plan.G, plan.H], events=[plan.decide],
+                words=[CANARY, "grebeswitch", "heronnote"])
+    assert visible_entry_ids(store) == {plan.K}
+    for still in (plan.when, plan.other):
+        assert origin.get_event(store, still)["id"] == still
+    assert [e["id"] for e in origin.search(store, "cutover is on Friday")["events"]] == [plan.when]
+    assert [s["event"] for s in origin.get_entry(store, plan.K)["sources"]] == [plan.other]
+    after = session_of(store, "sess-plan")
+    assert (after["events"], after["messages"]) == (sess["events"] - 1, sess["messages"] - 1)
+    code, _, err = run("show", plan.decide)
+    assert code == origin.Forgotten.exit_code and err.strip()
+
+
+def test_invariant_2_forgotten_tool_result_vanishes_from_tool_searches(store, plan):
+    assert [e["id"] for e in origin.search(store, "adr-008", include_tools=True)["events"]] == [plan.result]
+    origin.forget(store, plan.result)
+    assert_gone(store, events=[plan.result], words=["adr-008"])
+
+
+def test_invariant_2_forgotten_first_prompt_does_not_live_on_as_session_title(store, plan, user_home):
+    assert "wombatplanning" in session_of(store, "sess-plan")["title"]
+    origin.forget(store, plan.first)
+    assert_gone(store, events=[plan.first], words=["wombatplanning"])
+    assert "wombatplanning" not in json.dumps(origin.timeline(store, since=0))
+    assert "wombatplanning" not in json.dumps(origin.get_event(store, plan.ok))
+    # Nor after the source is rewritten and parsed again.
+    plan.log.write(compact=True)
+    origin.sync(store)
+    assert "wombatplanning" not in json.dumps(origin.timeline(store, since=0))
+
+
+RESYNCS = ["unchanged", "rewritten", "copied to a new file", "appended to", "all of these"]
+
+
+def _resync(store, plan, user_home, how: str) -> None:
+    if how in ("unchanged", "all of these"):
+        assert origin.sync(store).events_added == 0
+    if how in ("rewritten", "all of these"):
+        # The same lines, serialised differently: the source shrinks, a new generation opens.
+        plan.log.write(compact=True)
+        report = origin.sync(store)
+        assert report.events_added == 0
+        gens = [r[0] for r in store.conn.execute("SELECT generation FROM raw_file WHERE path = ? ORDER BY generation",
+                                                 (str(plan.path),))]
+        assert gens[-1] >= 1
+    if how in ("copied to a new file", "all of these"):
+        dest = user_home / ".claude" / "projects" / "-home-dev-src-atlas-copy" / "sess-plan-copy.jsonl"
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(plan.path, dest)
+        files = store.conn.execute("SELECT count(*) FROM raw_file").fetchone()[0]
+        assert origin.sync(store).events_added == 0
+        assert store.conn.execute("SELECT count(*) FROM raw_file").fetchone()[0] == files + 1
+    if how in ("appended to", "all of these"):
+        plan.log.user("u-later", "Later: any news on the storage plan?")
+        with open(plan.path, "a", encoding="utf-8") as fh:
+            fh.write(plan.log.lines()[-1] + "\n")
+            fh.write(plan.log.lines()[1] + "\n")  # the forgotten line, written again
+        origin.sync(store)
+
+
+@pytest.mark.parametrize("how", RESYNCS)
+@pytest.mark.parametrize("target", ["entry", "event"])
+def test_invariant_2_resync_brings_nothing_back(store, plan, user_home, target, how):
+    if target == "entry":
+        origin.forget(store, plan.E2)
+        entries, events = [plan.E1, plan.E2, plan.G], [plan.decide, plan.when]
+    else:
+        origin.forget(store, plan.decide)
+        entries, events = [plan.E1, plan.E2, plan.G, plan.H], [plan.decide]
+    visible = visible_entry_ids(store)
+    sess = session_of(store, "sess-plan")
+    n_events = store.conn.execute("SELECT count(*) FROM event").fetchone()[0]
+    _resync(store, plan, user_home, how)
+    assert_gone(store, entries=entries, events=events, words=[CANARY, "grebeswitch"])
+    assert visible_entry_ids(store) == visible
+    later = 1 if how in ("appended to", "all of these") else 0
+    assert store.conn.execute("SELECT count(*) FROM event").fetchone()[0] == n_events + later
+    assert session_of(store, "sess-plan")["events"] == sess["events"] + later
+    for evid in events:
+        with pytest.raises(origin.Forgotten):
+            origin.remember(store, kind="memory", text="Cite it again.", author="x", sources=[{"event": evid}])
+
+
+def test_sync_report_counts_only_new_events_when_a_forgotten_line_is_written_again(store, plan):
+    origin.forget(store, plan.decide)
+    n = store.conn.execute("SELECT count(*) FROM event").fetchone()[0]
+    plan.log.user("u-later", "Later: any news on the storage plan?")
+    with open(plan.path, "a", encoding="utf-8") as fh:
+        fh.write(plan.log.lines()[-1] + "\n")
+        fh.write(plan.log.lines()[1] + "\n")  # the forgotten line, written again
+    report = origin.sync(store)
+    assert store.conn.execute("SELECT count(*) FROM event").fetchone()[0] == n + 1
+    assert report.events_added == 1
+    assert_gone(store, events=[plan.decide], words=[CANARY])
+
+
+def test_invariant_2_forget_hides_but_the_raw_mirror_stays_on_disk(store, plan, origin_home):
+    row = store.conn.execute("SELECT e.line, r.mirror FROM event e JOIN raw_file r ON r.id = e.raw_file_id "
+                             "WHERE e.id = ?", (plan.decide,)).fetchone()
+    mirror = origin_home / row["mirror"]
+    before = mirror.read_bytes()
+    origin.forget(store, plan.decide)
+    assert mirror.read_bytes() == before
+    assert CANARY.encode() in read_line(mirror, row["line"])
+    with pytest.raises(origin.Forgotten):
+        origin.raw_sources(store, plan.decide)
+
+
+# ---------------------------------------------------------------------------
+# Excluded events can never be cited again
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("sources, error", [
+    ([{"event": "claude-code:a-decide"}], origin.Forgotten),
+    ([{"event": "claude-code:a-decide", "quote": "migrates to"}], origin.Forgotten),
+    ([{"quote": f"the archive migrates to {CANARY}"}], origin.NotFound),
+    ([{"event": "claude-code:a-other"}, {"event": "claude-code:a-decide"}], origin.Forgotten),
+], ids=["by id", "by id and quote", "by quote", "beside a good source"])
+def test_remember_citing_an_excluded_event_is_refused_and_writes_nothing(store, plan, sources, error):
+    origin.forget(store, plan.decide)
+    before = counts(store)
+    with pytest.raises(error):
+        origin.remember(store, kind="memory", text="Cite the forgotten line.", author="x", sources=sources)
+    assert counts(store) == before
+
+
+def test_quote_only_skips_an_excluded_message_and_cites_the_newest_visible_one(user_home, store):
+    log = ClaudeLog(user_home)
+    older = log.user("u-older", "Policy: tokens rotate every ninety days.")
+    newer = log.assistant("a-newer", "Yes — tokens rotate every ninety days, per policy.")
+    log.write()
+    origin.sync(store)
+    origin.forget(store, newer)
+    e = origin.remember(store, kind="knowledge", text="Tokens rotate every 90 days.", author="x",
+                        sources=[{"quote": "tokens rotate every ninety days"}])
+    assert [s["event"] for s in e["sources"]] == [older]
+
+
+def test_correct_cannot_add_an_excluded_event_nor_correct_a_forgotten_entry(store, plan):
+    origin.forget(store, plan.when)  # forgets E1 and E2
+    before = counts(store)
+    with pytest.raises(origin.Forgotten):
+        origin.correct(store, plan.K, text="Mirrors are append-only.", author="user", sources=[{"event": plan.when}])
+    with pytest.raises(origin.Forgotten):
+        origin.correct(store, plan.E2, text="Revive it.", author="user")
+    with pytest.raises(origin.Forgotten):
+        origin.correct(store, plan.E1, text="Revive the old one.", author="user")
+    assert counts(store) == before
+
+
+def test_correct_after_a_source_was_excluded_inherits_only_visible_sources(store, plan):
+    origin.forget(store, plan.G)  # excludes `decide`; H keeps `other`
+    new = origin.correct(store, plan.H, text="The person values append-only designs, strongly.", author="user",
+                         sources=[{"event": plan.ok}])
+    assert [s["event"] for s in new["sources"]] == [plan.other, plan.ok]
+    rows = store.conn.execute("SELECT event_id FROM entry_source WHERE entry_id = ?", (new["id"],)).fetchall()
+    assert {r[0] for r in rows} == {plan.other, plan.ok}
+
+
+# ---------------------------------------------------------------------------
+# The cascade rules
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("which", [0, 1, 2])
+def test_forgetting_any_version_forgets_every_version_and_excludes_all_their_events(store, plan, which):
+    e3 = origin.correct(store, plan.E2, text=f"The archive moves to {CANARY} on Friday the 13th.", author="user",
+                        sources=[{"event": plan.ok}])["id"]
+    chain = [plan.E1, plan.E2, e3]
+    assert origin.version_chain(store.conn, chain[which]) == chain
+    res = origin.forget(store, chain[which])
+    assert set(chain) <= set(res["forgotten_entries"])
+    assert set(res["excluded_events"]) == {plan.decide, plan.when, plan.ok}
+    assert_gone(store, entries=chain, events=[plan.decide, plan.when, plan.ok])
+
+
+def test_forgetting_an_event_cited_only_by_a_correction_forgets_the_whole_history(store, plan):
+    res = origin.forget(store, plan.when)  # cited by E2 only, not by E1
+    assert set(res["forgotten_entries"]) == {plan.E1, plan.E2}
+    assert res["excluded_events"] == [plan.when]
+    assert_gone(store, entries=[plan.E1, plan.E2], events=[plan.when])
+    # E1's and E2's other source stays visible: forgetting an event excludes nothing else.
+    assert origin.get_event(store, plan.decide)["id"] == plan.decide
+    assert visible_entry_ids(store) == {plan.G, plan.H, plan.K}
+
+
+def test_entry_left_without_a_visible_source_is_forgotten_and_the_cascade_stops_there(store, plan):
+    def rem(*sources):
+        return origin.remember(store, kind="memory", text="A statement.", author="x",
+                               sources=[{"event": s} for s in sources])["id"]
+
+    a, b, c, d = rem(plan.ok), rem(plan.ok), rem(plan.ok, plan.first), rem(plan.first)
+    before = visible_entry_ids(store)
+    res = origin.forget(store, a)
+    # `ok` is excluded: B has no visible source left and goes too; C keeps `first`.
+    assert set(res["forgotten_entries"]) == {a, b}
+    assert res["excluded_events"] == [plan.ok]  # B's forgetting excluded nothing more
+    assert visible_entry_ids(store) == before - {a, b}
+    assert [s["event"] for s in origin.get_entry(store, c)["sources"]] == [plan.first]
+    assert origin.entry_status(store.conn, c) == origin.entry_status(store.conn, d) == "active"
+    assert origin.get_event(store, plan.first)["id"] == plan.first
+    t = store.conn.execute("SELECT entries, events FROM tombstone WHERE id = ?", (res["tombstone"],)).fetchone()
+    assert (t["entries"], t["events"]) == (2, 1)
+    assert_gone(store, entries=[a, b], events=[plan.ok])
+
+
+def test_forgetting_an_entry_leaves_other_entries_with_a_visible_source(store, plan):
+    res = origin.forget(store, plan.K)  # excludes `other`; H still cites `decide`
+    assert res["forgotten_entries"] == [plan.K]
+    assert res["excluded_events"] == [plan.other]
+    assert [s["event"] for s in origin.get_entry(store, plan.H)["sources"]] == [plan.decide]
+    assert visible_entry_ids(store) == {plan.E1, plan.E2, plan.G, plan.H}
+
+
+def test_superseded_version_without_visible_sources_does_not_forget_the_active_one(store, plan):
+    v1 = origin.remember(store, kind="memory", text="Backups run nightly.", author="x",
+                         sources=[{"event": plan.ok}])["id"]
+    v2 = origin.correct(store, v1, text="Backups run nightly at 02:00.", author="user",
+                        sources=[{"event": plan.other}])["id"]
+    other = origin.remember(store, kind="memory", text="Someone asked when.", author="x",
+                            sources=[{"event": plan.ok}])["id"]
+    # Excluding `ok` leaves v1 (superseded) with no visible source, but the
+    # active version v2 still cites `other`, so the entry stays.
+    plan_ = origin.plan_forget(store.conn, other)
+    assert plan_["entries"] == [other]
+    res = origin.forget(store, other)
+    assert res["forgotten_entries"] == [other]
+    assert origin.entry_status(store.conn, v2) == "active"
+    assert origin.entry_status(store.conn, v1) == "superseded"
+    assert [s["event"] for s in origin.get_entry(store, v2)["sources"]] == [plan.other]
+
+
+def test_plan_forget_matches_what_forget_does_and_writes_nothing(store, plan):
+    for target in (plan.E2, plan.other, plan.ok):
+        before = counts(store)
+        p = origin.plan_forget(store.conn, target)
+        assert counts(store) == before
+        res = origin.forget(store, target)
+        assert (res["forgotten_entries"], res["excluded_events"]) == (p["entries"], p["events"])
+
+
+# ---------------------------------------------------------------------------
+# Tombstones hold ids and counts only
+# ---------------------------------------------------------------------------
+
+
+def test_tombstone_records_target_reason_time_and_ids_never_the_text(store, plan):
+    t0 = origin.now_ms()
+    res = origin.forget(store, plan.E2, reason="superseded by the Q3 plan")
+    t1 = origin.now_ms()
+    assert CANARY not in json.dumps(res)
+    forgotten, excluded = {plan.E1, plan.E2, plan.G}, {plan.decide, plan.when}
+    t = store.conn.execute("SELECT * FROM tombstone WHERE id = ?", (res["tombstone"],)).fetchone()
+    assert t["target"] == plan.E2 and t["reason"] == "superseded by the Q3 plan"
+    assert t0 <= t["created_at"] <= t1
+    assert (t["entries"], t["events"]) == (3, 2)
+    fe = store.conn.execute("SELECT * FROM forgotten_entry WHERE tombstone_id = ?", (res["tombstone"],)).fetchall()
+    xe = store.conn.execute("SELECT * FROM excluded_event WHERE tombstone_id = ?", (res["tombstone"],)).fetchall()
+    assert {r["entry_id"] for r in fe} == forgotten
+    assert {r["event_id"] for r in xe} == excluded
+    allowed = forgotten | excluded | {plan.E2, "superseded by the Q3 plan", None}
+    for table in ("tombstone", "forgotten_entry", "excluded_event"):
+        for row in store.conn.execute(f"SELECT * FROM {table}"):
+            for value in tuple(row):
+                assert isinstance(value, int) or value in allowed, (table, value)
+    # The text left the full-text indexes at once.
+    for fts in ("entry_fts", "event_fts"):
+        for word in (CANARY, "grebeswitch", "cutover"):
+            hits = store.conn.execute(f"SELECT rowid FROM {fts} WHERE {fts} MATCH ?", (f'"{word}"',)).fetchall()
+            assert hits == [], (fts, word)
+    # Superseded versions and cascaded entries too, not only the target.
+    assert store.conn.execute("SELECT count(*) FROM entry_fts WHERE entry_fts MATCH '\"heronnote\"'").fetchone()[0] == 1
+
+
+def test_tombstones_are_append_only(store, plan):
+    res = origin.forget(store, plan.K)
+    for sql in ("DELETE FROM tombstone", "DELETE FROM forgotten_entry", "DELETE FROM excluded_event",
+                "UPDATE tombstone SET target = 'x'", "UPDATE excluded_event SET event_id = 'x'"):
+        with pytest.raises(Exception, match="append-only"):
+            store.conn.execute(sql)
+    assert origin.entry_status(store.conn, plan.K) == "forgotten"
+    assert store.conn.execute("SELECT count(*) FROM tombstone").fetchone()[0] == 1 == res["tombstone"]
+
+
+# ---------------------------------------------------------------------------
+# Bad requests to forget
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("target, reason, error", [
+    ("ent_0000000000000000000000", None, origin.NotFound),
+    ("claude-code:no-such-line", None, origin.NotFound),
+    ("", None, origin.UsageError),
+    ("   ", None, origin.UsageError),
+    (None, None, origin.UsageError),
+    (12, None, origin.UsageError),
+    ("claude-code:a-other", 5, origin.UsageError),
+], ids=["unknown entry", "unknown event", "empty", "blank", "None", "int", "reason int"])
+def test_forget_bad_request_is_refused_and_writes_nothing(store, plan, target, reason, error):
+    before = counts(store)
+    with pytest.raises(error) as info:
+        origin.forget(store, target, reason=reason)
+    assert str(info.value)
+    assert counts(store) == before
+
+
+def test_forgetting_twice_is_refused_and_writes_nothing(store, plan):
+    origin.forget(store, plan.E1)
+    before = counts(store)
+    for target in (plan.E1, plan.E2, plan.G, plan.decide, plan.when):
+        with pytest.raises(origin.Forgotten):
+            origin.forget(store, target)
+    assert counts(store) == before
+
+
+# ---------------------------------------------------------------------------
+# CLI: preview, --yes, errors
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("target", ["E2", "decide"])
+def test_cli_forget_previews_exactly_and_does_nothing_without_yes(store, plan, cli, run, target):
+    target = getattr(plan, target)
+    before = counts(store)
+    code, preview = cli("forget", target, "--json")
+    assert code != 0
+    assert preview["done"] is False and preview["target"] == target
+    assert counts(store) == before
+    code, text, _ = run("forget", target)
+    assert code != 0 and "--yes" in text
+    assert counts(store) == before
+    plan_ = origin.plan_forget(store.conn, target)
+    assert [e["id"] for e in preview["would_forget_entries"]] == plan_["entries"]
+    assert [e["id"] for e in preview["would_exclude_events"]] == plan_["events"]
+    for i in plan_["entries"] + plan_["events"]:
+        assert i in text
+    code, done = cli("forget", target, "--reason", "not true any more", "--yes", "--json")
+    assert code == 0 and done["done"] is True
+    assert done["forgotten_entries"] == plan_["entries"] and done["excluded_events"] == plan_["events"]
+    assert CANARY not in json.dumps(done)
+    assert_gone(store, entries=plan_["entries"], events=plan_["events"], words=[CANARY])
+    code, _, err = run("forget", target, "--yes")
+    assert code == origin.Forgotten.exit_code and "forgotten" in err
+
+
+@pytest.mark.parametrize("argv, exit_code", [
+    (["forget", "ent_0000000000000000000000", "--yes"], origin.NotFound.exit_code),
+    (["forget", "claude-code:no-such-line", "--yes"], origin.NotFound.exit_code),
+    (["forget", "ent_0000000000000000000000"], origin.NotFound.exit_code),
+    (["forget", "", "--yes"], origin.UsageError.exit_code),
+    (["forget", "--yes"], 2),
+])
+def test_cli_forget_unknown_or_missing_ids_fail_clearly(store, plan, run, argv, exit_code):
+    before = counts(store)
+    code, _, err = run(*argv)
+    assert code == exit_code != 0 and err.strip()
+    assert counts(store) == before
+
+
+# ---------------------------------------------------------------------------
+# Scenario on real Claude Code logs
+# ---------------------------------------------------------------------------
+
+FIXTURE_SESSION = "5c0375b4-57a5-4f26-b12d-d022ee4e51b7"
+
+
+def test_scenario_decision_remembered_corrected_shown_and_forgotten_on_real_logs(claude_root, store, cli, run,
+                                                                                   origin_home):
+    origin.sync(store)
+    sess = session_of(store, FIXTURE_SESSION)
+    # The decision to document Next.js 15.5.2 was stated in an assistant message;
+    # the same text also came back as a (newer) tool result, which must not be cited.
+    code, first = cli("remember", "Demo's CLAUDE.md must document Next.js 15.5.2 (not v14); tapirdecision.",
+                      "--kind", "memory", "--quote", "Next.js: 15.5.2 (upgraded from documented v14)", "--json")
+    assert code == 0
+    decided = first["sources"][0]["event"]
+    assert origin.get_event(store, decided)["kind"] == "message"
+    assert first["project"] == "Demo"
+    code, second = cli("correct", first["id"], "Demo's CLAUDE.md was updated to Next.js 15.5.2 and React 19.1.0; "
+                       "tapirdecision.", "--quote", "Next.js 15.5.2 (14から更新)", "--json")
+    assert code == 0
+    done = second["sources"][1]["event"]
+    assert [s["event"] for s in second["sources"]] == [decided, done]
+    # Search finds only the new version.
+    code, found = cli("search", "tapirdecision", "--json")
+    assert ids(found["entries"]) == [second["id"]]
+    code, found = cli("search", "15.5.2", "--scope", "entries", "--json")
+    assert ids(found["entries"]) == [second["id"]]
+    # Show expands each source to its original log line.
+    code, shown = cli("show", second["id"], "--json")
+    assert code == 0 and [h["id"] for h in shown["entry"]["history"]] == [first["id"], second["id"]]
+    for src in shown["sources"]:
+        original = read_line(Path(src["file"]), src["line"])
+        assert src["raw"].encode() == original
+        assert read_line(origin_home / src["mirror"], src["line"]) == original
+        assert Path(src["file"]).name == f"{FIXTURE_SESSION}.jsonl"
+        assert json.loads(original)["uuid"] == src["event"].split(":", 1)[1]
+    # Forget removes it everywhere.
+    code, preview = cli("forget", second["id"], "--json")
+    assert code != 0 and {e["id"] for e in preview["would_forget_entries"]} == {first["id"], second["id"]}
+    code, res = cli("forget", second["id"], "--yes", "--json")
+    assert code == 0 and set(res["excluded_events"]) == {decided, done}
+    assert_gone(store, entries=[first["id"], second["id"]], events=[decided, done], words=["tapirdecision"])
+    code, found = cli("search", "15.5.2", "--history", "--json")
+    assert found["entries"] == [] and not {decided, done} & set(ids(found["events"]))
+    after = session_of(store, FIXTURE_SESSION)
+    assert (after["events"], after["messages"]) == (sess["events"] - 2, sess["messages"] - 2)
+    code, _, _ = run("show", second["id"])
+    assert code == origin.Forgotten.exit_code
+    # A later sync of the same fixtures brings nothing back.
+    assert origin.sync(store).events_added == 0
+    assert_gone(store, entries=[first["id"], second["id"]], events=[decided, done], words=["tapirdecision"])
+
+
+# ---------------------------------------------------------------------------
+# State machine: no forgotten entry or excluded event is ever visible again
+# ---------------------------------------------------------------------------
+
+
+class StickyForget(RuleBasedStateMachine):
+    """Remember, correct, forget and re-sync at random against a model of the rules."""
+
+    SESSIONS = ("sess-a", "sess-b")
+
+    def __init__(self):
+        super().__init__()
+        self.tmp = Path(tempfile.mkdtemp(prefix="sticky-"))
+        self.home = self.tmp / "home"
+        self.env = {"HOME": str(self.home)}
+        self.store = origin.open_store(self.tmp / "origin")
+        self.logs = {s: ClaudeLog(self.home, session=s, cwd=f"/home/dev/src/{s}") for s in self.SESSIONS}
+        self.n = 0
+        self.events: dict[str, dict] = {}  # id -> {"session", "kind", "word"}
+        self.chains: list[list[str]] = []  # every entry's versions, oldest first
+        self.sources: dict[str, set[str]] = {}  # entry id -> cited event ids
+        self.words: dict[str, str] = {}  # entry id -> a word only it holds
+        self.forgotten: set[str] = set()
+        self.excluded: set[str] = set()
+        self.copies = 0
+        for s in self.SESSIONS:
+            for kind in ("message", "message", "tool_call", "tool_result", "message"):
+                self._add_event(s, kind)
+        self._sync()
+
+    def teardown(self):
+        self.store.close()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    # -- helpers -----------------------------------------------------------
+
+    def _word(self, prefix: str) -> str:
+        self.n += 1
+        return f"{prefix}{self.n:04d}q"
+
+    def _add_event(self, session: str, kind: str) -> str:
+        log, w = self.logs[session], self._word("w")
+        uid = f"{session}-{self.n}"
+        log.compact = getattr(log, "compact", False)
+        if kind == "message":
+            evid = (log.user if self.n % 2 else log.assistant)(uid, f"Line {w} of the conversation.")
+        elif kind == "tool_call":
+            evid = log.tool_call(uid, "Bash", {"command": f"echo {w}"})
+        else:
+            evid = log.tool_result(uid, f"output {w} done")
+        self.events[evid] = {"session": session, "kind": kind, "word": w}
+        log.write(compact=log.compact)
+        return evid
+
+    def _sync(self):
+        origin.sync(self.store, env=self.env, home=self.home, sources=["claude-code"])
+
+    def _chain_of(self, eid: str) -> list[str]:
+        return next(c for c in self.chains if eid in c)
+
+    def _status(self, eid: str) -> str:
+        if eid in self.forgotten:
+            return "forgotten"
+        return "active" if self._chain_of(eid)[-1] == eid else "superseded"
+
+    def _forget_chain(self, chain: list[str]) -> None:
+        self.forgotten.update(chain)
+
+    def _provenance_cascade(self) -> None:
+        # An active entry left with no visible source is forgotten (all versions).
+        for chain in self.chains:
+            if chain[-1] not in self.forgotten and not self.sources[chain[-1]] - self.excluded:
+                self._forget_chain(chain)
+
+    # -- rules ---------------------------------------------------------------
+
+    def _remember(self, data, how: str) -> None:
+        evid = data.draw(st.sampled_from(sorted(self.events)), label="cite")
+        word = self.events[evid]["word"]
+        src = {"event": {"event": evid}, "quote": {"quote": word}, "both": {"event": evid, "quote": word}}[how]
+        text = f"Entry {self._word('ent')}."
+        before = counts(self.store)
+        if evid in self.excluded or (how == "quote" and self.events[evid]["kind"] == "tool_call"):
+            with pytest.raises((origin.Forgotten, origin.NotFound)):
+                origin.remember(self.store, kind="memory", text=text, author="m", sources=[src])
+            assert counts(self.store) == before
+            return
+        e = origin.remember(self.store, kind="memory", text=text, author="m", sources=[src])
+        assert [s["event"] for s in e["sources"]] == [evid]
+        self.chains.append([e["id"]])
+        self.sources[e["id"]] = {evid}
+        self.words[e["id"]] = text.split()[1].rstrip(".")
+
+    def _correct(self, data, extra: str | None) -> None:
+        eid = data.draw(st.sampled_from(sorted(self.sources)), label="entry")
+        text = f"Corrected {self._word('ent')}."
+        before = counts(self.store)
+        kw = dict(text=text, author="user", sources=[{"event": extra}] if extra else None)
+        status = self._status(eid)
+        if status == "forgotten" or (status == "active" and extra in self.excluded):
+            with pytest.raises(origin.Forgotten):
+                origin.correct(self.store, eid, **kw)
+            assert counts(self.store) == before
+            return
+        if status == "superseded":
+            with pytest.raises(origin.Conflict):
+                origin.correct(self.store, eid, **kw)
+            assert counts(self.store) == before
+            return
+        new = origin.correct(self.store, eid, **kw)
+        self._chain_of(eid).append(new["id"])
+        self.sources[new["id"]] = (self.sources[eid] - self.excluded) | ({extra} if extra else set())
+        self.words[new["id"]] = text.split()[1].rstrip(".")
+
+    @rule(data=st.data())
+    def remember_by_event(self, data):
+        self._remember(data, "event")
+
+    @rule(data=st.data())
+    def remember_by_quote(self, data):
+        self._remember(data, "quote")
+
+    @rule(data=st.data())
+    def remember_by_event_and_quote(self, data):
+        self._remember(data, "both")
+
+    @precondition(lambda self: self.chains)
+    @rule(data=st.data())
+    def correct(self, data):
+        self._correct(data, None)
+
+    @precondition(lambda self: self.chains)
+    @rule(data=st.data())
+    def correct_adding_a_source(self, data):
+        self._correct(data, data.draw(st.sampled_from(sorted(self.events)), label="add"))
+
+    @precondition(lambda self: self.chains)
+    @rule(data=st.data())
+    def forget_entry(self, data):
+        eid = data.draw(st.sampled_from(sorted(self.sources)), label="entry")
+        if eid in self.forgotten:
+            with pytest.raises(origin.Forgotten):
+                origin.forget(self.store, eid)
+            return
+        chain = self._chain_of(eid)
+        cited = set().union(*(self.sources[v] for v in chain)) - self.excluded
+        res = origin.forget(self.store, eid)
+        before = set(self.forgotten)
+        self._forget_chain(chain)
+        self.excluded |= cited
+        self._provenance_cascade()
+        assert set(res["forgotten_entries"]) == self.forgotten - before
+        assert set(res["excluded_events"]) == cited
+
+    @rule(data=st.data())
+    def forget_event(self, data):
+        evid = data.draw(st.sampled_from(sorted(self.events)), label="event")
+        if evid in self.excluded:
+            with pytest.raises(origin.Forgotten):
+                origin.forget(self.store, evid)
+            return
+        res = origin.forget(self.store, evid)
+        before = set(self.forgotten)
+        self.excluded.add(evid)
+        for chain in self.chains:
+            if any(evid in self.sources[v] for v in chain) and chain[-1] not in self.forgotten:
+                self._forget_chain(chain)
+        self._provenance_cascade()
+        assert res["excluded_events"] == [evid]
+        assert set(res["forgotten_entries"]) == self.forgotten - before
+
+    @rule(session=st.sampled_from(SESSIONS), kind=st.sampled_from(["message", "tool_result", "tool_call"]))
+    def new_line(self, session, kind):
+        self._add_event(session, kind)
+        self._sync()
+
+    @rule(session=st.sampled_from(SESSIONS), how=st.sampled_from(["unchanged", "rewritten", "copied"]))
+    def resync(self, session, how):
+        log = self.logs[session]
+        if how == "rewritten":  # the same lines serialised differently: a new generation
+            log.compact = not getattr(log, "compact", False)
+            log.path.write_text("".join(line + "\n" for line in log.lines(log.compact)), encoding="utf-8")
+        elif how == "copied":  # the same lines in a new file
+            self.copies += 1
+            dest = self.home / ".claude" / "projects" / f"-copy-{self.copies}" / f"{session}-copy.jsonl"
+            dest.parent.mkdir(parents=True)
+            shutil.copy(log.path, dest)
+        assert origin.sync(self.store, env=self.env, home=self.home, sources=["claude-code"]).events_added == 0
+
+    # -- invariants ----------------------------------------------------------
+
+    @invariant()
+    def nothing_forgotten_is_visible(self):
+        s = self.store
+        active = {c[-1] for c in self.chains if c[-1] not in self.forgotten}
+        kept = {v for c in self.chains for v in c if v not in self.forgotten}
+        assert set(ids(origin.list_entries(s, limit=200))) == active
+        assert set(ids(origin.list_entries(s, history=True, limit=200))) == kept
+        assert set(ids(origin.search(s, history=True, limit=200)["entries"])) == kept
+        for eid, word in self.words.items():
+            found = set(ids(origin.search_entries(s, word, history=True)))
+            if eid in self.forgotten:
+                assert found == set()
+                with pytest.raises(origin.Forgotten):
+                    origin.get_item(s, eid)
+            else:
+                assert found == {eid}
+                e = origin.get_entry(s, eid)
+                assert e["status"] == self._status(eid)
+                assert {x["event"] for x in e["sources"]} == self.sources[eid] - self.excluded
+        n_visible = {sess: 0 for sess in self.SESSIONS}
+        for evid, ev in self.events.items():
+            hits = set(ids(origin.search_events(s, ev["word"], include_tools=True)))
+            if evid in self.excluded:
+                assert hits == set()
+                with pytest.raises(origin.Forgotten):
+                    origin.get_item(s, evid)
+            else:
+                assert hits == {evid}
+                n_visible[ev["session"]] += 1
+        sessions = {x["session"]: x for x in origin.timeline(s, since=0)["sessions"]}
+        dump = json.dumps(sessions)
+        for sess in self.SESSIONS:
+            if n_visible[sess] == 0:
+                assert sess not in sessions
+                continue
+            assert sessions[sess]["events"] == n_visible[sess]
+            shown = set(ids(origin.timeline(s, session=sess, include_tools=True)["events"]))
+            assert shown == {e for e, ev in self.events.items() if ev["session"] == sess} - self.excluded
+        for evid in self.excluded:
+            assert self.events[evid]["word"] not in dump
+
+
+def test_invariant_2_sticky_forget_state_machine():
+    run_state_machine_as_test(StickyForget, settings=settings(
+        max_examples=25, stateful_step_count=15, deadline=None, derandomize=True,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]))
+
+
+@pytest.mark.soak
+def test_invariant_2_sticky_forget_state_machine_soak():
+    run_state_machine_as_test(StickyForget, settings=settings(
+        max_examples=400, stateful_step_count=40, deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]))

@@ -1,0 +1,280 @@
+"""`origin setup`: registering `origin mcp` in each agent's own configuration."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import tomllib
+from pathlib import Path
+
+import pytest
+
+import origin
+
+M = origin if hasattr(origin, "setup_agents") else importlib.import_module("origin_mcp_wip")
+COMMAND = ["/opt/origin/bin/origin", "mcp"]
+
+CLAUDE = {
+    "numStartups": 12, "theme": "dark", "tipsHistory": {"memory-command": 3, "ratio": 1.5e3},
+    "projects": {"/work/app": {"allowedTools": [], "mcpServers": {"local": {"command": "./tool"}}}},
+    "mcpServers": {"github": {"type": "stdio", "command": "npx", "args": ["-y", "gh-mcp"], "env": {"T": "x"}}},
+    "oauthAccount": {"emailAddress": "someone@example.com"},
+}
+CURSOR = {"mcpServers": {"fs": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "/w"]}}}
+ZCODE = {"model": {"main": "zai/glm-5"}, "permission": {"mode": "build"},
+         "mcp": {"servers": {"docs": {"type": "stdio", "command": "docs-mcp", "args": []}}}}
+CODEX = """\
+# Codex settings, kept by hand
+model = "gpt-5"   # the usual one
+approval_policy = "on-request"
+
+[mcp_servers.docs]
+command = "npx"
+args = [
+  "-y",
+  "docs-mcp",
+]
+
+[mcp_servers.docs.env]
+KEY = "v"
+
+[profiles.fast]
+model = "gpt-5-mini"
+"""
+GROK = """\
+[models]
+default = "grok-build"
+
+[mcp_servers.linear]
+url = "https://mcp.linear.app/mcp"
+headers = { "x-mcp-session-id" = "{{session_id}}" }
+"""
+
+
+@pytest.fixture
+def agents(user_home) -> dict[str, Path]:
+    """Give the fake HOME a configured install of every agent."""
+    files = {
+        "claude-code": user_home / ".claude.json",
+        "codex": user_home / ".codex" / "config.toml",
+        "cursor": user_home / ".cursor" / "mcp.json",
+        "grok": user_home / ".grok" / "config.toml",
+        "zcode": user_home / ".zcode" / "cli" / "config.json",
+    }
+    for f in files.values():
+        f.parent.mkdir(parents=True, exist_ok=True)
+    files["claude-code"].write_text(json.dumps(CLAUDE, indent=2))
+    files["cursor"].write_text(json.dumps(CURSOR, indent=4))
+    files["zcode"].write_text(json.dumps(ZCODE, indent=2))
+    files["codex"].write_text(CODEX)
+    files["grok"].write_text(GROK)
+    os.chmod(files["zcode"], 0o600)
+    return files
+
+
+def env_of(home: Path) -> dict:
+    return {"HOME": str(home), "PATH": ""}
+
+
+def snapshot(home: Path) -> dict:
+    return {str(p.relative_to(home)): p.read_bytes() for p in sorted(home.rglob("*")) if p.is_file()}
+
+
+def parsed(path: Path) -> dict:
+    return tomllib.loads(path.read_text()) if path.suffix == ".toml" else json.loads(path.read_text())
+
+
+def servers(agent: str, data: dict) -> dict:
+    return data["mcp"]["servers"] if agent == "zcode" else data.get("mcpServers") or data["mcp_servers"]
+
+
+def statuses(out: str) -> list[str]:
+    """Return the status column of setup's report, one per agent line."""
+    rows = [line.split() for line in out.splitlines() if line.startswith("  ")]
+    return [row[1] for row in rows if row[0] in M.AGENT_TARGETS]
+
+
+def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
+    main = origin.main if hasattr(origin, "cmd_setup") else M._dev_main
+    capsys.readouterr()
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_dry_run_writes_nothing(agents, user_home):
+    before = snapshot(user_home)
+    res = M.setup_agents(env_of(user_home), user_home, COMMAND, dry_run=True)
+    assert snapshot(user_home) == before
+    assert {a["agent"]: a["status"] for a in res["agents"]} == dict.fromkeys(agents, "would be added")
+    assert res["changed"] == 5
+
+
+def test_setup_adds_only_origin_and_keeps_everything_else(agents, user_home):
+    before = {name: (f.read_bytes(), parsed(f)) for name, f in agents.items()}
+    res = M.setup_agents(env_of(user_home), user_home, COMMAND)
+    assert {a["agent"]: a["status"] for a in res["agents"]} == dict.fromkeys(agents, "added")
+    for name, f in agents.items():
+        raw, data = before[name]
+        after = parsed(f)
+        entry = servers(name, after).pop("origin")
+        assert (entry["command"], entry["args"]) == (COMMAND[0], COMMAND[1:])
+        assert after == data  # every other entry, key and value as it was
+        backup = Path(next(a["backup"] for a in res["agents"] if a["agent"] == name))
+        assert backup.name.startswith(f.name + ".origin-backup-") and backup.read_bytes() == raw
+        if f.suffix == ".toml":
+            assert f.read_bytes().startswith(raw)  # comments and layout untouched: the table is appended
+    assert json.loads(agents["claude-code"].read_text())["mcpServers"]["origin"]["type"] == "stdio"
+    assert agents["cursor"].read_text().startswith('{\n    "mcpServers"')  # its own indentation kept
+    assert agents["zcode"].stat().st_mode & 0o777 == 0o600  # a file holding keys stays private
+    assert M.connected_agents(env_of(user_home), user_home)["codex"]["registered"] is True
+
+
+def test_second_run_changes_nothing_and_says_so(agents, user_home, monkeypatch, capsys):
+    monkeypatch.setenv("PATH", "")
+    code, out, _ = run_cli(capsys, "setup")
+    assert code == 0 and statuses(out) == ["added"] * 5
+    after_first = snapshot(user_home)
+    code, out, _ = run_cli(capsys, "setup")
+    assert code == 0 and "nothing to change" in out and statuses(out) == ["unchanged"] * 5
+    assert snapshot(user_home) == after_first  # no rewrite, no new backup
+
+
+def test_unparsable_config_is_refused_and_nothing_is_written(agents, user_home, capsys, monkeypatch):
+    agents["cursor"].write_text('{"mcpServers": {"fs": {"command": "npx",}}}')
+    before = snapshot(user_home)
+    with pytest.raises(M.AgentConfigError, match="mcp.json: it is not valid JSON"):
+        M.setup_agents(env_of(user_home), user_home, COMMAND)
+    monkeypatch.setenv("PATH", "")
+    code, out, err = run_cli(capsys, "setup")
+    assert code == M.AgentConfigError.exit_code and "nothing was changed" in err and "--agent" in err
+    assert snapshot(user_home) == before
+    code, out, _ = run_cli(capsys, "setup", "--agent", "codex")  # the way round a broken file
+    assert code == 0 and "added" in statuses(out)
+
+
+@pytest.mark.parametrize("content, why", [
+    ('{"mcpServers": {"a": {}}, "mcpServers": {"b": {}}}', "duplicate key"),
+    ('["not", "an", "object"]', "top level is not a JSON object"),
+    ('{"mcpServers": ["x"]}', "mcpServers is not an object"),
+])
+def test_json_that_cannot_be_rewritten_faithfully_is_refused(agents, user_home, content, why):
+    agents["claude-code"].write_text(content)
+    with pytest.raises(M.AgentConfigError, match=why):
+        M.setup_agents(env_of(user_home), user_home, COMMAND, agents=["claude-code"])
+    assert agents["claude-code"].read_text() == content
+
+
+@pytest.mark.parametrize("content, why", [
+    ('model = "x"\n[mcp_servers\n', "not valid TOML"),
+    ('mcp_servers = { origin = { command = "old" } }\n', "is not written as a \\[mcp_servers.origin\\] table"),
+    ('mcp_servers = { docs = { command = "d" } }\n', "would not give valid TOML"),
+])
+def test_toml_that_cannot_be_edited_safely_is_refused(agents, user_home, content, why):
+    agents["codex"].write_text(content)
+    with pytest.raises(M.AgentConfigError, match=why):
+        M.setup_agents(env_of(user_home), user_home, COMMAND, agents=["codex"])
+    assert agents["codex"].read_text() == content
+
+
+def test_an_outdated_registration_is_updated_in_place(agents, user_home):
+    claude = dict(CLAUDE, mcpServers={**CLAUDE["mcpServers"],
+                                      "origin": {"type": "stdio", "command": "/old/origin", "args": ["mcp"],
+                                                 "env": {"ORIGIN_HOME": "/data/origin"}}})
+    agents["claude-code"].write_text(json.dumps(claude, indent=2))
+    codex = CODEX.replace("[profiles.fast]", '[mcp_servers.origin]\ncommand = "/old/origin"\nargs = ["mcp"]\n'
+                                             'startup_timeout_sec = 20\n\n# env for Origin\n'
+                                             '[mcp_servers.origin.env]\nORIGIN_HOME = "/data/origin"\n\n'
+                                             '[profiles.fast]')
+    agents["codex"].write_text(codex)
+    res = M.setup_agents(env_of(user_home), user_home, COMMAND, agents=["claude-code", "codex"])
+    assert [a["status"] for a in res["agents"]] == ["updated", "updated"]
+    entry = json.loads(agents["claude-code"].read_text())["mcpServers"]["origin"]
+    assert entry == {"type": "stdio", "command": COMMAND[0], "args": ["mcp"], "env": {"ORIGIN_HOME": "/data/origin"}}
+    text = agents["codex"].read_text()
+    assert text == codex.replace('command = "/old/origin"\nargs = ["mcp"]\nstartup_timeout_sec = 20\n',
+                                 f'command = "{COMMAND[0]}"\nargs = ["mcp"]\n')
+    assert tomllib.loads(text)["mcp_servers"]["origin"]["env"] == {"ORIGIN_HOME": "/data/origin"}
+
+
+def test_missing_config_is_created_and_absent_agents_are_skipped(user_home):
+    (user_home / ".codex").mkdir()
+    res = M.setup_agents(env_of(user_home), user_home, COMMAND)
+    status = {a["agent"]: a["status"] for a in res["agents"]}
+    assert status == {"claude-code": "not installed", "codex": "created", "cursor": "not installed",
+                      "grok": "not installed", "zcode": "not installed"}
+    config = user_home / ".codex" / "config.toml"
+    assert config.read_text() == f'[mcp_servers.origin]\ncommand = "{COMMAND[0]}"\nargs = ["mcp"]\n'
+    assert config.stat().st_mode & 0o777 == 0o600
+
+
+def test_agent_homes_follow_their_environment_variables(user_home, tmp_path):
+    codex_home, grok_home, claude_dir = tmp_path / "cx", tmp_path / "gk", tmp_path / "cl"
+    for d in (codex_home, grok_home, claude_dir):
+        d.mkdir()
+    env = {**env_of(user_home), "CODEX_HOME": str(codex_home), "GROK_HOME": str(grok_home),
+           "CLAUDE_CONFIG_DIR": str(claude_dir)}
+    M.setup_agents(env, user_home, COMMAND)
+    assert "origin" in tomllib.loads((codex_home / "config.toml").read_text())["mcp_servers"]
+    assert "origin" in tomllib.loads((grok_home / "config.toml").read_text())["mcp_servers"]
+    assert "origin" in json.loads((claude_dir / ".claude.json").read_text())["mcpServers"]
+    assert not (user_home / ".claude.json").exists()
+
+
+def test_a_program_on_path_counts_as_installed(user_home, tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "cursor-agent").write_text("#!/bin/sh\n")
+    (bin_dir / "cursor-agent").chmod(0o755)
+    res = M.setup_agents({"HOME": str(user_home), "PATH": str(bin_dir)}, user_home, COMMAND)
+    assert {a["agent"]: a["status"] for a in res["agents"]}["cursor"] == "created"
+
+
+def test_a_symlinked_config_is_written_through_the_link(agents, user_home, tmp_path):
+    dotfiles = tmp_path / "dotfiles"
+    dotfiles.mkdir()
+    target = dotfiles / "claude.json"
+    agents["claude-code"].rename(target)
+    agents["claude-code"].symlink_to(target)
+    M.setup_agents(env_of(user_home), user_home, COMMAND, agents=["claude-code"])
+    assert agents["claude-code"].is_symlink()
+    assert "origin" in json.loads(target.read_text())["mcpServers"]
+
+
+def test_cli_setup_prints_what_it_did_and_runs_a_first_sync(agents, claude_root, monkeypatch, capsys):
+    monkeypatch.setenv("PATH", "")
+    code, out, _ = run_cli(capsys, "setup", "--dry-run")
+    assert code == 0 and "would register:" in out and "first sync" not in out
+    code, res, _ = run_cli(capsys, "setup", "--json")
+    res = json.loads(res)
+    assert code == 0 and res["sync"]["events_added"] > 0 and res["changed"] == 5
+    assert res["command"][-1] == "mcp" and all(os.path.isabs(p) for p in res["command"][:-1])
+    zcode = next(a for a in res["agents"] if a["agent"] == "zcode")
+    assert "not document" in zcode["note"]
+
+
+def test_origin_command_is_absolute_and_runnable(monkeypatch, tmp_path):
+    monkeypatch.setattr("sys.argv", ["pytest"])
+    cmd = M.origin_command({"PATH": ""})
+    assert cmd[-1] == "mcp" and Path(cmd[0]).is_absolute() and Path(cmd[1]).name == "origin.py"
+    script = tmp_path / "origin"
+    script.write_text("#!/usr/bin/python3\nimport sys\nfrom origin import main\nsys.exit(main())\n")
+    monkeypatch.setattr("sys.argv", [str(script), "setup"])
+    assert M.origin_command({"PATH": ""}) == [str(script), "mcp"]
+    (tmp_path / "other").mkdir()
+    impostor = tmp_path / "other" / "origin"
+    impostor.write_text("#!/bin/sh\necho another program called origin\n")
+    impostor.chmod(0o755)
+    monkeypatch.setattr("sys.argv", ["pytest"])
+    assert M.origin_command({"PATH": str(impostor.parent)})[0] != str(impostor)
+
+
+def test_a_quoted_table_header_and_crlf_line_ends_are_understood(agents, user_home):
+    old = 'model = "gpt-5"\r\n\r\n[ mcp_servers . "origin" ]  # added by hand\r\nargs = ["mcp"]\r\n' \
+          'command = "/old/origin"\r\n\r\n[profiles.fast]\r\nmodel = "m"\r\n'
+    agents["codex"].write_bytes(old.encode())
+    res = M.setup_agents(env_of(user_home), user_home, COMMAND, agents=["codex"])
+    assert res["agents"][0]["status"] == "updated"
+    assert agents["codex"].read_bytes().decode() == old.replace(
+        'args = ["mcp"]\r\ncommand = "/old/origin"', f'command = "{COMMAND[0]}"\r\nargs = ["mcp"]')

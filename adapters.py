@@ -29,6 +29,7 @@ The module ends with the registry ``ADAPTERS``.
 
 from __future__ import annotations
 
+import base64
 import datetime as _dt
 import functools
 import hashlib
@@ -36,10 +37,15 @@ import itertools
 import json
 import os
 import re
+import shutil
+import sqlite3
+import sys
+import tempfile
+import time
 import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 ###############################################################################
 # Records #####################################################################
@@ -1457,7 +1463,1335 @@ class Grok(Adapter):
 
 
 ###############################################################################
+# Agent databases #############################################################
+###############################################################################
+# Read-only snapshots of the SQLite stores of Cursor and ZCode, for export().
+# parse() never opens a database: an exported line carries all it needs.
+
+#: A conversation is exported once it has gone this long without a change:
+#: agents rewrite rows while an answer streams, and events never change.
+DB_QUIET_MS = 60_000
+#: A conversation still flagged as generating this long after its last change
+#: was abandoned (the agent quit mid-answer): export what it holds.
+DB_STUCK_MS = 3_600_000
+#: Attempts at reading a busy or changing database, and the pause between.
+DB_ATTEMPTS = 3
+DB_RETRY_S = 0.2
+#: How long one statement waits on an agent's lock before the attempt fails.
+DB_BUSY_S = 1.0
+
+
+class _Changed(Exception):
+    """The database file changed while it was being read."""
+
+
+def read_agent_db(path: str, reader: Callable[[sqlite3.Connection], Any]) -> Any:
+    """Run reader on a read-only, consistent view of an agent's database.
+
+    Return what reader returns, or None when the database stayed busy,
+    locked, changing or unreadable through every attempt: the caller skips
+    it this time.  The agent's files are never written, and no -wal, -shm or
+    -journal file is left next to them.
+    """
+    if not os.path.isfile(path):
+        return None
+    for attempt in range(DB_ATTEMPTS):
+        if attempt:
+            time.sleep(DB_RETRY_S * attempt)
+        try:
+            return _read_db_once(Path(path), reader)
+        except (sqlite3.Error, OSError, _Changed):
+            continue
+    return None
+
+
+def _read_db_once(db: Path, reader: Callable[[sqlite3.Connection], Any]) -> Any:
+    """Pick the way of opening db that neither writes nor blocks the agent."""
+    wal, shm = _side(db, "-wal"), _side(db, "-shm")
+    if wal.exists() and shm.exists():
+        # The agent is running (or crashed): share its WAL index.  mode=ro
+        # reads the committed state without creating any file.  If the index
+        # needs a recovery a reader may not do, or stays busy, use a copy.
+        try:
+            return _run_reader(_db_uri(db, "mode=ro"), reader)
+        except sqlite3.OperationalError:
+            return _read_copy(db, reader)
+    if wal.exists() or _side(db, "-journal").exists():
+        # A WAL without its index, or a hot journal, needs a writer to
+        # recover; a read-only open would create the index beside the agent's
+        # database.  Recover a private copy instead.
+        return _read_copy(db, reader)
+    # No side files.  Even mode=ro would create -wal and -shm for a WAL-mode
+    # database and leave them behind, and would hold a lock that stalls the
+    # agent's writes to a rollback-journal one.  So read the file as
+    # immutable (no locks, no side files) and check nothing wrote it meanwhile.
+    before = _stamp(db)
+    result = _run_reader(_db_uri(db, "immutable=1"), reader)
+    if _stamp(db) != before or wal.exists():
+        raise _Changed(str(db))
+    return result
+
+
+def _read_copy(db: Path, reader: Callable[[sqlite3.Connection], Any]) -> Any:
+    """Run reader on a copy of db and its WAL or journal in a temp dir."""
+    tmp = tempfile.mkdtemp(prefix="origin-snapshot-")
+    try:
+        files = [db] + [s for s in (_side(db, "-wal"), _side(db, "-journal")) if s.exists()]
+        before = [_stamp(f) for f in files]
+        for f in files:
+            shutil.copyfile(f, Path(tmp) / f.name)
+        if [_stamp(f) for f in files] != before:
+            raise _Changed(str(db))
+        return _run_reader(_db_uri(Path(tmp) / db.name, "mode=rw"), reader)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _run_reader(uri: str, reader: Callable[[sqlite3.Connection], Any]) -> Any:
+    """Open uri, run reader inside one read transaction, close."""
+    conn = sqlite3.connect(uri, uri=True, timeout=DB_BUSY_S, isolation_level=None)
+    try:
+        # Agents store bytes that are not always valid UTF-8.
+        conn.text_factory = lambda b: b.decode("utf-8", "replace")
+        conn.execute("BEGIN")  # every query of the reader sees one snapshot
+        return reader(conn)
+    finally:
+        conn.close()
+
+
+def _side(db: Path, suffix: str) -> Path:
+    """Return the path of one of SQLite's side files of db."""
+    return db.with_name(db.name + suffix)
+
+
+def _db_uri(db: Path, query: str) -> str:
+    """Return a SQLite URI for db with query parameters."""
+    return db.resolve().as_uri() + "?" + query
+
+
+def _stamp(path: Path) -> tuple | None:
+    """Return what changes when a file is written: inode, size, mtime."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def _db_mtime_ms(path: str) -> int | None:
+    """Return when a database or its WAL was last written, in epoch ms."""
+    times = []
+    for p in (Path(path), _side(Path(path), "-wal")):
+        try:
+            times.append(p.stat().st_mtime_ns // 1_000_000)
+        except OSError:
+            continue
+    return max(times, default=None)
+
+
+def _settled(last_ms: int | None, now_ms: int, busy: bool = False) -> bool:
+    """True when a conversation last changed at last_ms is finished.
+
+    busy: the agent flags it as generating; trusted until DB_STUCK_MS.
+    """
+    if last_ms is None:
+        return True
+    idle = now_ms - last_ms
+    return idle >= DB_QUIET_MS and (not busy or idle >= DB_STUCK_MS)
+
+
+def _tables(conn: sqlite3.Connection) -> set[str]:
+    """Return the names of the tables of a database."""
+    return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+
+def _columns(conn: sqlite3.Connection, table: str) -> list[str]:
+    """Return the column names of a table (none if it does not exist)."""
+    quoted = '"' + table.replace('"', '""') + '"'
+    return [r[1] for r in conn.execute(f"PRAGMA table_info({quoted})")]
+
+
+def _loads(value: Any) -> Any:
+    """Return the JSON value a column holds, or None if it holds none."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        value = _as_str(value)
+    if not isinstance(value, str):
+        return None
+    try:
+        return json.loads(value)
+    except (ValueError, RecursionError):
+        return None
+
+
+def _line(obj: dict) -> str:
+    """Return obj as one JSON line: no character any reader splits on."""
+    s = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate from a \ud800 escape
+        s = json.dumps(obj, ensure_ascii=True, separators=(",", ":"), sort_keys=True)
+    # json.dumps escapes control characters but not these, which
+    # str.splitlines() treats as line breaks; they occur only in strings.
+    return s.replace("\x85", "\\u0085").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+
+
+def _as_str(value: Any) -> str:
+    """Return a column value as text (BLOBs decoded as UTF-8)."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).decode("utf-8", "replace")
+    return "" if value is None else str(value)
+
+
+def _scalar(value: Any) -> Any:
+    """Return a column value that JSON can hold: BLOBs become text."""
+    return _as_str(value) if isinstance(value, (bytes, bytearray, memoryview)) else value
+
+
+def _digest(*parts: Any) -> str:
+    """Return the hash the engine keeps to spot a changed row."""
+    return short_hash(*(p if isinstance(p, (str, bytes)) else _compact(p) for p in parts))
+
+
+###############################################################################
+# Cursor ######################################################################
+###############################################################################
+
+#: state.vscdb ItemTable keys read, by exact name.  The table also holds the
+#: cursorAuth/* tokens, so nothing else in it is ever selected.
+_CURSOR_CHATDATA = "workbench.panel.aichat.view.aichat.chatdata"
+_CURSOR_COMPOSERS = "composer.composerData"
+#: Bytes of an undecodable store.db blob kept (base64) in its exported line.
+CURSOR_RAW_MAX = 4096
+#: Filesystem checks spent turning one project slug back into a path.
+CURSOR_SLUG_BUDGET = 256
+
+_BUBBLE_ROLES = {1: "user", 2: "assistant", "user": "user", "ai": "assistant", "assistant": "assistant"}
+_TIMESTAMP_TAG = re.compile(r"<timestamp>(.*?)</timestamp>", re.S)
+_USER_QUERY = re.compile(r"<user_query>(.*?)</user_query>", re.S)
+_TXT_HEADER = re.compile(r"^(user|assistant|A):\s*(.*)$")
+_TXT_MARKER = re.compile(r"^\[(Thinking|Tool call|Tool result)\]\s*(.*)$")
+_TXT_KINDS = {"Thinking": "k", "Tool call": "c", "Tool result": "r"}
+
+#: What an event tag stands for: (kind, role, indexed).
+_TAGS = {
+    "u": ("message", "user", True),
+    "a": ("message", "assistant", True),
+    "k": ("message", "assistant", False),  # thinking
+    "s": ("message", "system", False),
+    "c": ("tool_call", "assistant", True),
+    "r": ("tool_result", "tool", True),
+    "e": ("meta", "system", False),
+}
+
+
+class Cursor(Adapter):
+    """Read Cursor's three stores: state.vscdb, agent transcripts, store.db.
+
+    ``state.vscdb`` (VS Code's key/value SQLite, global and per workspace),
+    kind "db": the legacy chat tabs (``workbench.panel.aichat.view.aichat.
+    chatdata``, 2024), composers with an inline ``conversation`` in
+    ``composer.composerData`` (2024), and ``cursorDiskKV`` ``composerData:*``
+    (``_v`` 9/10 or none) with ``bubbleId:*`` rows (``_v`` 3), 2025.
+    Fixtures: ``tests/fixtures/cursor/slevin48-workspace/state.vscdb`` (tabs,
+    inline composers) and ``tests/fixtures/cursor/urpg-global/state.vscdb``
+    (cursorDiskKV, mixed ``_v``, NULL rows, orphan tool bubbles).
+
+    Agent transcripts under ``~/.cursor/projects/<slug>/agent-transcripts/``,
+    kind "log": JSONL ``{role, message:{content}}`` lines and ``turn_ended``
+    lines (2026; ``tests/fixtures/cursor/agent-sessions/``, placeholder
+    content), and the older TXT marker grammar (``user:``/``assistant:``/
+    ``A:`` blocks, ``[Thinking]``, ``[Tool call]``, ``[Tool result]``).
+
+    The ``cursor-agent`` store ``~/.cursor/chats/<md5 of cwd>/<id>/store.db``,
+    kind "db": ``meta`` key "0" (hex-encoded JSON) and ``blobs`` holding JSON
+    message objects; protobuf blobs are kept raw, capped.  No public sample.
+
+    Sessions are composer, tab, agent and transcript ids, which Cursor shares
+    between stores.  Event ids are ``<session>:<tag>:<hash>:<n>``: the tag
+    names the kind (u, a, k thinking, s system, c tool call, r tool result,
+    e lifecycle), the hash covers the normalised text, and n counts earlier
+    events of the session with the same tag and hash.  So one message seen
+    in two stores is stored once, and a rewritten bubble yields a new event
+    only when its text changed.
+    """
+
+    name = "cursor"
+    display = "Cursor"
+    kind = "db"
+
+    def roots(self, env: Mapping[str, str], home: Path) -> list[Path]:
+        """Return the editor's User folders, then the ``~/.cursor`` folders."""
+        return _cursor_user_dirs(env, home) + _cursor_homes(env, home)
+
+    def discover(self, env: Mapping[str, str], home: Path) -> Iterator[SourceFile]:
+        """Yield state databases, transcripts and cursor-agent stores."""
+        found: list[SourceFile] = []
+        folders: list[str] = []
+        for prefix, root in _labelled(_cursor_user_dirs(env, home), home):
+            found += _cursor_state_dbs(prefix, root, folders)
+        for prefix, root in _labelled(_cursor_homes(env, home), home):
+            found += _cursor_transcripts(prefix, root, folders)
+            found += _cursor_agent_stores(prefix, root, folders)
+        yield from found
+
+    def new_state(self, f: SourceFile) -> dict:
+        """Start with no earlier events counted and no TXT block open."""
+        return {}
+
+    @_guarded
+    def parse(self, line: str, ctx: Context) -> list:
+        """Return the events and session facts of one line."""
+        if not line.strip():
+            return []
+        if ctx.file.kind == "db":
+            return _cursor_exported(_load_object(line), ctx)
+        if ctx.file.meta.get("format") == "txt":
+            return _cursor_txt_line(line.rstrip("\r"), ctx)
+        return _cursor_jsonl_line(_load_object(line), ctx)
+
+    def flush(self, ctx: Context) -> list:
+        """Return the events of a TXT transcript block still open at its end.
+
+        A TXT block ends where the next one starts; the last block of a file
+        that stopped growing has no successor and is only emitted here.
+        """
+        return _cursor_txt_close(ctx) if ctx.file.meta.get("format") == "txt" else []
+
+    def export(self, f: SourceFile, known: Mapping[str, str], now_ms: int) -> Iterator[tuple[str, str, str]]:
+        """Yield (key, hash, line) for finished new or changed conversation rows."""
+        if f.meta.get("store") == "agent":
+            if not _settled(_db_mtime_ms(f.path), now_ms):
+                return
+            lines = read_agent_db(f.path, lambda conn: _agent_store_lines(conn, f, known))
+        else:
+            run = _StateExport(f, known, now_ms)
+            lines = read_agent_db(f.path, run.lines)
+        yield from lines or ()
+
+
+def _unknown(ctx: Context) -> list:
+    """Count a record of a kind this adapter does not know; return none."""
+    ctx.state["unknown"] = ctx.state.get("unknown", 0) + 1
+    return []
+
+
+# Discovery -------------------------------------------------------------------
+
+
+def _cursor_user_dirs(env: Mapping[str, str], home: Path) -> list[Path]:
+    """Return ``ORIGIN_CURSOR_USER_DIR`` (comma list), else the defaults."""
+    defaults = [home / ".config" / "Cursor" / "User", home / "Library" / "Application Support" / "Cursor" / "User"]
+    if env.get("APPDATA"):
+        defaults.append(Path(env["APPDATA"]) / "Cursor" / "User")
+    wsl = Path("/mnt/c/Users")
+    if sys.platform.startswith("linux") and wsl.is_dir():
+        defaults += [u / "AppData" / "Roaming" / "Cursor" / "User" for u in _subdirs(wsl)]
+    return env_dirs(env, "ORIGIN_CURSOR_USER_DIR", defaults)
+
+
+def _cursor_homes(env: Mapping[str, str], home: Path) -> list[Path]:
+    """Return ``ORIGIN_CURSOR_HOME`` (comma list), else ``~/.cursor``."""
+    return env_dirs(env, "ORIGIN_CURSOR_HOME", [home / ".cursor"])
+
+
+def _cursor_state_dbs(prefix: str, root: Path, folders: list[str]) -> list[SourceFile]:
+    """Return the global and workspace state.vscdb files of a User folder.
+
+    Only files named exactly state.vscdb are taken, never state.vscdb.backup.
+    Appends each workspace's folder to folders.
+    """
+    out = []
+    db = root / "globalStorage" / "state.vscdb"
+    if db.is_file():
+        out.append(SourceFile(str(db), _rel(prefix, root, db), kind="db", meta={"store": "global"}))
+    for ws in _subdirs(root / "workspaceStorage"):
+        db = ws / "state.vscdb"
+        if not db.is_file():
+            continue
+        folder = _workspace_folder(ws)
+        meta = {"store": "workspace"}
+        if folder:
+            meta["folder"] = folder
+            folders.append(folder)
+        out.append(SourceFile(str(db), _rel(prefix, root, db), kind="db", meta=meta))
+    return out
+
+
+def _cursor_transcripts(prefix: str, root: Path, folders: list[str]) -> list[SourceFile]:
+    """Return the agent transcripts under ``<root>/projects/``.
+
+    Flat ``<uuid>.txt`` (or ``.jsonl``) files, ``<uuid>/<uuid>.jsonl`` and
+    sub-agents ``<uuid>/subagents/<uuid>.jsonl``.  Appends each project
+    folder found on disk to folders.
+    """
+    out = []
+    for project in _subdirs(root / "projects"):
+        folder = project / "agent-transcripts"
+        if not folder.is_dir():
+            continue
+        cwd = _cursor_slug_path(project.name)
+        base = {"cwd": cwd} if cwd else {}
+        if cwd:
+            folders.append(cwd)
+        for suffix, fmt in ((".txt", "txt"), (".jsonl", "jsonl")):
+            for path in _files(folder, suffix):
+                out.append(_transcript(prefix, root, path, {**base, "format": fmt}))
+        for chat in _subdirs(folder):
+            for path in _files(chat, ".jsonl"):
+                parent = {"parent": chat.name} if path.stem != chat.name else {}
+                out.append(_transcript(prefix, root, path, {**base, **parent, "format": "jsonl"}))
+            for path in _files(chat / "subagents", ".jsonl"):
+                out.append(_transcript(prefix, root, path, {**base, "parent": chat.name, "format": "jsonl"}))
+    return out
+
+
+def _transcript(prefix: str, root: Path, path: Path, meta: dict) -> SourceFile:
+    """Return the SourceFile of a transcript, named after its session id."""
+    return SourceFile(str(path), _rel(prefix, root, path), meta={"session": path.stem, **meta})
+
+
+def _cursor_agent_stores(prefix: str, root: Path, folders: list[str]) -> list[SourceFile]:
+    """Return the cursor-agent stores ``<root>/chats/<md5>/<id>/store.db``.
+
+    The folder name is the MD5 of the working directory; a folder seen
+    elsewhere (a workspace, a project) with that hash names the cwd.
+    """
+    by_hash = {hashlib.md5(f.encode("utf-8"), usedforsecurity=False).hexdigest(): f for f in folders}
+    out = []
+    for group in _subdirs(root / "chats"):
+        for chat in _subdirs(group):
+            db = chat / "store.db"
+            if not db.is_file():
+                continue
+            meta = {"store": "agent", "agent": chat.name}
+            if group.name in by_hash:
+                meta["cwd"] = by_hash[group.name]
+            out.append(SourceFile(str(db), _rel(prefix, root, db), kind="db", meta=meta))
+    return out
+
+
+def _workspace_folder(ws: Path) -> str | None:
+    """Return the folder of a workspaceStorage entry, from workspace.json."""
+    info = _dict(_read_json_file(ws / "workspace.json", 1 << 16))
+    if _str(info.get("folder")):
+        return _uri_path(info["folder"])
+    if _str(info.get("workspace")):  # a .code-workspace file: its folder
+        path = _uri_path(info["workspace"])
+        if path and "/" in path.strip("/"):
+            return path.rsplit("/", 1)[0]
+        return path
+    return None
+
+
+def _uri_path(uri: str) -> str | None:
+    """Return the path of a file:// or vscode-remote:// URI."""
+    parts = urllib.parse.urlsplit(uri)
+    if parts.scheme not in ("file", "vscode-remote"):
+        return None
+    path = urllib.parse.unquote(parts.path)
+    if re.match(r"^/[A-Za-z]:", path):  # file:///c%3A/Users/... on Windows
+        path = path[1:]
+    return path.rstrip("/") or None
+
+
+def _cursor_slug_path(slug: str) -> str | None:
+    """Return the existing folder a project slug stands for, if there is one.
+
+    The slug is the path with separators turned into dashes and no leading
+    dash, so "Users-ann-my-app" is /Users/ann/my-app or /Users/ann/my/app:
+    splits are tried against the filesystem, shortest names first.
+    """
+    parts = slug.split("-")
+    if not all(parts):
+        return None
+    if os.name == "nt" and len(parts[0]) == 1 and parts[0].isalpha():
+        base, parts = Path(parts[0] + ":/"), parts[1:]
+    else:
+        base = Path("/")
+    budget = [CURSOR_SLUG_BUDGET]
+
+    def walk(at: Path, rest: list[str]) -> Path | None:
+        if not rest:
+            return at
+        for i in range(1, len(rest) + 1):
+            budget[0] -= 1
+            if budget[0] < 0:
+                return None
+            candidate = at / "-".join(rest[:i])
+            if candidate.is_dir():
+                found = walk(candidate, rest[i:])
+                if found:
+                    return found
+        return None
+
+    found = walk(base, parts)
+    return found.as_posix() if found else None
+
+
+# Event ids and text ----------------------------------------------------------
+
+
+def _user_text(text: str) -> str:
+    """Return what the user typed: <user_query> contents, no <timestamp> tags."""
+    text = _TIMESTAMP_TAG.sub("", text)
+    queries = _USER_QUERY.findall(text)
+    return "\n".join(q.strip() for q in queries) if queries else text.strip()
+
+
+def _inband_ts(text: str) -> int | None:
+    """Return the time of a <timestamp> tag in a message, if it has one."""
+    m = _TIMESTAMP_TAG.search(text)
+    return _ts(m.group(1).strip()) if m else None
+
+
+def _content_key(tag: str, text: str) -> str:
+    """Return ``<tag>:<hash>`` of an event's text, ignoring layout.
+
+    Whitespace is collapsed and user text reduced to what was typed, so the
+    same message read from different stores gives the same key.
+    """
+    if tag == "u":
+        text = _user_text(text)
+    return f"{tag}:{short_hash(tag, ' '.join(text.split()), n=12)}"
+
+
+def _events(session: str, items: list[tuple[str, str]], occ: Mapping[str, int], **common) -> list[Record]:
+    """Return Records for (tag, text) items; occ gives each key's count.
+
+    common: Record fields shared by all (ts, cwd, model, line...).  The
+    model names who answered, so user events do not carry it.
+    """
+    out = []
+    for tag, text in items:
+        key = _content_key(tag, text)
+        kind, role, indexed = _TAGS[tag]
+        fields = dict(common)
+        if role == "user":
+            fields.pop("model", None)
+        out.append(Record(id=f"{session}:{key}:{occ.get(key, 0)}", session=session, kind=kind, role=role,
+                          text=text, indexed=indexed, **fields))
+    return out
+
+
+def _count(items: list[tuple[str, str]], seen: dict) -> dict:
+    """Return each item's occurrence number, counting it in seen."""
+    occ = {}
+    for tag, text in items:
+        key = _content_key(tag, text)
+        occ[key] = seen.get(key, 0)
+        seen[key] = occ[key] + 1
+    return occ
+
+
+def _text_slot(items: list, texts: list[str], block: dict) -> None:
+    """Collect a text block; the first one keeps the message's place in items."""
+    if not texts:
+        items.append(None)
+    texts.append(_str(block.get("text")) or "")
+
+
+def _fill_text(items: list, texts: list[str], tag: str) -> list[tuple[str, str]]:
+    """Put the joined text blocks of a message in the place kept for them."""
+    text = "\n".join(t for t in texts if t)
+    if tag == "u":
+        text = _user_text(text)
+    return [(tag, text) if item is None else item for item in items if item is not None or text.strip()]
+
+
+def _bubble_items(b: dict) -> list[tuple[str, str]] | None:
+    """Return the (tag, text) events of a bubble; None for an unknown type."""
+    role = _BUBBLE_ROLES.get(b.get("type"))
+    if role is None:
+        return None
+    items = []
+    thinking = _bubble_thinking(b)
+    if thinking:
+        items.append(("k", thinking))
+    text = b.get("text") if _str(b.get("text")) else b.get("rawText")
+    if isinstance(text, str) and text.strip():
+        items.append(("u" if role == "user" else "a", text))
+    tool = _dict(b.get("toolFormerData"))
+    name = _str(tool.get("name")) or (f"tool-{tool['tool']}" if _int(tool.get("tool")) is not None else None)
+    if name:
+        items.append(("c", _tool_call_text(name, tool.get("rawArgs") or tool.get("params"))))
+        result = tool.get("result")
+        output = _output_text(result) if result not in (None, "") else _plain(tool.get("error"))
+        if output.strip():
+            items.append(("r", truncate(output, TOOL_RESULT_MAX)))
+    return items
+
+
+def _bubble_thinking(b: dict) -> str:
+    """Return a bubble's thinking text, from ``thinking`` or its blocks."""
+    thinking = b.get("thinking")
+    if isinstance(thinking, dict):
+        thinking = thinking.get("text")
+    if _str(thinking) and thinking.strip():
+        return thinking
+    blocks = [_str(x.get("text")) or _str(x.get("thinking")) for x in _list(b.get("allThinkingBlocks"))
+              if isinstance(x, dict)]
+    return "\n".join(t for t in blocks if t)
+
+
+def _bubble_time(b: dict) -> int | None:
+    """Return when a bubble was written, if it says so.
+
+    timingInfo mixes wall-clock ms with a performance counter
+    (clientStartTime), so only values that look like epoch ms count.
+    """
+    created = _ts(b.get("createdAt"))
+    if created:
+        return created
+    timing = _dict(b.get("timingInfo"))
+    for key in ("clientRpcSendTime", "clientSettleTime", "clientEndTime"):
+        value = timing.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 1e12:
+            return int(value)
+    return None
+
+
+def _guess_times(own: list[int | None], created: int | None, updated: int | None) -> list[tuple[int | None, bool]]:
+    """Return (ts, approximate) per bubble from their own times and the chat's.
+
+    A bubble without a time takes the next later one known (a question is
+    sent just before its answer), the first one the chat's creation, and
+    the rest the chat's last update.
+    """
+    out: list[tuple[int | None, bool]] = []
+    later = updated or created
+    for i in range(len(own) - 1, -1, -1):
+        if own[i] is not None:
+            out.append((own[i], False))
+            later = own[i]
+        else:
+            out.append((created if i == 0 and created else later, True))
+    return out[::-1]
+
+
+def _prune(obj: dict) -> dict:
+    """Drop a row's empty fields (null, "", [], {}) before it is mirrored."""
+    return {k: v for k, v in obj.items() if v not in (None, "", [], {})}
+
+
+# state.vscdb export ----------------------------------------------------------
+
+
+class _StateExport:
+    """One export of a state.vscdb: what is known, when, and what to yield."""
+
+    def __init__(self, f: SourceFile, known: Mapping[str, str], now_ms: int):
+        self.f = f
+        self.known = known
+        self.now_ms = now_ms
+        self.file_ms = _db_mtime_ms(f.path)
+        self._cwds: dict[str, str] | None = None
+
+    def lines(self, conn: sqlite3.Connection) -> list[tuple[str, str, str]]:
+        """Return export tuples for the allow-listed rows of the database."""
+        tables = _tables(conn)
+        out = []
+        if "ItemTable" in tables:
+            out += self._chat_tabs(_item(conn, _CURSOR_CHATDATA))
+            out += self._listed_composers(_item(conn, _CURSOR_COMPOSERS))
+        if "cursorDiskKV" in tables:
+            out += self._kv_composers(conn)
+        return out
+
+    def cwd(self, composer: str) -> str | None:
+        """Return the workspace folder of a composer, if known."""
+        if self.f.meta.get("folder"):
+            return self.f.meta["folder"]
+        if self._cwds is None:
+            self._cwds = _workspace_composers(Path(self.f.path))
+        return self._cwds.get(composer)
+
+    def _chat_tabs(self, chatdata: Any) -> list:
+        """Export the legacy chat tabs: one session line, a line per bubble."""
+        out = []
+        for tab in _list(_dict(chatdata).get("tabs")):
+            tab_id = _str(_dict(tab).get("tabId"))
+            if not tab_id:
+                continue
+            last = _ts(tab.get("lastSendTime")) or self.file_ms
+            if not _settled(last, self.now_ms):
+                continue
+            bubbles = [(f"chat:{tab_id}:{_str(b.get('id')) or i}", _digest(b), b)
+                       for i, b in enumerate(_list(tab.get("bubbles"))) if isinstance(b, dict)]
+            info = {"store": "tab", "title": _str(tab.get("chatTitle"))}
+            out += self._session(f"tab:{tab_id}", tab_id, info, bool(bubbles))
+            out += self._conversation("chat", tab_id, bubbles, None, last)
+        return out
+
+    def _listed_composers(self, data: Any) -> list:
+        """Export composer.composerData: inline conversations, workspace links."""
+        out = []
+        for comp in _list(_dict(data).get("allComposers")):
+            cid = _str(_dict(comp).get("composerId"))
+            if not cid:
+                continue
+            created, last = _composer_times(comp, self.file_ms)
+            if not _settled(last, self.now_ms, _generating(comp)):
+                continue
+            bubbles = _inline_bubbles(cid, comp)
+            out += self._session(f"composer:{cid}", cid, _composer_info(comp, None), True)
+            out += self._conversation("inline", cid, bubbles, created, last, _composer_model(comp))
+        return out
+
+    def _kv_composers(self, conn: sqlite3.Connection) -> list:
+        """Export cursorDiskKV composers and the bubble rows of each."""
+        composers = {}
+        for key, value in _kv_range(conn, "composerData:"):
+            data = _loads(value)
+            if isinstance(data, dict):
+                composers[key.split(":", 1)[1]] = data
+        parents = {sub: cid for cid, c in composers.items() for sub in _list(c.get("subComposerIds"))
+                   if isinstance(sub, str)}
+        rows: dict[str, dict[str, str]] = {}  # composer -> bubble id -> digest of the raw row
+        for key, value in _kv_range(conn, "bubbleId:"):
+            parts = key.split(":")
+            if len(parts) == 3 and value is not None:
+                rows.setdefault(parts[1], {})[parts[2]] = _digest(value)
+        out = []
+        for cid in sorted(set(composers) | set(rows)):
+            comp = composers.get(cid, {})
+            created, last = _composer_times(comp, self.file_ms)
+            if not _settled(last, self.now_ms, _generating(comp)):
+                continue
+            inline = _inline_bubbles(cid, comp)
+            # Rows are compared by the hash of their raw value, so a composer
+            # with nothing new costs no JSON decoding.
+            fresh = any(self.known.get(f"bubble:{cid}:{b}") != d for b, d in rows.get(cid, {}).items())
+            if fresh or any(self.known.get(k) != d for k, d, _ in inline):
+                bubbles = _order_bubbles(comp, inline + _kv_bubbles(conn, cid))
+            else:
+                bubbles = []
+            info = _composer_info(comp, parents.get(cid))
+            out += self._session(f"composer:{cid}", cid, info, bool(rows.get(cid) or inline))
+            out += self._conversation("kv", cid, bubbles, created, last, _composer_model(comp))
+        return out
+
+    def _session(self, key: str, session: str, info: dict, has_content: bool) -> list:
+        """Export a session line when its facts are new or changed.
+
+        The cwd is left out of the hash: finding it may mean reading the
+        workspace databases, which only happens when a line goes out.
+        """
+        if not has_content and not info.get("title"):
+            return []
+        line = {"t": "session", "session": session, **{k: v for k, v in info.items() if v is not None}}
+        digest = _digest(line)
+        if self.known.get(key) == digest:
+            return []
+        cwd = self.cwd(session)
+        if cwd:
+            line["cwd"] = cwd
+        return [(key, digest, _line(line))]
+
+    def _conversation(self, store: str, session: str, bubbles: list[tuple[str, str, dict]],
+                      created: int | None, last: int | None, model: str | None = None) -> list:
+        """Export the new or changed bubbles of one conversation, in order.
+
+        Every bubble is walked, changed or not, so that occurrence numbers
+        and guessed times match what the earlier bubbles got.
+        """
+        if all(self.known.get(k) == d for k, d, _ in bubbles):
+            return []
+        times = _guess_times([_bubble_time(b) for _, _, b in bubbles], created, last)
+        seen: dict[str, int] = {}
+        out = []
+        cwd = None
+        for (key, digest, bubble), (ts, approx) in zip(bubbles, times):
+            items = _bubble_items(bubble)
+            occ = _count(items or [], seen)
+            if self.known.get(key) == digest or items == []:
+                continue  # unchanged, or an empty draft: nothing to say yet
+            cwd = cwd or self.cwd(session)
+            line = {"t": "bubble", "store": store, "session": session, "ts": ts, "approx": approx,
+                    "cwd": cwd, "model": model, "occ": occ, "bubble": _prune(bubble)}
+            out.append((key, digest, _line({k: v for k, v in line.items() if v is not None})))
+        return out
+
+
+def _item(conn: sqlite3.Connection, key: str) -> Any:
+    """Return the JSON value of one allow-listed ItemTable key."""
+    row = conn.execute("SELECT value FROM ItemTable WHERE key = ?", (key,)).fetchone()
+    return _loads(row[0]) if row else None
+
+
+def _kv_range(conn: sqlite3.Connection, prefix: str) -> Iterator[tuple[str, Any]]:
+    """Yield (key, value) of the cursorDiskKV rows under a key prefix.
+
+    A key range rather than LIKE: it is exact (LIKE ignores case and treats
+    _ as a wildcard) and uses the key's index.
+    """
+    end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+    yield from conn.execute("SELECT key, value FROM cursorDiskKV WHERE key >= ? AND key < ? ORDER BY key",
+                            (prefix, end))
+
+
+def _kv_bubbles(conn: sqlite3.Connection, composer: str) -> list[tuple[str, str, dict]]:
+    """Return (export key, raw hash, bubble) for the bubble rows of a composer."""
+    out = []
+    for key, value in _kv_range(conn, f"bubbleId:{composer}:"):
+        bubble = _loads(value)
+        if isinstance(bubble, dict):
+            out.append((f"bubble:{composer}:{key.rsplit(':', 1)[1]}", _digest(value), bubble))
+    return out
+
+
+def _inline_bubbles(composer: str, comp: dict) -> list[tuple[str, str, dict]]:
+    """Return (export key, hash, bubble) for bubbles kept inside a composer."""
+    found = [b for b in _list(comp.get("conversation")) if isinstance(b, dict)]
+    found += [b for b in _dict(comp.get("conversationMap")).values() if isinstance(b, dict)]
+    return [(f"bubble:{composer}:{_str(b.get('bubbleId')) or i}", _digest(b), b) for i, b in enumerate(found)]
+
+
+def _order_bubbles(comp: dict, bubbles: list[tuple[str, str, dict]]) -> list[tuple[str, str, dict]]:
+    """Order a composer's bubbles as its header list does; the rest after.
+
+    A bubble row wins over an inline copy with the same id.  Bubbles the
+    header list does not name (an edited or reverted turn) keep their
+    stored order after the listed ones.
+    """
+    by_key = {k: (k, d, b) for k, d, b in bubbles}
+    stored = {k: i for i, k in enumerate(by_key)}
+    cid = _str(comp.get("composerId"))
+    listed = [f"bubble:{cid}:{h['bubbleId']}" for h in _list(comp.get("fullConversationHeadersOnly"))
+              if isinstance(h, dict) and _str(h.get("bubbleId"))]
+    rank = {k: i for i, k in enumerate(listed)}
+    return [by_key[k] for k in sorted(by_key, key=lambda k: (rank.get(k, len(rank)), stored[k]))]
+
+
+def _composer_times(comp: dict, fallback: int | None) -> tuple[int | None, int | None]:
+    """Return a composer's (created, last changed) in ms."""
+    created = _ts(comp.get("createdAt"))
+    return created, _ts(comp.get("lastUpdatedAt")) or created or fallback
+
+
+def _generating(comp: dict) -> bool:
+    """True while Cursor says a composer is still answering."""
+    return bool(_list(comp.get("generatingBubbleIds"))) or comp.get("status") == "generating"
+
+
+def _composer_model(comp: dict) -> str | None:
+    """Return a composer's model, unless it is Cursor's automatic choice."""
+    name = _str(_dict(comp.get("modelConfig")).get("modelName"))
+    return None if name == "default" else name
+
+
+def _composer_info(comp: dict, parent: str | None) -> dict:
+    """Return the session facts of a composer."""
+    return {"store": "composer", "title": _str(comp.get("name")), "created": _ts(comp.get("createdAt")),
+            "model": _composer_model(comp), "mode": _str(comp.get("unifiedMode")), "parent": parent}
+
+
+def _workspace_composers(global_db: Path) -> dict[str, str]:
+    """Map composer ids to folders, from the workspaces beside global_db.
+
+    Since 2025 a workspace database only lists the ids of its composers,
+    whose bubbles live in the global database.
+    """
+    out: dict[str, str] = {}
+    for ws in _subdirs(global_db.parent.parent / "workspaceStorage"):
+        db = ws / "state.vscdb"
+        folder = _workspace_folder(ws)
+        if not folder or not db.is_file():
+            continue
+        listing = read_agent_db(str(db), lambda conn: _item(conn, _CURSOR_COMPOSERS)
+                                if "ItemTable" in _tables(conn) else None)
+        for comp in _list(_dict(listing).get("allComposers")):
+            if _str(_dict(comp).get("composerId")):
+                out.setdefault(comp["composerId"], folder)
+    return out
+
+
+# cursor-agent store.db export ------------------------------------------------
+
+
+def _agent_store_lines(conn: sqlite3.Connection, f: SourceFile, known: Mapping[str, str]) -> list:
+    """Export a cursor-agent store: its session line and new blobs.
+
+    Blobs are content-addressed, so a blob once exported never changes.
+    Every message blob is walked to number repeated texts, in rowid order
+    (the order they were written).
+    """
+    tables = _tables(conn)
+    meta = _agent_meta(conn) if "meta" in tables else {}
+    session = _str(meta.get("agentId")) or f.meta.get("agent") or Path(f.path).parent.name
+    cwd = f.meta.get("cwd")
+    model = _str(meta.get("lastUsedModel"))
+    out = []
+    line = {"t": "session", "store": "agent", "session": session, "title": _str(meta.get("name")),
+            "created": _ts(meta.get("createdAt")), "model": model, "mode": _str(meta.get("mode")), "cwd": cwd}
+    line = {k: v for k, v in line.items() if v is not None}
+    if known.get("meta") != _digest(line):
+        out.append(("meta", _digest(line), _line(line)))
+    if "blobs" not in tables:
+        return out
+    ids = [r[0] for r in conn.execute("SELECT id FROM blobs")]
+    if all(f"blob:{i}" in known for i in ids):
+        return out
+    try:
+        rows = conn.execute("SELECT id, data FROM blobs ORDER BY rowid").fetchall()
+    except sqlite3.OperationalError:  # a WITHOUT ROWID table has no write order
+        rows = conn.execute("SELECT id, data FROM blobs ORDER BY id").fetchall()
+    ts = _db_mtime_ms(f.path)
+    seen: dict[str, int] = {}
+    for blob_id, data in rows:
+        raw = data.encode("utf-8") if isinstance(data, str) else bytes(data or b"")
+        message = _loads(raw)
+        items = _agent_items(message)[0] if _is_agent_message(message) else []
+        occ = _count(items, seen)
+        key = f"blob:{blob_id}"
+        if key in known:
+            continue
+        line = {"t": "blob", "session": session, "id": str(blob_id), "ts": ts, "cwd": cwd, "model": model}
+        if _is_agent_message(message):
+            line.update(occ=occ, message=message)
+        else:
+            line.update(size=len(raw), raw=base64.b64encode(raw[:CURSOR_RAW_MAX]).decode("ascii"))
+        out.append((key, _digest(raw), _line({k: v for k, v in line.items() if v is not None})))
+    return out
+
+
+def _agent_meta(conn: sqlite3.Connection) -> dict:
+    """Return the decoded ``meta`` row "0" of a store: hex-encoded JSON."""
+    row = conn.execute("SELECT value FROM meta WHERE key = '0'").fetchone()
+    value = row[0] if row else None
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        value = bytes(value).decode("ascii", "replace")
+    if not isinstance(value, str):
+        return {}
+    try:
+        value = bytes.fromhex(value.strip()).decode("utf-8", "replace")
+    except ValueError:
+        pass  # some builds store the JSON itself
+    return _dict(_loads(value))
+
+
+def _is_agent_message(obj: Any) -> bool:
+    """True for a store.db blob that is a JSON chat message."""
+    return isinstance(obj, dict) and isinstance(obj.get("role"), str) and "content" in obj
+
+
+def _agent_items(message: dict) -> tuple[list[tuple[str, str]], int]:
+    """Return the (tag, text) events of a store.db message, and unknowns."""
+    role = message.get("role")
+    content = message.get("content")
+    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else _list(content)
+    texts, items, unknown = [], [], 0
+    for block in blocks:
+        kind = _dict(block).get("type")
+        if kind == "text":
+            _text_slot(items, texts, block)
+        elif kind in ("reasoning", "thinking"):
+            thought = _str(block.get("text")) or _str(block.get("thinking"))
+            if thought:
+                items.append(("k", thought))
+        elif kind == "tool-call":
+            items.append(("c", _tool_call_text(block.get("toolName"), block.get("args") or block.get("input"))))
+        elif kind == "tool-result":
+            result = block.get("result") if "result" in block else block.get("content")
+            items.append(("r", truncate(_output_text(result), TOOL_RESULT_MAX)))
+        elif kind not in ("image", "file"):
+            unknown += 1
+    tag = {"user": "u", "assistant": "a", "system": "s", "tool": "r"}.get(role)
+    if tag is None:
+        return [], unknown + 1
+    return _fill_text(items, texts, tag), unknown
+
+
+# Parsing ---------------------------------------------------------------------
+
+
+def _cursor_exported(obj: dict, ctx: Context) -> list:
+    """Return the events of a line exported from state.vscdb or store.db."""
+    kind = obj.get("t")
+    session = _str(obj.get("session"))
+    if not session:
+        raise ParseError("exported line without a session")
+    if kind == "session":
+        return [SessionInfo(session, title=_str(obj.get("title")), title_rank=RANK_GENERATED,
+                            cwd=_str(obj.get("cwd")), model=_str(obj.get("model")), parent=_str(obj.get("parent")))]
+    common = dict(ts=_ts(obj.get("ts")), ts_approx=bool(obj.get("approx", True)), cwd=_str(obj.get("cwd")),
+                  model=_str(obj.get("model")))
+    occ = _dict(obj.get("occ"))
+    if kind == "bubble":
+        bubble = _dict(obj.get("bubble"))
+        items = _bubble_items(bubble)
+        if items is None:
+            return _unknown(ctx)
+        common["cwd"] = _str(bubble.get("workspaceProjectDir")) or common["cwd"]
+        common["model"] = (_str(_dict(bubble.get("modelInfo")).get("modelName")) or _str(bubble.get("modelType"))
+                           or common["model"])
+        return _events(session, items, occ, **common)
+    if kind == "blob" and isinstance(obj.get("message"), dict):
+        items, unknown = _agent_items(obj["message"])
+        if unknown:
+            ctx.state["unknown"] = ctx.state.get("unknown", 0) + unknown
+        return _events(session, items, occ, **common)
+    return _unknown(ctx)  # an undecodable blob, or a line of a later format
+
+
+def _transcript_common(ctx: Context, text_for_time: str) -> dict:
+    """Return the Record fields shared by one transcript event.
+
+    Transcripts carry no times: a <timestamp> tag in a user message is
+    exact; otherwise the last such time seen, else the file's mtime,
+    marked approximate.
+    """
+    ts = _inband_ts(text_for_time)
+    if ts is not None:
+        ctx.state["ts"] = ts
+    return dict(ts=ts if ts is not None else ctx.state.get("ts", ctx.mtime_ms), ts_approx=ts is None,
+                cwd=_str(ctx.file.meta.get("cwd")))
+
+
+def _transcript_session(ctx: Context) -> list:
+    """Return the session facts of a transcript file, once."""
+    if ctx.state.get("told"):
+        return []
+    ctx.state["told"] = True
+    m = ctx.file.meta
+    return [SessionInfo(m["session"], cwd=_str(m.get("cwd")), parent=_str(m.get("parent")))]
+
+
+def _cursor_jsonl_line(obj: dict, ctx: Context) -> list:
+    """Return the events of one JSONL transcript line."""
+    session = ctx.file.meta["session"]
+    seen = ctx.state.setdefault("seen", {})
+    out = _transcript_session(ctx)
+    if obj.get("type") == "turn_ended":
+        text = f"turn ended: {_str(obj.get('status')) or '?'}"
+        if obj.get("error"):
+            text += f" ({_plain(obj['error'])})"
+        items = [("e", text)]
+        return out + _events(session, items, _count(items, seen), **_transcript_common(ctx, ""))
+    role = obj.get("role")
+    if role not in ("user", "assistant"):
+        return out + _unknown(ctx)
+    content = _dict(obj.get("message")).get("content", obj.get("content"))
+    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else _list(content)
+    texts, items = [], []
+    for block in blocks:
+        kind = _dict(block).get("type")
+        if kind == "text":
+            _text_slot(items, texts, block)
+        elif kind == "thinking":
+            thought = _str(block.get("thinking")) or _str(block.get("text"))
+            if thought:
+                items.append(("k", thought))
+        elif kind == "tool_use":
+            items.append(("c", _tool_call_text(block.get("name"), block.get("input"))))
+        elif kind == "tool_result":
+            items.append(("r", truncate(_output_text(block.get("content")), TOOL_RESULT_MAX)))
+        elif kind != "image":
+            _unknown(ctx)
+    items = _fill_text(items, texts, "u" if role == "user" else "a")
+    common = _transcript_common(ctx, "\n".join(texts) if role == "user" else "")
+    return out + _events(session, items, _count(items, seen), **common)
+
+
+def _cursor_txt_line(line: str, ctx: Context) -> list:
+    """Take one line of a TXT transcript; return the block it closes, if any.
+
+    Blocks: a ``user:``/``assistant:``/``A:`` header starts a message;
+    ``[Thinking]`` is one line; ``[Tool call] Name`` takes the indented
+    argument lines after it; ``[Tool result] Name`` runs to the next block.
+    Other lines continue the open block; after a thinking line or a tool
+    call's arguments they start the assistant's next text.
+    """
+    st = ctx.state
+    head = _TXT_HEADER.match(line)
+    mark = None if head else _TXT_MARKER.match(line)
+    block = st.get("block")
+    if head:
+        out = _cursor_txt_close(ctx)
+        st["role"] = "user" if head.group(1) == "user" else "assistant"
+        _txt_open(ctx, "u" if st["role"] == "user" else "a", head.group(2))
+        return out
+    if mark:
+        out = _cursor_txt_close(ctx)
+        tag = _TXT_KINDS[mark.group(1)]
+        if tag == "k":
+            _txt_open(ctx, tag, mark.group(2))
+        else:
+            _txt_open(ctx, tag, "", name=mark.group(2).strip())
+        return out
+    if block and (block["tag"] == "k" or (block["tag"] == "c" and not line[:1].isspace())):
+        out = _cursor_txt_close(ctx)
+        _txt_open(ctx, "a", line)
+        return out
+    if not block:
+        role = st.get("role")
+        _txt_open(ctx, "u" if role == "user" else "a" if role else "?", line)
+        return []
+    block["lines"].append(line)
+    block["span"] = ctx.lineno - block["line"] + 1
+    return []
+
+
+def _txt_open(ctx: Context, tag: str, first: str, name: str = "") -> None:
+    """Start a TXT block at the current line, with the text after its marker."""
+    ctx.state["block"] = {"tag": tag, "name": name, "lines": [first] if first.strip() else [],
+                          "line": ctx.lineno, "offset": ctx.offset, "span": 1}
+
+
+def _cursor_txt_close(ctx: Context) -> list:
+    """Return the events of the open TXT block and close it."""
+    block = ctx.state.pop("block", None)
+    if not block:
+        return []
+    out = _transcript_session(ctx)
+    tag = block["tag"]
+    if tag == "?":  # text before any header: nobody said it
+        return out + _unknown(ctx)
+    body = "\n".join(block["lines"]).strip()
+    if tag == "c":
+        text = truncate(f"{block['name'] or 'tool'} {body}".strip(), TOOL_CALL_MAX)
+    elif tag == "r":
+        text = truncate(body, TOOL_RESULT_MAX)
+    elif tag == "u":
+        text = _user_text(body)
+    else:
+        text = body
+    if not text:
+        return out
+    items = [(tag, text)]
+    common = _transcript_common(ctx, body if tag == "u" else "")
+    occ = _count(items, ctx.state.setdefault("seen", {}))
+    return out + _events(ctx.file.meta["session"], items, occ, line=block["line"], offset=block["offset"],
+                         span=block["span"], **common)
+
+
+###############################################################################
+# ZCode #######################################################################
+###############################################################################
+
+#: Part types that carry nothing to archive as an event (bookkeeping).
+_ZCODE_QUIET_PARTS = frozenset({"step-start", "step-finish", "snapshot", "patch", "compaction", "retry",
+                                "file", "agent", "subtask"})
+#: Titles ZCode gives a session before it has a real one.
+_ZCODE_PLACEHOLDER = re.compile(r"^(New|Child) session - ")
+#: Session columns read, when the table has them.
+_ZCODE_SESSION_COLUMNS = ("id", "parent_id", "directory", "title", "version", "project_id",
+                          "time_created", "time_updated")
+
+
+class ZCode(Adapter):
+    """Read ZCode's session store ``~/.zcode/cli/db/db.sqlite`` (kind "db").
+
+    The OpenCode-style schema of ZCode 3.10 and later (CLI database 0.14.x):
+    ``session`` (title, directory, version, ``parent_id`` for sub-agents),
+    ``message`` and ``part`` with JSON ``data`` columns; parts ``text``,
+    ``reasoning`` and ``tool`` (plus the legacy ``tool_use``/``tool_result``)
+    become events, bookkeeping parts are skipped, other types counted as
+    unknown.  Missing tables or columns of other versions are tolerated.
+    No real database is public; ``tests/zcode_made_here.py`` builds one from
+    the documented schema.
+
+    Exported lines: ``session`` (when its facts change) and ``message`` (one
+    per finished message, with its parts in order).  Event ids are the part
+    id, a tag and a hash of the text, so a part whose text changes yields a
+    new event and an unchanged one the same.  Only ``~/.zcode/cli/db`` is
+    read: never ``config.json`` or ``credentials.json``, which hold API keys.
+    """
+
+    name = "zcode"
+    display = "ZCode"
+    kind = "db"
+
+    def roots(self, env: Mapping[str, str], home: Path) -> list[Path]:
+        """Return ``ORIGIN_ZCODE_HOME`` (comma list), else ``~/.zcode``."""
+        return env_dirs(env, "ORIGIN_ZCODE_HOME", [home / ".zcode"])
+
+    def discover(self, env: Mapping[str, str], home: Path) -> Iterator[SourceFile]:
+        """Yield the session database of each root."""
+        for prefix, root in _labelled(self.roots(env, home), home):
+            db = root / "cli" / "db" / "db.sqlite"
+            if db.is_file():
+                yield SourceFile(str(db), _rel(prefix, root, db), kind="db")
+
+    @_guarded
+    def parse(self, line: str, ctx: Context) -> list:
+        """Return the events and session facts of one exported line."""
+        if not line.strip():
+            return []
+        obj = _load_object(line)
+        if obj.get("t") == "session" and _str(obj.get("id")):
+            title = _str(obj.get("title"))
+            rank = RANK_PROMPT if title and _ZCODE_PLACEHOLDER.match(title) else RANK_GENERATED
+            return [SessionInfo(obj["id"], title=title, title_rank=rank, cwd=_str(obj.get("directory")),
+                                agent_version=_str(obj.get("version")), parent=_str(obj.get("parent")))]
+        if obj.get("t") == "message" and _str(obj.get("session")):
+            return _zcode_message(obj, ctx)
+        return _unknown(ctx)
+
+    def export(self, f: SourceFile, known: Mapping[str, str], now_ms: int) -> Iterator[tuple[str, str, str]]:
+        """Yield (key, hash, line) for changed sessions and finished messages."""
+        yield from read_agent_db(f.path, lambda conn: _zcode_lines(conn, known, now_ms)) or ()
+
+
+def _zcode_lines(conn: sqlite3.Connection, known: Mapping[str, str], now_ms: int) -> list:
+    """Return export tuples for the sessions and messages of a ZCode database."""
+    tables = _tables(conn)
+    sessions = _zcode_sessions(conn) if "session" in tables else {}
+    out = []
+    for sid, s in sessions.items():
+        line = {"t": "session", "id": sid, "title": s.get("title"), "directory": s.get("directory"),
+                "version": s.get("version"), "parent": s.get("parent_id"), "project": s.get("project_id"),
+                "created": s.get("time_created")}
+        line = {k: v for k, v in line.items() if v is not None}
+        if known.get(f"session:{sid}") != _digest(line):
+            out.append((f"session:{sid}", _digest(line), _line(line)))
+    mcols = _columns(conn, "message") if "message" in tables else []
+    if "id" not in mcols or "session_id" not in mcols:
+        return out
+    # Oldest first, so the mirror reads as a timeline; a per-session
+    # sequence is the next best order.
+    order = ("time_created, id" if "time_created" in mcols
+             else "session_id, sequence, id" if "sequence" in mcols else "session_id, id")
+    messages = [dict(zip(mcols, r)) for r in conn.execute(f"SELECT * FROM message ORDER BY {order}")]
+    pcols = _columns(conn, "part") if "part" in tables else []
+    has_parts = {"id", "message_id"} <= set(pcols)
+    part_order = "sequence" if "sequence" in pcols else "id"
+    for m in messages:
+        parts = ([dict(zip(pcols, r)) for r in conn.execute(
+            f"SELECT * FROM part WHERE message_id = ? ORDER BY {part_order}, id", (m["id"],))]
+            if has_parts else [])
+        raw = m.get("data")
+        digest = _digest(_as_str(raw), *(f"{p['id']}\x00{_as_str(p.get('data'))}" for p in parts))
+        key = f"msg:{m['id']}"
+        if known.get(key) == digest:
+            continue
+        data = _loads(raw)
+        pdata = [_loads(p.get("data")) for p in parts]
+        session = sessions.get(m["session_id"], {})
+        if not _zcode_finished(_dict(data), m, parts, pdata, session, now_ms):
+            continue
+        line = {"t": "message", "id": m["id"], "session": m["session_id"], "cwd": session.get("directory"),
+                "row": {k: _scalar(v) for k, v in m.items() if k not in ("id", "session_id", "data")},
+                "parts": [_zcode_part(p, d) for p, d in zip(parts, pdata)]}
+        if isinstance(data, dict):
+            line["data"] = data
+        elif raw is not None:
+            line["data_raw"] = _as_str(raw)
+        out.append((key, digest, _line({k: v for k, v in line.items() if v is not None})))
+    return out
+
+
+def _zcode_sessions(conn: sqlite3.Connection) -> dict[str, dict]:
+    """Return the sessions by id, with the columns this version has."""
+    cols = [c for c in _ZCODE_SESSION_COLUMNS if c in _columns(conn, "session")]
+    if "id" not in cols:
+        return {}
+    order = "time_created, id" if "time_created" in cols else "id"
+    rows = conn.execute(f"SELECT {', '.join(cols)} FROM session ORDER BY {order}")
+    return {r[0]: dict(zip(cols, r)) for r in rows}
+
+
+def _zcode_part(row: dict, data: Any) -> dict:
+    """Return a part as exported: id, its data (or raw text) and extra columns."""
+    out = {k: _scalar(v) for k, v in row.items() if k not in ("message_id", "session_id", "data")}
+    if isinstance(data, dict):
+        out["data"] = data
+    elif row.get("data") is not None:
+        out["data_raw"] = _as_str(row["data"])
+    return out
+
+
+def _zcode_finished(data: dict, row: dict, parts: list[dict], pdata: list, session: dict, now_ms: int) -> bool:
+    """True once a message is final: completed, or its session went quiet.
+
+    A user message is final once it is older than the quiet period; an
+    assistant message when ZCode marks it completed, or when neither it
+    nor its session changed for the quiet period (an aborted answer).
+    """
+    times = _dict(data.get("time"))
+    if times.get("completed"):
+        return True
+    created = _ts(times.get("created")) or _ts(row.get("time_created"))
+    if data.get("role") == "user" and created is not None and now_ms - created >= DB_QUIET_MS:
+        return True
+    stamps = [created, _ts(row.get("time_updated")), _ts(session.get("time_updated"))]
+    for p, d in zip(parts, pdata):
+        stamps += [_ts(p.get("time_updated")), _ts(p.get("time_created"))]
+        d = _dict(d)
+        for span in (_dict(d.get("time")), _dict(_dict(d.get("state")).get("time"))):
+            stamps += [_ts(span.get("start")), _ts(span.get("end"))]
+    return _settled(max((s for s in stamps if s is not None), default=None), now_ms)
+
+
+def _zcode_message(obj: dict, ctx: Context) -> list:
+    """Return the events of one exported ZCode message and its parts."""
+    data = _dict(obj.get("data"))
+    row = _dict(obj.get("row"))
+    role = data.get("role") or row.get("role")
+    if role not in ("user", "assistant", "system"):
+        return _unknown(ctx)
+    session = obj["session"]
+    visibility = _dict(data.get("semantics")).get("transcriptVisibility")
+    visible = visibility in (None, "visible")  # hidden ones are kept, not indexed
+    model = _dict(data.get("model"))
+    common = dict(session=session, cwd=_str(_dict(data.get("path")).get("cwd")) or _str(obj.get("cwd")),
+                  model=(_str(model.get("modelID")) or _str(data.get("modelID"))) if role != "user" else None)
+    created = _ts(_dict(data.get("time")).get("created")) or _ts(row.get("time_created"))
+    out: list = []
+    parts = _list(obj.get("parts"))
+    for part in parts:
+        out += _zcode_part_events(_dict(part), role, visible, created, common, ctx)
+    if not parts and data.get("content") is not None:  # a message that keeps its text itself
+        text = _plain(data["content"])
+        if text.strip():
+            out.append(Record(id=f"{obj['id']}:m:{short_hash(text, n=8)}", kind="message", role=role, text=text,
+                              ts=created, indexed=visible, **common))
+    return out
+
+
+def _zcode_part_events(part: dict, role: str, visible: bool, created: int | None, common: dict,
+                       ctx: Context) -> list:
+    """Return the events of one part of a message."""
+    d = part.get("data")
+    pid = _str(part.get("id"))
+    if not isinstance(d, dict) or not pid:
+        return _unknown(ctx)
+    kind = d.get("type")
+    span = _dict(d.get("time"))
+    ts = _ts(span.get("start")) or created
+    if kind in ("text", "reasoning"):
+        text = _str(d.get("text")) or ""
+        if not text.strip():
+            return []
+        shown = visible and kind == "text" and not d.get("synthetic") and not d.get("ignored")
+        return [Record(id=f"{pid}:{'m' if kind == 'text' else 'k'}:{short_hash(text, n=8)}", kind="message",
+                       role=role if kind == "text" else "assistant", text=text, ts=ts, indexed=shown, **common)]
+    if kind == "tool":
+        state = _dict(d.get("state"))
+        stime = _dict(state.get("time"))
+        call = _tool_call_text(d.get("tool"), state.get("input"))
+        out = [Record(id=f"{pid}:c:{short_hash(call, n=8)}", kind="tool_call", role="assistant", text=call,
+                      ts=_ts(stime.get("start")) or ts, indexed=visible, **common)]
+        result = state.get("output") if state.get("output") is not None else state.get("error")
+        if state.get("status") in ("completed", "error") and result is not None:
+            text = truncate(_output_text(result), TOOL_RESULT_MAX)
+            out.append(Record(id=f"{pid}:r:{short_hash(text, n=8)}", kind="tool_result", role="tool", text=text,
+                              ts=_ts(stime.get("end")) or ts, indexed=visible, **common))
+        return out
+    if kind == "tool_use":
+        call = _tool_call_text(d.get("name") or d.get("tool"), d.get("input"))
+        return [Record(id=f"{pid}:c:{short_hash(call, n=8)}", kind="tool_call", role="assistant", text=call,
+                       ts=ts, indexed=visible, **common)]
+    if kind == "tool_result":
+        text = truncate(_output_text(d.get("content", d.get("output"))), TOOL_RESULT_MAX)
+        return [Record(id=f"{pid}:r:{short_hash(text, n=8)}", kind="tool_result", role="tool", text=text,
+                       ts=ts, indexed=visible, **common)]
+    if kind in _ZCODE_QUIET_PARTS:
+        return []
+    return _unknown(ctx)
+
+
+###############################################################################
 # Registry ####################################################################
 ###############################################################################
 
-ADAPTERS = {a.name: a for a in (ClaudeCode(), Codex(), Grok())}
+ADAPTERS = {a.name: a for a in (ClaudeCode(), Codex(), Cursor(), ZCode(), Grok())}

@@ -844,7 +844,9 @@ class _EventWriter:
         if not isinstance(si, SessionInfo) or not si.session:
             raise ParseError("adapter produced an incomplete session record")
         d = self.infos.setdefault(clean_text(si.session), {})
-        if si.title:
+        # A rank-0 title is the first prompt: the session table derives that
+        # from visible events itself, so a forgotten prompt never lingers.
+        if si.title and si.title_rank > 0:
             rank = si.title_rank
             if d.get("title") is None or rank >= d.get("title_rank", -1):
                 d["title"], d["title_rank"] = clean_text(si.title.strip()[:300]), rank
@@ -856,31 +858,10 @@ class _EventWriter:
     def flush(self) -> None:
         if not self.rows:
             return
-        before = self.conn.total_changes
-        self.conn.executemany(self._SQL, self.rows)
-        # total_changes also counts the FTS rows the trigger writes; count
-        # the events themselves through the ids that were really inserted.
-        self.added += self._count_new(before)
+        # rowcount sums the rows each INSERT really added: ignored duplicates
+        # and the FTS rows written by the trigger are not counted.
+        self.added += self.conn.executemany(self._SQL, self.rows).rowcount
         self.rows = []
-
-    def _count_new(self, before: int) -> int:
-        changed = self.conn.total_changes - before
-        if changed == 0:
-            return 0
-        indexed = sum(1 for r in self.rows if r[12])
-        # Each inserted event is one change, plus one for its FTS row when
-        # indexed.  Solve for the count of inserted events.
-        if changed == len(self.rows) + indexed:
-            return len(self.rows)
-        ids = [r[0] for r in self.rows]
-        n = 0
-        for i in range(0, len(ids), 500):
-            part = ids[i : i + 500]
-            n += self.conn.execute(
-                f"SELECT count(*) FROM event WHERE raw_file_id = ? AND id IN ({','.join('?' * len(part))})",
-                (self.raw_file_id, *part),
-            ).fetchone()[0]
-        return n
 
 
 def refresh_sessions(conn: sqlite3.Connection, source: str, sessions: Iterable[str], infos: dict | None = None) -> None:
@@ -915,7 +896,8 @@ def refresh_sessions(conn: sqlite3.Connection, source: str, sessions: Iterable[s
             v = (last[k] if last is not None else None) or info.get(k) or d.get(k)
             d[k] = v
         d["project"] = (last["project"] if last is not None else None) or adapters.last_segment(d.get("cwd"))
-        if not d.get("title"):
+        if not d.get("title_rank"):
+            d["title"], d["title_rank"] = None, None
             first = conn.execute(
                 "SELECT text FROM event e WHERE session = ? AND source = ? AND kind = 'message' AND role = 'user' "
                 "AND NOT EXISTS (SELECT 1 FROM excluded_event x WHERE x.event_id = e.id) "
@@ -924,7 +906,6 @@ def refresh_sessions(conn: sqlite3.Connection, source: str, sessions: Iterable[s
             ).fetchone()
             if first is not None:
                 d["title"] = " ".join(first["text"].split())[:120] or None
-                d["title_rank"] = None
         d.update(events=agg["n"], messages=agg["m"] or 0, first_ts=agg["a"], last_ts=agg["b"])
         conn.execute(
             "INSERT OR REPLACE INTO session (source, id, title, title_rank, project, cwd, branch, model, "

@@ -15,16 +15,14 @@ import json
 import os
 import shutil
 import sqlite3
-import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scratch"))  # until the sections are merged
-import db_adapters as adapters  # noqa: E402  (after the merge: import adapters)
-from adapters import Context, Record, SessionInfo, SourceFile  # noqa: E402
-from zcode_made_here import LIVE, MAIN, SUB, build_old_zcode_db, build_zcode_db, complete_live_answer  # noqa: E402
+import adapters
+from adapters import Context, Record, SessionInfo, SourceFile
+from zcode_made_here import LIVE, MAIN, SUB, build_old_zcode_db, build_zcode_db, complete_live_answer
 
 FIXTURES = Path(__file__).with_name("fixtures") / "cursor"
 WORKSPACE_DB = FIXTURES / "slevin48-workspace" / "state.vscdb"

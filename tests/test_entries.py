@@ -185,12 +185,12 @@ def test_quote_only_falls_back_to_a_tool_result_and_never_cites_a_tool_call(user
 
 def test_quote_only_finds_an_older_message_behind_many_near_misses(user_home, store):
     log = ClaudeLog(user_home)
-    said = log.user("u-said", "Remember: the ledger rollover happens at midnight UTC.")
-    for i in range(520):  # newer messages holding every word of the quote, never the quote itself
-        log.assistant(f"a-near-{i}", f"At midnight the ledger happens to skip a rollover (note {i}).")
+    said = log.user("u-said", "Fine: we will use the new one for that.")
+    for i in range(2100):  # newer messages holding every word of the quote, never the quote itself
+        log.assistant(f"a-near-{i}", f"For that one we will not use the new plan (note {i}).")
     log.write()
     origin.sync(store)
-    e = remember(store, sources=[{"quote": "the ledger rollover happens at midnight"}])
+    e = remember(store, sources=[{"quote": "we will use the new one for that"}])
     assert [s["event"] for s in e["sources"]] == [said]
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
@@ -153,8 +153,14 @@ def test_invariant_2_forgotten_event_and_its_cascade_vanish_everywhere(store, pl
     assert [s["event"] for s in origin.get_entry(store, plan.K)["sources"]] == [plan.other]
     after = session_of(store, "sess-plan")
     assert (after["events"], after["messages"]) == (sess["events"] - 1, sess["messages"] - 1)
-    code, _, err = run("show", plan.decide)
-    assert code == origin.Forgotten.exit_code and err.strip()
+    before = counts(store)
+    for argv in (["show", plan.decide], ["show", plan.H], ["correct", plan.H, "Revived text."],
+                 ["remember", "Cite it again.", "--kind", "memory", "--event", plan.decide],
+                 ["remember", "Cite it again.", "--kind", "memory", "--event", plan.decide, "--quote", CANARY],
+                 ["forget", plan.decide, "--yes"], ["forget", plan.H, "--yes"]):
+        code, _, err = run(*argv)
+        assert code == origin.Forgotten.exit_code and "forgotten" in err, argv
+    assert counts(store) == before
 
 
 def test_invariant_2_forgotten_tool_result_vanishes_from_tool_searches(store, plan):
@@ -515,7 +521,7 @@ def test_scenario_decision_remembered_corrected_shown_and_forgotten_on_real_logs
                                                                                    origin_home):
     origin.sync(store)
     sess = session_of(store, FIXTURE_SESSION)
-    # The decision to document Next.js 15.5.2 was stated in an assistant message;
+    # The decision to document Next.js 15.5.2 was stated in a reply message;
     # the same text also came back as a (newer) tool result, which must not be cited.
     code, first = cli("remember", "Demo's CLAUDE.md must document Next.js 15.5.2 (not v14); tapirdecision.",
                       "--kind", "memory", "--quote", "Next.js: 15.5.2 (upgraded from documented v14)", "--json")
@@ -593,7 +599,7 @@ class StickyForget(RuleBasedStateMachine):
         self.store.close()
         shutil.rmtree(self.tmp, ignore_errors=True)
 
-    # -- helpers -----------------------------------------------------------
+    # -- the model of the rules ---------------------------------------------
 
     def _word(self, prefix: str) -> str:
         self.n += 1
@@ -793,8 +799,11 @@ class StickyForget(RuleBasedStateMachine):
 
 
 def test_invariant_2_sticky_forget_state_machine():
+    # Small and fixed for CI.  A failing run is reported as generated (at most
+    # 15 steps) rather than shrunk, so a failure stays quick; the soak tier shrinks.
     run_state_machine_as_test(StickyForget, settings=settings(
-        max_examples=25, stateful_step_count=15, deadline=None, derandomize=True,
+        max_examples=25, stateful_step_count=15, deadline=None, derandomize=True, database=None,
+        phases=[Phase.explicit, Phase.generate],
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]))
 
 

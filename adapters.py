@@ -1366,6 +1366,16 @@ class Grok(Adapter):
             return self._emit_tool(ctx, tid)
         return self._flush_tools(ctx, len(tools) - GROK_OPEN_TOOLS_MAX)
 
+    def flush(self, ctx: Context) -> list:
+        """Emit what a session that stopped writing left open.
+
+        A joined message is closed by the next update and a tool call by its
+        final status; once the file has been quiet for a while neither will
+        come, so both are emitted as they stand.
+        """
+        out = self._close_message(ctx)
+        return out + self._flush_tools(ctx, len(ctx.state.get("tools") or {}))
+
     def _flush_tools(self, ctx: Context, n: int) -> list:
         """Emit the n oldest open tool calls."""
         tools = ctx.state.get("tools") or {}

@@ -1,0 +1,236 @@
+"""Every adapter through the real engine: invariants 1 and 3, search, status, secrets.
+
+``LAYOUTS`` lays each agent's real (or documented, made-here) fixtures out
+where the agent keeps them.  The tests are parametrized over the adapter
+registry, so an adapter added without a layout fails the suite.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+
+import adapters
+import origin
+from conftest import FIXTURES, read_line
+from zcode_made_here import build_zcode_db
+
+LOCALPUSH = FIXTURES / "codex" / "localpush" / "sessions" / "2026" / "02" / "23"
+GROK_ID = "019f6851-7ec4-7ef0-97d3-03f3eee38755"
+FAKE_TOKEN = "sk-origin-test-planted-9f8e7d6c5b4a39281706"
+
+
+def _claude(home: Path) -> None:
+    projects = home / ".claude" / "projects"
+    shutil.copytree(FIXTURES / "claude-code" / "claude-code-viewer" / "sample-project", projects / "-path-to-Demo")
+    shutil.copytree(FIXTURES / "claude-code" / "agent-sessions" / "subagent", projects / "-tmp")
+
+
+def _codex(home: Path) -> None:
+    zstd = pytest.importorskip("zstandard")
+    day = home / ".codex" / "sessions" / "2026" / "02" / "23"
+    day.mkdir(parents=True)
+    files = sorted(LOCALPUSH.glob("rollout-*.jsonl"))
+    for f in files[:2]:
+        shutil.copy(f, day / f.name)
+    # The third rollout was compressed and archived, in two zstd frames.
+    archived = home / ".codex" / "archived_sessions"
+    archived.mkdir(parents=True)
+    data = files[2].read_bytes()
+    cut = data.index(b"\n", len(data) // 2) + 1
+    c = zstd.ZstdCompressor()
+    (archived / (files[2].name + ".zst")).write_bytes(c.compress(data[:cut]) + c.compress(data[cut:]))
+    old = home / ".codex" / "sessions" / "2026" / "01" / "05"
+    old.mkdir(parents=True)
+    shutil.copy(FIXTURES / "codex" / "agent-sessions" / "small.jsonl",
+                old / "rollout-2026-01-05T10-00-00-019b0000-0000-7000-8000-000000000001.jsonl")
+
+
+def _cursor(home: Path) -> None:
+    user = home / "Cursor" / "User"
+    (user / "globalStorage").mkdir(parents=True)
+    shutil.copy(FIXTURES / "cursor" / "urpg-global" / "state.vscdb", user / "globalStorage" / "state.vscdb")
+    ws = user / "workspaceStorage" / "a1b2c3"
+    ws.mkdir(parents=True)
+    shutil.copy(FIXTURES / "cursor" / "slevin48-workspace" / "state.vscdb", ws / "state.vscdb")
+    (ws / "workspace.json").write_text(json.dumps({"folder": "file:///home/dev/cursor-history"}))
+    chats = home / ".cursor" / "projects" / "home-dev-app" / "agent-transcripts"
+    sid = "6f9b1c2e-3333-4a4a-9b9b-000000000003"
+    (chats / sid).mkdir(parents=True)
+    shutil.copy(FIXTURES / "cursor" / "agent-sessions" / "small.jsonl", chats / sid / f"{sid}.jsonl")
+    return {"ORIGIN_CURSOR_USER_DIR": str(user)}
+
+
+def _zcode(home: Path) -> None:
+    build_zcode_db(home / ".zcode" / "cli" / "db" / "db.sqlite", origin.now_ms())
+
+
+def _grok(home: Path) -> None:
+    sessions = home / ".grok" / "sessions"
+    shutil.copytree(FIXTURES / "grok" / "made-here" / "sessions", sessions)
+    real = sessions / "%2Ftmp%2Fas-agent-lab%2Fgrok%2Fproject" / GROK_ID
+    real.mkdir(parents=True)
+    for name in ("chat_history.jsonl", "summary.json"):
+        shutil.copy(FIXTURES / "grok" / "agent-sessions" / name, real / name)
+
+
+#: Each function lays one agent's fixtures out under a HOME and returns the
+#: environment variables that point the agent's discovery at them, if any.
+LAYOUTS = {"claude-code": _claude, "codex": _codex, "cursor": _cursor, "zcode": _zcode, "grok": _grok}
+
+
+@pytest.fixture
+def lay(user_home, monkeypatch):
+    """Lay out the named agents' fixtures under HOME (and set their variables)."""
+
+    def do(*names: str) -> None:
+        for n in names:
+            for k, v in (LAYOUTS[n](user_home) or {}).items():
+                monkeypatch.setenv(k, v)
+
+    return do
+
+
+def test_every_registered_adapter_has_a_fixture_layout():
+    assert set(adapters.ADAPTERS) == set(LAYOUTS), "add a layout of real fixtures for each new adapter"
+
+
+def decompressed(path: str, compressed: str | None) -> bytes:
+    if compressed == "zstd":
+        import zstandard
+
+        with open(path, "rb") as fh, zstandard.ZstdDecompressor().stream_reader(fh, read_across_frames=True) as r:
+            return r.read()
+    return Path(path).read_bytes()
+
+
+@pytest.mark.parametrize("name", sorted(adapters.ADAPTERS))
+def test_invariant_1_every_adapters_events_read_back_their_mirror_lines(name, lay, origin_home):
+    lay(name)
+    with origin.open_store(origin_home) as s:
+        report = origin.sync(s)
+        assert report.sources[name]["events_added"] > 0
+        rows = s.conn.execute(
+            "SELECT e.*, r.mirror, r.path, r.kind AS fkind, r.compression FROM event e "
+            "JOIN raw_file r ON r.id = e.raw_file_id WHERE e.source = ?", (name,)).fetchall()
+        assert len(rows) == report.sources[name]["events_added"]
+        for r in rows:
+            mirror = origin_home / r["mirror"]
+            lines = [read_line(mirror, r["line"] + k) for k in range(r["span"])]
+            assert origin.read_raw(s, r["mirror"], r["offset"], r["span"]).encode() == b"\n".join(lines)
+            if r["fkind"] == "log":
+                source_lines = decompressed(r["path"], r["compression"]).split(b"\n")
+                assert lines == source_lines[r["line"] - 1 : r["line"] - 1 + r["span"]]
+            else:
+                assert all(isinstance(json.loads(x), dict) for x in lines)
+
+
+@pytest.mark.parametrize("name", sorted(adapters.ADAPTERS))
+def test_invariant_3_every_adapters_mirrors_match_and_resync_adds_nothing(name, lay, origin_home):
+    lay(name)
+    with origin.open_store(origin_home) as s:
+        first = origin.sync(s)
+        assert first.events_added > 0
+        for r in s.conn.execute("SELECT * FROM raw_file WHERE source = ?", (name,)):
+            mirror = (origin_home / r["mirror"]).read_bytes()
+            assert len(mirror) == r["bytes_ingested"]
+            if r["kind"] == "log":
+                src = decompressed(r["path"], r["compression"])
+                assert mirror == src[: len(mirror)] and src[len(mirror):].count(b"\n") == 0
+        snapshot = {r["mirror"]: (origin_home / r["mirror"]).read_bytes() for r in s.conn.execute("SELECT mirror FROM raw_file")}
+        again = origin.sync(s)
+        assert again.events_added == 0
+        for mirror, data in snapshot.items():
+            assert (origin_home / mirror).read_bytes() == data
+        assert s.conn.execute("SELECT count(*) FROM raw_file WHERE generation > 0").fetchone()[0] == 0
+
+
+def test_search_finds_the_text_of_every_source_with_its_source_project_and_session(lay, origin_home):
+    lay(*LAYOUTS)
+    with origin.open_store(origin_home) as s:
+        origin.sync(s)
+        st = origin.status(s)
+        assert set(st["sources"]) == set(adapters.ADAPTERS)
+        for name in adapters.ADAPTERS:
+            assert st["sources"][name]["events"] > 0, name
+            row = s.conn.execute(
+                "SELECT * FROM event WHERE source = ? AND kind = 'message' AND indexed = 1 AND length(text) > 30 "
+                "ORDER BY seq LIMIT 1", (name,)).fetchone()
+            assert row is not None, name
+            words = [w for w in row["text"].split() if len(w) >= 4][:4]
+            hits = origin.search_events(s, " ".join(words), source=name, limit=200)
+            hit = next((h for h in hits if h["id"] == row["id"]), None)
+            assert hit is not None, (name, words)
+            assert hit["source"] == name and hit["session"] == row["session"] and hit["project"] == row["project"]
+            shown = origin.raw_sources(s, row["id"])[0]
+            assert shown["raw"] and shown["mirror"].startswith(f"raw/{name}/")
+
+
+def test_codex_rollout_seen_plain_then_compressed_then_archived_adds_each_event_once(user_home, origin_home):
+    zstd = pytest.importorskip("zstandard")
+    day = user_home / ".codex" / "sessions" / "2026" / "02" / "23"
+    day.mkdir(parents=True)
+    src = sorted(LOCALPUSH.glob("rollout-*.jsonl"))[0]
+    plain = day / src.name
+    shutil.copy(src, plain)
+    with origin.open_store(origin_home) as s:
+        first = origin.sync(s).events_added
+        assert first > 0
+        data = plain.read_bytes()
+        zst = day / (src.name + ".zst")
+        zst.write_bytes(zstd.ZstdCompressor().compress(data))
+        assert origin.sync(s).events_added == 0  # both present: the plain one wins
+        plain.unlink()
+        assert origin.sync(s).events_added == 0
+        archived = user_home / ".codex" / "archived_sessions"
+        archived.mkdir()
+        zst.rename(archived / zst.name)
+        assert origin.sync(s).events_added == 0
+        assert s.conn.execute("SELECT count(*) FROM event").fetchone()[0] == first
+
+
+def test_an_open_block_is_emitted_once_the_source_goes_quiet(user_home, origin_home):
+    session = user_home / ".grok" / "sessions" / "%2Fsrv%2Fq" / "019f7000-0000-7000-8000-0000000000ff"
+    session.mkdir(parents=True)
+    def update(kind, text, t):
+        return json.dumps({"timestamp": t, "method": "session/update", "params": {
+            "sessionId": session.name, "update": {"sessionUpdate": kind, "content": {"type": "text", "text": text}}}})
+    (session / "updates.jsonl").write_text("\n".join([
+        update("user_message_chunk", "what does the quiet rule do?", 1767225600),
+        update("agent_message_chunk", "It waits until the file ", 1767225601),
+        update("agent_message_chunk", "stops changing.", 1767225602),
+    ]) + "\n")
+    with origin.open_store(origin_home) as s:
+        origin.sync(s)
+        assert origin.search_events(s, "stops changing") == []
+        old = time.time() - 2 * origin.QUIET_MS / 1000
+        os.utime(session / "updates.jsonl", (old, old))
+        origin.sync(s)
+        hits = origin.search_events(s, "stops changing")
+        assert [h["role"] for h in hits] == ["assistant"]
+        assert origin.sync(s).events_added == 0
+
+
+def test_credentials_next_to_agent_logs_never_reach_the_store(lay, user_home, origin_home):
+    lay(*LAYOUTS)
+    secret = json.dumps({"token": FAKE_TOKEN, "apiKey": FAKE_TOKEN})
+    for rel in (".codex/auth.json", ".grok/auth.json", ".claude/.credentials.json", ".zcode/cli/config.json",
+                ".zcode/v2/credentials.json", ".codex/config.toml", ".grok/config.toml"):
+        p = user_home / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(secret)
+    db = user_home / "Cursor" / "User" / "globalStorage" / "state.vscdb"
+    with sqlite3.connect(db) as c:
+        c.execute("INSERT INTO ItemTable (key, value) VALUES ('cursorAuth/accessToken', ?)", (FAKE_TOKEN,))
+        c.execute("INSERT INTO ItemTable (key, value) VALUES ('cursorAuth/refreshToken', ?)", (FAKE_TOKEN,))
+    with origin.open_store(origin_home) as s:
+        assert origin.sync(s).events_added > 0
+        s.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    leaks = [p for p in origin_home.rglob("*") if p.is_file() and FAKE_TOKEN.encode() in p.read_bytes()]
+    assert leaks == []

@@ -48,6 +48,7 @@ import secrets
 import sqlite3
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
@@ -76,6 +77,8 @@ WAL_SIZE_LIMIT = 64 * 1024 * 1024
 #: 4, re-merges the index after nearly every per-file commit of an ingest).
 FTS_AUTOMERGE = 16
 FTS_CRISISMERGE = 64
+#: Largest pending part of a file that is parsed ahead on a second thread.
+PREFETCH_MAX = 4 << 20
 #: Events are inserted in batches of this many rows.
 INSERT_BATCH = 2000
 #: Parse errors kept with their reason per file (all are counted).
@@ -840,6 +843,13 @@ class _EventWriter:
         if len(self.rows) >= INSERT_BATCH:
             self.flush()
 
+    def add(self, item, lineno: int, offset: int) -> None:
+        """Take one item an adapter produced for the line at lineno/offset."""
+        if isinstance(item, SessionInfo):
+            self.info(item)
+        else:
+            self.record(item, lineno, offset)
+
     def info(self, si: SessionInfo) -> None:
         if not isinstance(si, SessionInfo) or not si.session:
             raise ParseError("adapter produced an incomplete session record")
@@ -917,9 +927,13 @@ def refresh_sessions(conn: sqlite3.Connection, source: str, sessions: Iterable[s
         )
 
 
-def _parse_lines(adapter, sf: SourceFile, writer: _EventWriter, state: dict, data: bytes,
+def _parse_lines(adapter, sf: SourceFile, emit: Callable[[Any, int, int], None], state: dict, data: bytes,
                  first_line: int, first_offset: int, mtime_ms: int | None, errors: list) -> int:
-    """Parse complete lines; return how many there were.  Never raises."""
+    """Parse complete lines, passing each item to emit; return the line count.
+
+    Never raises: a line the adapter cannot read, or any adapter failure, is
+    recorded in errors with its line number, and parsing goes on.
+    """
     ctx = Context(file=sf, state=state, mtime_ms=mtime_ms)
     lineno, offset = first_line, first_offset
     for raw in data.split(b"\n")[:-1]:
@@ -929,17 +943,65 @@ def _parse_lines(adapter, sf: SourceFile, writer: _EventWriter, state: dict, dat
         if not raw.strip():
             continue
         try:
-            out = adapter.parse(raw.decode("utf-8", "replace"), ctx)
-            for item in out:
-                if isinstance(item, SessionInfo):
-                    writer.info(item)
-                else:
-                    writer.record(item, lineno, ctx.offset)
+            for item in adapter.parse(raw.decode("utf-8", "replace"), ctx):
+                emit(item, lineno, ctx.offset)
         except ParseError as e:
             errors.append((lineno, str(e)[:300]))
         except Exception as e:  # an adapter bug must not stop ingest: count it
             errors.append((lineno, f"adapter failed: {type(e).__name__}: {str(e)[:200]}"))
     return lineno - first_line
+
+
+@dataclass
+class _Prepared:
+    """A file's pending lines, read and parsed ahead of its transaction."""
+
+    basis: tuple  # (bytes_ingested, lines_ingested, parse_state) it started from
+    data: bytes
+    items: list  # (item, line number, offset)
+    lines: int
+    errors: list
+    state: dict
+
+
+def _prepare(adapter, sf: SourceFile, basis: tuple) -> _Prepared | None:
+    """Read and parse a small file's new lines without touching the store.
+
+    Runs on a second thread while the previous file's rows go into SQLite,
+    which releases the GIL, so parsing and indexing overlap.  The result is
+    only a guess: ingest uses it only if, under the write lock, the cursor
+    and parse state are still ``basis`` and the bytes read back the same.
+    """
+    if sf.kind != "log" or sf.compressed:
+        return None
+    cursor, lines, state_json = basis
+    try:
+        with open(sf.path, "rb") as fh:
+            fh.seek(cursor)
+            data = fh.read(PREFETCH_MAX + 1)
+        mtime = _mtime_ms(sf.path)
+    except OSError:
+        return None
+    if len(data) > PREFETCH_MAX:
+        return None  # a large file streams in chunks instead
+    cut = data.rfind(b"\n")
+    if cut < 0:
+        return None
+    data = data[: cut + 1]
+    state = json.loads(state_json) if state_json else adapter.new_state(sf)
+    items: list = []
+    errors: list = []
+    n = _parse_lines(adapter, sf, lambda *a: items.append(a), state, data, lines, cursor, mtime, errors)
+    return _Prepared(basis, data, items, n, errors, state)
+
+
+def _same_bytes(path: str, offset: int, data: bytes) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(offset)
+            return fh.read(len(data)) == data
+    except OSError:
+        return False
 
 
 def _tail_hashes(store: Store, mirror: str, size: int) -> tuple[str, str]:
@@ -951,7 +1013,7 @@ def _tail_hashes(store: Store, mirror: str, size: int) -> tuple[str, str]:
     return hashlib.sha256(head).hexdigest(), hashlib.sha256(tail).hexdigest()
 
 
-def ingest_file(store: Store, adapter, sf: SourceFile) -> FileResult:
+def ingest_file(store: Store, adapter, sf: SourceFile, prepared: _Prepared | None = None) -> FileResult:
     """Bring one source file's mirror and events up to date.
 
     Runs under the store's write lock (BEGIN IMMEDIATE), so processes that
@@ -985,7 +1047,7 @@ def ingest_file(store: Store, adapter, sf: SourceFile) -> FileResult:
             if sf.kind == "db":
                 _ingest_export(store, adapter, sf, row, keep, res)
             else:
-                _ingest_log(store, adapter, sf, row, keep, res, flush=settled)
+                _ingest_log(store, adapter, sf, row, keep, res, flush=settled, prepared=prepared)
             _crash_point("before-commit")
             conn.execute("COMMIT")
             _crash_point("committed")
@@ -1059,7 +1121,7 @@ def _settled(sf: SourceFile) -> bool:
 
 
 def _ingest_log(store: Store, adapter, sf: SourceFile, row: sqlite3.Row, sig: str | None, res: FileResult,
-                flush: bool = False) -> None:
+                flush: bool = False, prepared: _Prepared | None = None) -> None:
     """Append the new complete lines of a log file to its mirror and parse them."""
     writer = _EventWriter(store.conn, adapter.name, row["id"])
     state = _load_state(adapter, sf, row)
@@ -1069,8 +1131,21 @@ def _ingest_log(store: Store, adapter, sf: SourceFile, row: sqlite3.Row, sig: st
     appended = 0
     mirror = _open_mirror(store, row)
     try:
+        if (prepared is not None and prepared.basis == (cursor, lines, row["parse_state"])
+                and _same_bytes(sf.path, cursor, prepared.data)):
+            mirror.write(prepared.data)
+            _crash_point("mirror-appended")
+            for item, ln, off in prepared.items:
+                try:
+                    writer.add(item, ln, off)
+                except ParseError as e:
+                    errors.append((ln, str(e)[:300]))
+            errors.extend(prepared.errors)
+            state = prepared.state
+            lines += prepared.lines
+            appended = len(prepared.data)
         with LineReader(sf.path, sf.compressed) as reader:
-            reader.seek(cursor)
+            reader.seek(cursor + appended)
             carry = b""
             while True:
                 try:
@@ -1088,18 +1163,14 @@ def _ingest_log(store: Store, adapter, sf: SourceFile, row: sqlite3.Row, sig: st
                 complete, carry = data[: cut + 1], data[cut + 1 :]
                 mirror.write(complete)
                 _crash_point("mirror-appended")
-                n = _parse_lines(adapter, sf, writer, state, complete, lines, cursor + appended, mtime, errors)
-                lines += n
+                lines += _parse_lines(adapter, sf, writer.add, state, complete, lines, cursor + appended, mtime, errors)
                 appended += len(complete)
             # Only complete lines are taken; a torn last line waits (Invariant 1).
         if flush and hasattr(adapter, "flush"):
             ctx = Context(file=sf, state=state, lineno=lines, offset=cursor + appended, mtime_ms=mtime)
             try:
                 for item in adapter.flush(ctx):
-                    if isinstance(item, SessionInfo):
-                        writer.info(item)
-                    else:
-                        writer.record(item, lines, cursor + appended)
+                    writer.add(item, lines, cursor + appended)
             except Exception as e:  # counted like any parse failure
                 errors.append((lines, f"adapter failed at end of file: {type(e).__name__}: {str(e)[:200]}"))
         mirror.flush()
@@ -1147,7 +1218,7 @@ def _ingest_export(store: Store, adapter, sf: SourceFile, row: sqlite3.Row, sig:
         mirror.close()
     _crash_point("mirror-appended")
     conn.executemany("INSERT OR REPLACE INTO export_state (raw_file_id, key, hash) VALUES (?, ?, ?)", updates)
-    n = _parse_lines(adapter, sf, writer, state, data, row["lines_ingested"], row["bytes_ingested"], None, errors)
+    n = _parse_lines(adapter, sf, writer.add, state, data, row["lines_ingested"], row["bytes_ingested"], None, errors)
     _finish_file(store, adapter, sf, row, sig, res, writer, state, len(data), n, errors)
 
 
@@ -1186,35 +1257,40 @@ def sync(store: Store, *, env: dict | None = None, home: Path | None = None, sou
     files = list(discover_all(env, home, src))
     known = {}
     for r in store.conn.execute(
-        "SELECT source, path, src_sig, generation FROM raw_file ORDER BY generation"
+        "SELECT source, path, src_sig, bytes_ingested, lines_ingested, parse_state FROM raw_file ORDER BY generation"
     ):
-        known[(r["source"], r["path"])] = r["src_sig"]
+        known[(r["source"], r["path"])] = (r["src_sig"], (r["bytes_ingested"], r["lines_ingested"], r["parse_state"]))
     todo = []
     for adapter, sf in files:
         report.sources.setdefault(adapter.name, {"files": 0, "bytes_added": 0, "events_added": 0, "parse_errors": 0})
         sig = stat_signature(sf.path, sf.kind)
         if sig is None:
             continue
-        if known.get((adapter.name, sf.path)) == sig:
+        last_sig, basis = known.get((adapter.name, sf.path), (None, (0, 0, None)))
+        if last_sig == sig:
             report.sources[adapter.name]["files"] += 1
             continue
         if changed_since is not None and int(sig.split(":")[1]) // 1_000_000 < changed_since:
             continue
-        todo.append((adapter, sf))
+        todo.append((adapter, sf, basis))
     done_bytes = 0
-    for i, (adapter, sf) in enumerate(todo):
-        try:
-            res = ingest_file(store, adapter, sf)
-        except PermissionError as e:
-            res = FileResult(error=f"permission denied: {e.filename}")
-        except OSError as e:
-            res = FileResult(error=f"{e.strerror or e}: {getattr(e, 'filename', '')}")
-        if res.error and res.error != "vanished":
-            report.problems.append({"source": adapter.name, "path": sf.path, "error": res.error})
-        report.add(adapter.name, res)
-        done_bytes += res.bytes_added
-        if progress:
-            progress(i + 1, len(todo), done_bytes)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        ahead = pool.submit(_prepare, *todo[0]) if todo else None
+        for i, (adapter, sf, _basis) in enumerate(todo):
+            prepared = ahead.result() if ahead is not None else None
+            ahead = pool.submit(_prepare, *todo[i + 1]) if i + 1 < len(todo) else None
+            try:
+                res = ingest_file(store, adapter, sf, prepared)
+            except PermissionError as e:
+                res = FileResult(error=f"permission denied: {e.filename}")
+            except OSError as e:
+                res = FileResult(error=f"{e.strerror or e}: {getattr(e, 'filename', '')}")
+            if res.error and res.error != "vanished":
+                report.problems.append({"source": adapter.name, "path": sf.path, "error": res.error})
+            report.add(adapter.name, res)
+            done_bytes += res.bytes_added
+            if progress:
+                progress(i + 1, len(todo), done_bytes)
     return report
 
 

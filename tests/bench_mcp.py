@@ -6,7 +6,6 @@ agent logs under ``home``; run directly, it builds one from the fixtures.
 
 from __future__ import annotations
 
-import importlib
 import os
 import shutil
 import statistics
@@ -23,8 +22,8 @@ sys.path.insert(0, str(ROOT))
 
 import origin  # noqa: E402
 
-M = origin if hasattr(origin, "McpService") else importlib.import_module("origin_mcp_wip")
-SERVER = [sys.executable, str(ROOT / ("origin.py" if M is origin else "origin_mcp_wip.py")), "mcp"]
+M = origin
+SERVER = [sys.executable, str(ROOT / "origin.py"), "mcp"]
 
 
 def _ms(samples: list[float], q: float) -> float:

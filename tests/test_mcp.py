@@ -6,7 +6,6 @@ would; the MCP Inspector CLI (a client nobody here wrote) checks it again.
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import platform
@@ -28,8 +27,8 @@ import origin
 from conftest import ROOT
 
 #: The MCP section lives in origin.py once merged, in its own module before.
-M = origin if hasattr(origin, "McpService") else importlib.import_module("origin_mcp_wip")
-SERVER = [sys.executable, str(ROOT / ("origin.py" if M is origin else "origin_mcp_wip.py")), "mcp"]
+M = origin
+SERVER = [sys.executable, str(ROOT / "origin.py"), "mcp"]
 
 TOOLS = ["search", "timeline", "get", "sources", "remember", "correct", "forget"]
 ERAS = {"auto": "2026-07-28", "legacy": "2025-11-25"}

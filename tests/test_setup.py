@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import tomllib
@@ -12,7 +11,7 @@ import pytest
 
 import origin
 
-M = origin if hasattr(origin, "setup_agents") else importlib.import_module("origin_mcp_wip")
+M = origin
 COMMAND = ["/opt/origin/bin/origin", "mcp"]
 
 CLAUDE = {

@@ -99,6 +99,13 @@ ENTRY_KINDS = ("memory", "knowledge", "cognition")
 #: Largest entry text and quote accepted (characters).
 MAX_ENTRY_TEXT = 20_000
 MAX_QUOTE = 2_000
+#: Newest events compared one by one when the index finds no candidate for
+#: a quote (its words were split by whitespace).
+QUOTE_SCAN = 20_000
+#: Longest project name and author accepted (characters).
+MAX_NAME = 200
+#: Longest forget reason accepted (characters).
+MAX_REASON = 500
 #: Shortest quote that can identify an event (non-space characters).
 MIN_QUOTE = 3
 #: A source written to more recently than this (ms) may still be holding
@@ -878,6 +885,9 @@ class _EventWriter:
         self.rows = []
 
 
+_MARKUP = re.compile(r"</?[A-Za-z][\w:-]*(?:\s[^<>]*)?>")
+
+
 def refresh_sessions(conn: sqlite3.Connection, source: str, sessions: Iterable[str], infos: dict | None = None) -> None:
     """Re-aggregate sessions from their visible events and session facts.
 
@@ -919,7 +929,7 @@ def refresh_sessions(conn: sqlite3.Connection, source: str, sessions: Iterable[s
                 (sid, source),
             ).fetchone()
             if first is not None:
-                d["title"] = " ".join(first["text"].split())[:120] or None
+                d["title"] = " ".join(_MARKUP.sub(" ", first["text"]).split())[:120] or None
         d.update(events=agg["n"], messages=agg["m"] or 0, first_ts=agg["a"], last_ts=agg["b"])
         conn.execute(
             "INSERT OR REPLACE INTO session (source, id, title, title_rank, project, cwd, branch, model, "
@@ -1332,30 +1342,31 @@ def _find_quote(conn: sqlite3.Connection, quote: str) -> sqlite3.Row | None:
     """Return the newest visible message event containing quote, else a tool result.
 
     Tool calls never match: an agent's own ``remember`` call holds the quote
-    and is itself logged as a tool call.
+    and is itself logged as a tool call.  Case and whitespace are ignored.
     """
     want = squash(quote)
-    # Candidates come from the index by the quote's longer runs of word
-    # characters: spacing may differ around punctuation ("a: b" vs "a:b"),
-    # but a word is not split.  The exact check is the squashed comparison.
+    # Candidates come from the index by the quote's runs of word characters,
+    # which survive any change of spacing around punctuation ("a: b" vs
+    # "a:b"); the squashed comparison is the exact check.  Only when a word
+    # itself was split ("keepSQLite" for "keep SQLite") do the candidates miss,
+    # and the newest QUOTE_SCAN events are then compared one by one.
     words = sorted(set(re.findall(r"\w{3,}", quote)), key=len, reverse=True)
     for kind in ("message", "tool_result"):
         if words:
             match = " AND ".join('"' + w.replace('"', '""') + '"' for w in words[:6])
-            rows = conn.execute(
+            for r in conn.execute(
                 "SELECT e.* FROM event_fts JOIN event e ON e.seq = event_fts.rowid "
                 f"WHERE event_fts MATCH ? AND e.kind = ? AND {_SQL_VISIBLE.format(e='e')} "
-                "ORDER BY e.ts DESC, e.seq DESC LIMIT 2000",
+                "ORDER BY e.ts DESC, e.seq DESC",
                 (match, kind),
-            )
-        else:
-            like = "%" + _like_escape(quote.strip()) + "%"
-            rows = conn.execute(
-                "SELECT e.* FROM event e WHERE e.kind = ? AND e.text LIKE ? ESCAPE '\\' "
-                f"AND {_SQL_VISIBLE.format(e='e')} ORDER BY e.ts DESC, e.seq DESC LIMIT 500",
-                (kind, like),
-            )
-        for r in rows:
+            ):
+                if want in squash(r["text"]):
+                    return r
+        for r in conn.execute(
+            f"SELECT e.* FROM event e WHERE e.kind = ? AND {_SQL_VISIBLE.format(e='e')} "
+            "ORDER BY e.ts DESC, e.seq DESC LIMIT ?",
+            (kind, QUOTE_SCAN),
+        ):
             if want in squash(r["text"]):
                 return r
     return None
@@ -1413,9 +1424,20 @@ def _check_entry_fields(kind: str, text: str, confidence: Any, valid_from: Any, 
         raise UsageError("confidence is a number from 0 to 1")
     vf = _validity(valid_from, "valid_from")
     vt = _validity(valid_to, "valid_to")
-    if vf and vt and vf > vt:
+    if vf and vt and _instant(vf) > _instant(vt):
         raise UsageError("valid_from must not be after valid_to")
     return clean_text(text.strip()), float(confidence), vf, vt
+
+
+def _check_name(value: Any, what: str, *, required: bool) -> str | None:
+    """Check an author or project name: a short non-empty string."""
+    if value is None and not required:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise UsageError(f"{what} is a non-empty string")
+    if len(value) > MAX_NAME:
+        raise UsageError(f"{what} is at most {MAX_NAME} characters")
+    return clean_text(value.strip())
 
 
 def _validity(value: Any, name: str) -> str | None:
@@ -1427,7 +1449,13 @@ def _validity(value: Any, name: str) -> str | None:
         d = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         raise UsageError(f"{name} {value!r} is not an ISO 8601 date or time") from None
-    return d.isoformat() if d.tzinfo else d.isoformat()
+    return d.isoformat()
+
+
+def _instant(iso: str) -> dt.datetime:
+    """Return a validity bound as an aware datetime (no offset means local)."""
+    d = dt.datetime.fromisoformat(iso)
+    return d if d.tzinfo else d.astimezone()
 
 
 def _insert_entry(conn, kind, text, confidence, author, project, supersedes, vf, vt, srcs) -> str:
@@ -1446,15 +1474,13 @@ def remember(store: Store, *, kind: str, text: str, sources: list[dict], author:
              project: str | None = None, valid_from: str | None = None, valid_to: str | None = None) -> dict:
     """Write a new entry citing its sources; return it."""
     text, confidence, vf, vt = _check_entry_fields(kind, text, confidence, valid_from, valid_to)
-    if not isinstance(author, str) or not author.strip():
-        raise UsageError("an entry needs an author")
-    if project is not None and not isinstance(project, str):
-        raise UsageError("project is a string")
+    author = _check_name(author, "author", required=True)
+    project = _check_name(project, "project", required=False)
     with transaction(store.conn) as conn:
         srcs = resolve_sources(conn, sources)
         if project is None:
             project = conn.execute("SELECT project FROM event WHERE id = ?", (srcs[0][0],)).fetchone()[0]
-        eid = _insert_entry(conn, kind, text, confidence, author.strip()[:200], project, None, vf, vt, srcs)
+        eid = _insert_entry(conn, kind, text, confidence, author, project, None, vf, vt, srcs)
     return get_entry(store, eid)
 
 
@@ -1469,6 +1495,8 @@ def correct(store: Store, entry_id: str, *, text: str, author: str, sources: lis
     """
     if not isinstance(entry_id, str):
         raise UsageError("entry id is a string such as ent_…")
+    author = _check_name(author, "author", required=True)
+    project = _check_name(project, "project", required=False)
     with transaction(store.conn) as conn:
         old = conn.execute("SELECT * FROM entry WHERE id = ?", (entry_id,)).fetchone()
         if old is None:
@@ -1497,7 +1525,7 @@ def correct(store: Store, entry_id: str, *, text: str, author: str, sources: lis
             merged.setdefault(ev, q)
         if not merged:
             raise UsageError("the corrected entry needs at least one visible source")
-        eid = _insert_entry(conn, kind or old["kind"], text, conf, author.strip()[:200] or "user",
+        eid = _insert_entry(conn, kind or old["kind"], text, conf, author,
                             old["project"] if project is None else project, entry_id, vf, vt, list(merged.items()))
     return get_entry(store, eid)
 
@@ -1605,13 +1633,46 @@ def list_entries(store: Store, *, kind: str | None = None, project: str | None =
 # Owns: tombstones, exclusion, the provenance cascade.  Upholds: Invariant 2.
 
 
+_JSON_ESCAPES = re.compile(r"\\[nrtbf\"\\/]")
+
+
+def _tokens(text: str) -> list[str]:
+    return re.findall(r"\w+", _JSON_ESCAPES.sub(" ", text).casefold())
+
+
+def _echoes(conn: sqlite3.Connection, text: str) -> list[str]:
+    """Return visible tool-call events whose text carries this entry text.
+
+    Matching is by the sequence of words of the entry's opening (case,
+    whitespace, punctuation and JSON escapes ignored), so the call is found
+    whatever the agent's log wrapped it in.
+    """
+    toks = _tokens(text)[:40]
+    if len(toks) < 3:
+        return []
+    words = sorted({t for t in toks if len(t) >= 3}, key=len, reverse=True)[:6]
+    if not words:
+        return []
+    match = " AND ".join('"' + w.replace('"', '""') + '"' for w in words)
+    want = "\x00" + "\x00".join(toks) + "\x00"
+    return [
+        r["id"] for r in conn.execute(
+            "SELECT e.id, e.text FROM event_fts JOIN event e ON e.seq = event_fts.rowid "
+            f"WHERE event_fts MATCH ? AND e.kind = 'tool_call' AND {_SQL_VISIBLE.format(e='e')}",
+            (match,),
+        )
+        if want in "\x00" + "\x00".join(_tokens(r["text"])) + "\x00"
+    ]
+
+
 def plan_forget(conn: sqlite3.Connection, target: str) -> dict:
     """Work out what forgetting target would forget and exclude.
 
     Rules: an entry forgets all its versions and excludes every event they
-    cite; an event is excluded and every entry citing it is forgotten (all
-    its versions); an entry left with no visible source is forgotten too.
-    That last step excludes nothing more, so the cascade stops there.
+    cite, and the tool calls that recorded their text; an event is excluded
+    and every entry citing it is forgotten (all its versions); an entry left
+    with no visible source is forgotten too.  That last step excludes
+    nothing more, so the cascade stops there.
     """
     if not isinstance(target, str) or not target.strip():
         raise UsageError("forget needs an entry id (ent_…) or an event id")
@@ -1642,6 +1703,11 @@ def plan_forget(conn: sqlite3.Connection, target: str) -> dict:
                 entries.extend(v for v in version_chain(conn, r[0]) if v not in entries)
     else:
         raise NotFound(f"no entry or event {target!r}; find ids with `origin search` or `origin entries`")
+    # The agent's own remember/correct call is logged as a tool call holding
+    # the entry's text; forgetting the entry hides that echo too.
+    for eid in list(entries):
+        text = conn.execute("SELECT text FROM entry WHERE id = ?", (eid,)).fetchone()[0]
+        events.extend(e for e in _echoes(conn, text) if e not in events)
     # An entry whose every source is now excluded has lost its provenance.
     gone = set(events)
     if gone:
@@ -1649,7 +1715,9 @@ def plan_forget(conn: sqlite3.Connection, target: str) -> dict:
         for r in conn.execute(
             f"SELECT DISTINCT entry_id FROM entry_source WHERE event_id IN ({marks})", sorted(gone)
         ).fetchall():
-            eid = r[0]
+            # Only the active version matters: a superseded one that loses its
+            # sources does not take the newer version down.
+            eid = _newest_version(conn, r[0])
             if eid in entries or conn.execute("SELECT 1 FROM forgotten_entry WHERE entry_id = ?", (eid,)).fetchone():
                 continue
             left = conn.execute(
@@ -1690,11 +1758,14 @@ def forget(store: Store, target: str, *, reason: str | None = None, device: str 
     """
     if reason is not None and not isinstance(reason, str):
         raise UsageError("reason is a string")
+    if reason is not None and len(reason) > MAX_REASON:
+        raise UsageError(f"a reason is at most {MAX_REASON} characters")
     with transaction(store.conn) as conn:
         plan = plan_forget(conn, target)
         cur = conn.execute(
             "INSERT INTO tombstone (target, reason, created_at, entries, events, device) VALUES (?, ?, ?, ?, ?, ?)",
-            (plan["target"], (reason or "")[:500] or None, now_ms(), len(plan["entries"]), len(plan["events"]), device),
+            (plan["target"], clean_text(reason.strip()) if reason and reason.strip() else None, now_ms(),
+             len(plan["entries"]), len(plan["events"]), device),
         )
         tid = cur.lastrowid
         # Invariant 2 (sticky forget): exclusion and forgetting are recorded

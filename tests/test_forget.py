@@ -812,3 +812,29 @@ def test_invariant_2_sticky_forget_state_machine_soak():
     run_state_machine_as_test(StickyForget, settings=settings(
         max_examples=400, stateful_step_count=40, deadline=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]))
+
+
+def test_invariant_2_forgetting_an_entry_hides_the_agents_own_remember_call(user_home, store):
+    """The agent's remember call, logged as a tool call, must not keep the text searchable."""
+    text = "We chose zebrafish-style canary rollouts because\nthe pager load halved."
+    folder = user_home / ".claude" / "projects" / "-srv-app"
+    folder.mkdir(parents=True)
+    base = {"sessionId": "s-echo", "cwd": "/srv/app", "timestamp": "2026-04-01T10:00:00Z"}
+    lines = [
+        {**base, "type": "user", "uuid": "q1", "message": {"role": "user", "content":
+            "Let us use zebrafish-style canary rollouts; the pager load halved."}},
+        {**base, "type": "assistant", "uuid": "t1", "message": {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "toolu_1", "name": "mcp__origin__remember",
+             "input": {"kind": "memory", "text": text, "sources": [{"quote": "zebrafish-style canary rollouts"}]}}]}},
+    ]
+    (folder / "s-echo.jsonl").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    origin.sync(store)
+    assert origin.search_events(store, "zebrafish-style pager", include_tools=True)
+    entry = origin.remember(store, kind="memory", text=text, author="claude-code",
+                            sources=[{"quote": "zebrafish-style canary rollouts"}])
+    assert entry["sources"][0]["event"] == "claude-code:q1"
+    done = origin.forget(store, entry["id"])
+    assert "claude-code:t1#0" in done["excluded_events"]
+    assert origin.search_events(store, "zebrafish", include_tools=True) == []
+    origin.sync(store)
+    assert origin.search_events(store, "zebrafish", include_tools=True) == []

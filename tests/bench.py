@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 import origin  # noqa: E402
 import corpus  # noqa: E402
+from bench_mcp import bench_mcp  # noqa: E402
 from corpus import write_claude_corpus  # noqa: E402
 
 SEED = 20261129
@@ -94,7 +95,8 @@ def corpus_bytes(d: Path) -> tuple[int, int]:
 
 def run_sync(home: Path, user: Path) -> tuple[float, int, dict]:
     """Sync in a child process; return wall seconds, peak RSS (KB), report."""
-    env = {**os.environ, "ORIGIN_HOME": str(home), "HOME": str(user), "CLAUDE_CONFIG_DIR": str(user / "claude")}
+    env = {**os.environ, "ORIGIN_HOME": str(home), "HOME": str(user)}
+    env.pop("CLAUDE_CONFIG_DIR", None)
     t = time.perf_counter()
     p = subprocess.run([sys.executable, str(ROOT / "origin.py"), "sync", "--json"], env=env,
                        capture_output=True, text=True)
@@ -157,7 +159,7 @@ def bench_search(store: origin.Store, reps: int = 15) -> tuple[list[tuple[str, f
 
 
 def bench_noop(home: Path, user: Path, reps: int = 7) -> float:
-    env = {"HOME": str(user), "CLAUDE_CONFIG_DIR": str(user / "claude")}
+    env = {"HOME": str(user)}
     times = []
     for _ in range(reps):
         t = time.perf_counter()
@@ -168,8 +170,8 @@ def bench_noop(home: Path, user: Path, reps: int = 7) -> float:
 
 
 def bench_append_one(home: Path, user: Path) -> float:
-    env = {"HOME": str(user), "CLAUDE_CONFIG_DIR": str(user / "claude")}
-    target = next((user / "claude").rglob("*.jsonl"))
+    env = {"HOME": str(user)}
+    target = next((user / ".claude").rglob("*.jsonl"))
     line = target.read_text().splitlines()[-1]
     rec = json.loads(line)
     times = []
@@ -193,7 +195,7 @@ def main() -> None:
         user = work / "user"
         user.mkdir()
         # Work on a copy so appends do not change the cached corpus.
-        shutil.copytree(src / "claude", user / "claude")
+        shutil.copytree(src / "claude", user / ".claude")
         home = work / "home"
         wall, rss_kb, report = run_sync(home, user)
         events = report["events_added"]
@@ -208,7 +210,8 @@ def main() -> None:
             tl_ms = (time.perf_counter() - t) * 1000
         noop = bench_noop(home, user)
         append_one = bench_append_one(home, user)
-        floor = json_floor(user / "claude")
+        floor = json_floor(user / ".claude")
+        mcp = bench_mcp(home, user, n=100, query=query_set()[3][1])
         db_mb = st["db_bytes"] / 1e6
         mirror_mb = sum(p.stat().st_size for p in (home / "raw").rglob("*") if p.is_file()) / 1e6
         rate = raw / 1e6 / wall
@@ -223,6 +226,8 @@ def main() -> None:
             (f"no-op re-sync ({nfiles} files)", f"{noop:.0f} ms"),
             ("append one line, re-sync", f"{append_one:.0f} ms"),
             ("timeline, 7 days", f"{tl_ms:.1f} ms"),
+            ("MCP over stdio: get", f"p50 {mcp['get_p50_ms']:.1f} ms, p95 {mcp['get_p95_ms']:.1f} ms"),
+            ("MCP over stdio: search (2-term AND)", f"p50 {mcp['search_p50_ms']:.1f} ms, p95 {mcp['search_p95_ms']:.1f} ms"),
             ("store size", f"{db_mb:.0f} MB db + {mirror_mb:.0f} MB mirrors ({db_mb / (raw / 1e9):.0f} MB db per GB of logs)"),
         ]
         for name, p50, p95, n in searches:

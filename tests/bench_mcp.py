@@ -31,8 +31,8 @@ def _ms(samples: list[float], q: float) -> float:
         else round(samples[0] * 1000, 3)
 
 
-def bench_mcp(origin_home: Path, home: Path, n: int = 200) -> dict:
-    """Measure `get` over stdio (p50/p95 ms) and a no-change sync (ms)."""
+def bench_mcp(origin_home: Path, home: Path, n: int = 200, query: str | None = None) -> dict:
+    """Measure `get` (and `search` for query) over stdio, and a no-change sync (ms)."""
     with origin.open_store(Path(origin_home)) as store:
         origin.sync(store, env={**os.environ, "HOME": str(home)}, home=Path(home))
         row = store.conn.execute("SELECT id FROM event WHERE kind = 'message' ORDER BY seq LIMIT 1").fetchone()
@@ -46,20 +46,28 @@ def bench_mcp(origin_home: Path, home: Path, n: int = 200) -> dict:
     env = {**os.environ, "ORIGIN_HOME": str(origin_home), "HOME": str(home)}
     params = StdioServerParameters(command=SERVER[0], args=SERVER[1:], env=env, cwd=str(ROOT))
 
-    async def run() -> list[float]:
-        async with Client(params) as client:
-            await client.call_tool("get", {"ids": [row[0]]})  # warm-up, and the first freshness sync
-            times = []
-            for _ in range(n):
-                t0 = time.perf_counter()
-                result = await client.call_tool("get", {"ids": [row[0]]})
-                times.append(time.perf_counter() - t0)
-                assert not result.is_error, result.content[0].text
-            return times
+    async def timed(client, tool: str, args: dict) -> list[float]:
+        await client.call_tool(tool, args)  # warm-up (the first call also waits for a freshness sync)
+        times = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            result = await client.call_tool(tool, args)
+            times.append(time.perf_counter() - t0)
+            assert not result.is_error, result.content[0].text
+        return times
 
-    gets = anyio.run(run)
-    return {"get_calls": n, "get_p50_ms": _ms(gets, 0.5), "get_p95_ms": _ms(gets, 0.95),
-            "sync_nochange_p50_ms": _ms(syncs, 0.5), "sync_runs": len(syncs)}
+    async def run() -> tuple[list[float], list[float]]:
+        async with Client(params) as client:
+            gets = await timed(client, "get", {"ids": [row[0]]})
+            searches = await timed(client, "search", {"query": query, "scope": "events"}) if query else []
+            return gets, searches
+
+    gets, searches = anyio.run(run)
+    out = {"get_calls": n, "get_p50_ms": _ms(gets, 0.5), "get_p95_ms": _ms(gets, 0.95),
+           "sync_nochange_p50_ms": _ms(syncs, 0.5), "sync_runs": len(syncs)}
+    if searches:
+        out.update(search_p50_ms=_ms(searches, 0.5), search_p95_ms=_ms(searches, 0.95))
+    return out
 
 
 if __name__ == "__main__":

@@ -117,3 +117,16 @@ def test_corrupt_database_file_gives_a_clear_error(tmp_path):
     (home / "origin.db").write_bytes(b"this is not a database" * 100)
     with pytest.raises(origin.StoreError, match="not a usable Origin store"):
         origin.open_store(home)
+
+
+def test_the_event_index_stays_in_step_with_the_events(claude_root, store):
+    origin.sync(store)
+    c = store.conn
+    c.execute("INSERT INTO event_fts (event_fts) VALUES ('integrity-check')")
+    indexed = c.execute("SELECT count(*) FROM event WHERE indexed = 1").fetchone()[0]
+    assert indexed > 0
+    assert c.execute("SELECT count(*) FROM event_fts_docsize").fetchone()[0] == indexed
+    # A second sync of the same logs adds neither events nor index rows.
+    origin.sync(store)
+    assert c.execute("SELECT count(*) FROM event_fts_docsize").fetchone()[0] == indexed
+    assert not c.execute("SELECT 1 FROM sqlite_master WHERE name = 'event_fts_insert'").fetchone()

@@ -1019,15 +1019,6 @@ def _prepare(adapter, sf: SourceFile, basis: tuple) -> _Prepared | None:
     return _Prepared(basis, data, items, n, errors, state)
 
 
-def _same_bytes(path: str, offset: int, data: bytes) -> bool:
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(offset)
-            return fh.read(len(data)) == data
-    except OSError:
-        return False
-
-
 def _tail_hashes(store: Store, mirror: str, size: int) -> tuple[str, str]:
     path = store.home / mirror
     with open(path, "rb") as fh:
@@ -1080,7 +1071,7 @@ def ingest_file(store: Store, adapter, sf: SourceFile) -> FileResult:
     return res
 
 
-def ingest_files(store: Store, items: list, durable: _Durable) -> list[FileResult]:
+def ingest_files(store: Store, items: list, durable: _Durable, sigs: list | None = None) -> list[FileResult]:
     """Bring a group of source files up to date in one write transaction.
 
     ``items`` are (adapter, SourceFile, prepared) where prepared is None or a
@@ -1090,11 +1081,14 @@ def ingest_files(store: Store, items: list, durable: _Durable) -> list[FileResul
     ingested under one BEGIN IMMEDIATE, each inside a savepoint: a file that
     fails rolls back alone, and processes that sync at once take turns and
     never ingest the same bytes twice.  A file found rewritten in between
-    is marked ``retry``.
+    is marked ``retry``.  ``sigs`` are the files' stat signatures if the
+    caller just took them (a signature older than the bytes read is safe:
+    the next sync looks again).
     """
     conn = store.conn
     results = [FileResult() for _ in items]
-    sigs = [stat_signature(sf.path, sf.kind) for _, sf, _ in items]
+    if sigs is None:
+        sigs = [stat_signature(sf.path, sf.kind) for _, sf, _ in items]
     with transaction(conn):
         for i, (adapter, sf, _) in enumerate(items):
             if sigs[i] is None:
@@ -1156,7 +1150,7 @@ def _ingest_one(store: Store, adapter, sf: SourceFile, sig: str, res: FileResult
     if sf.kind == "log" and _is_rewritten(row, sf, _log_size(sf, sig)):
         res.retry = True  # rewritten since its generation was chosen
         return
-    settled = _settled(sf)
+    settled = _settled(sig)
     # A database may hold back unfinished rows, and a log may end in an open
     # block: until the source is quiet, leave its signature unrecorded so the
     # next sync visits it again.
@@ -1165,12 +1159,14 @@ def _ingest_one(store: Store, adapter, sf: SourceFile, sig: str, res: FileResult
         _ingest_export(store, adapter, sf, row, keep, res, durable)
     else:
         _ingest_log(store, adapter, sf, row, keep, res, durable, flush=settled,
-                    prepared=prepared() if prepared is not None else None)
+                    prepared=prepared() if prepared is not None else None,
+                    mtime=int(sig.split(":")[1]) // 1_000_000)
     _crash_point("before-commit")
 
 
 def _finish_file(store: Store, adapter, sf: SourceFile, row: sqlite3.Row, sig: str | None, res: FileResult,
-                 writer: _EventWriter, state: dict, new_bytes: int, new_lines: int, errors: list) -> None:
+                 writer: _EventWriter, state: dict, new_bytes: int, new_lines: int, errors: list,
+                 edges: "_Edges | None" = None) -> None:
     """Record events, sessions, cursor and sync_log in the open transaction."""
     conn = store.conn
     writer.flush()
@@ -1179,14 +1175,18 @@ def _finish_file(store: Store, adapter, sf: SourceFile, row: sqlite3.Row, sig: s
     res.parse_errors = len(errors)
     res.bytes_added = new_bytes
     res.lines = new_lines
-    kept = conn.execute("SELECT count(*) FROM parse_error WHERE raw_file_id = ?", (row["id"],)).fetchone()[0]
-    for line, reason in errors[: max(0, PARSE_ERRORS_KEPT - kept)]:
-        conn.execute("INSERT OR IGNORE INTO parse_error VALUES (?, ?, ?)", (row["id"], line, reason))
+    if errors:
+        kept = conn.execute("SELECT count(*) FROM parse_error WHERE raw_file_id = ?", (row["id"],)).fetchone()[0]
+        for line, reason in errors[: max(0, PARSE_ERRORS_KEPT - kept)]:
+            conn.execute("INSERT OR IGNORE INTO parse_error VALUES (?, ?, ?)", (row["id"], line, reason))
     refresh_sessions(conn, adapter.name, writer.sessions, writer.infos)
     total = row["bytes_ingested"] + new_bytes
     head, tail = row["head_hash"], row["tail_hash"]
     if new_bytes:
-        head, tail = _tail_hashes(store, row["mirror"], total)
+        if edges is not None:
+            head, tail = edges.hashes(store, row["mirror"], total, row["head_hash"])
+        else:
+            head, tail = _tail_hashes(store, row["mirror"], total)
     unknown = int(state.pop("unknown", 0) or 0)
     conn.execute(
         "UPDATE raw_file SET bytes_ingested = ?, lines_ingested = ?, head_hash = ?, tail_hash = ?, src_sig = ?, "
@@ -1219,43 +1219,42 @@ def _mtime_ms(path: str) -> int | None:
         return None
 
 
-def _settled(sf: SourceFile) -> bool:
+def _settled(sig: str) -> bool:
     """True when neither the source nor its WAL changed for QUIET_MS."""
-    newest = 0
-    for p in (sf.path, sf.path + "-wal") if sf.kind == "db" else (sf.path,):
-        try:
-            newest = max(newest, os.stat(p).st_mtime_ns // 1_000_000)
-        except OSError:
-            pass
+    newest = max(int(part.split(":")[1]) for part in sig.split("|")) // 1_000_000
     return now_ms() - newest >= QUIET_MS
 
 
 def _ingest_log(store: Store, adapter, sf: SourceFile, row: sqlite3.Row, sig: str | None, res: FileResult,
-                durable: _Durable, flush: bool = False, prepared: _Prepared | None = None) -> None:
+                durable: _Durable, flush: bool = False, prepared: _Prepared | None = None,
+                mtime: int | None = None) -> None:
     """Append the new complete lines of a log file to its mirror and parse them."""
     writer = _EventWriter(store.conn, adapter.name, row["id"])
     state = _load_state(adapter, sf, row)
     errors: list = []
-    mtime = _mtime_ms(sf.path)
     cursor, lines = row["bytes_ingested"], row["lines_ingested"]
     appended = 0
+    edges = _Edges(cursor)
     mirror = _open_mirror(store, row)
     try:
-        if (prepared is not None and prepared.basis == (cursor, lines, row["parse_state"])
-                and _same_bytes(sf.path, cursor, prepared.data)):
-            mirror.write(prepared.data)
-            _crash_point("mirror-appended")
-            for item, ln, off in prepared.items:
-                try:
-                    writer.add(item, ln, off)
-                except ParseError as e:
-                    errors.append((ln, str(e)[:300]))
-            errors.extend(prepared.errors)
-            state = prepared.state
-            lines += prepared.lines
-            appended = len(prepared.data)
         with LineReader(sf.path, sf.compressed) as reader:
-            reader.seek(cursor + appended)
+            reader.seek(cursor)
+            if prepared is not None and prepared.basis == (cursor, lines, row["parse_state"]):
+                if reader.read(len(prepared.data)) == prepared.data:
+                    mirror.write(prepared.data)
+                    edges.add(prepared.data)
+                    _crash_point("mirror-appended")
+                    for item, ln, off in prepared.items:
+                        try:
+                            writer.add(item, ln, off)
+                        except ParseError as e:
+                            errors.append((ln, str(e)[:300]))
+                    errors.extend(prepared.errors)
+                    state = prepared.state
+                    lines += prepared.lines
+                    appended = len(prepared.data)
+                else:  # the file changed since it was read ahead
+                    reader.seek(cursor)
             carry = b""
             while True:
                 try:
@@ -1272,6 +1271,7 @@ def _ingest_log(store: Store, adapter, sf: SourceFile, row: sqlite3.Row, sig: st
                     continue
                 complete, carry = data[: cut + 1], data[cut + 1 :]
                 mirror.write(complete)
+                edges.add(complete)
                 _crash_point("mirror-appended")
                 lines += _parse_lines(adapter, sf, writer.add, state, complete, lines, cursor + appended, mtime, errors)
                 appended += len(complete)
@@ -1287,7 +1287,34 @@ def _ingest_log(store: Store, adapter, sf: SourceFile, row: sqlite3.Row, sig: st
         mirror.close()
         raise
     durable.add(mirror)
-    _finish_file(store, adapter, sf, row, sig, res, writer, state, appended, lines - row["lines_ingested"], errors)
+    _finish_file(store, adapter, sf, row, sig, res, writer, state, appended, lines - row["lines_ingested"], errors,
+                 edges)
+
+
+class _Edges:
+    """Keep the first and last HASH_WINDOW bytes of what is appended.
+
+    The cursor's head and tail hashes can then usually be computed without
+    reading the mirror back.
+    """
+
+    def __init__(self, cursor: int):
+        self.cursor = cursor
+        self.head = b""
+        self.tail = b""
+
+    def add(self, data: bytes) -> None:
+        if self.cursor == 0 and len(self.head) < HASH_WINDOW:
+            self.head += data[: HASH_WINDOW - len(self.head)]
+        self.tail = (self.tail + data[-HASH_WINDOW:])[-HASH_WINDOW:]
+
+    def hashes(self, store: Store, mirror: str, total: int, old_head: str | None) -> tuple[str, str]:
+        head_ok = self.cursor == 0 or self.cursor >= HASH_WINDOW
+        tail_ok = len(self.tail) >= min(HASH_WINDOW, total)
+        if not (head_ok and tail_ok):
+            return _tail_hashes(store, mirror, total)
+        head = hashlib.sha256(self.head).hexdigest() if self.cursor == 0 else old_head
+        return head, hashlib.sha256(self.tail[-min(HASH_WINDOW, total):]).hexdigest()
 
 
 def _ingest_export(store: Store, adapter, sf: SourceFile, row: sqlite3.Row, sig: str | None,
@@ -1379,7 +1406,7 @@ def sync(store: Store, *, env: dict | None = None, home: Path | None = None, sou
             continue
         if changed_since is not None and int(sig.split(":")[1]) // 1_000_000 < changed_since:
             continue
-        todo.append((adapter, sf, basis))
+        todo.append((adapter, sf, basis, sig))
     done = done_bytes = 0
     with ThreadPoolExecutor(max_workers=1) as parse_pool, ThreadPoolExecutor(max_workers=1) as sync_pool:
         durable = _Durable(sync_pool)
@@ -1389,20 +1416,20 @@ def sync(store: Store, *, env: dict | None = None, home: Path | None = None, sou
             def get() -> _Prepared | None:
                 f, futures[i] = futures[i], False  # let go of the parsed lines once used
                 if i + 1 < len(todo) and futures[i + 1] is None:
-                    futures[i + 1] = parse_pool.submit(_prepare, *todo[i + 1])
+                    futures[i + 1] = parse_pool.submit(_prepare, *todo[i + 1][:3])
                 return f.result() if f else None
             return get
 
         if todo:
-            futures[0] = parse_pool.submit(_prepare, *todo[0])
+            futures[0] = parse_pool.submit(_prepare, *todo[0][:3])
         for group in _groups(todo):
             attempts = 0
             while group:
                 items = [(todo[i][0], todo[i][1], prepared(i) if attempts == 0 else None) for i in group]
-                results = ingest_files(store, items, durable)
+                results = ingest_files(store, items, durable, [todo[i][3] for i in group] if attempts == 0 else None)
                 retry = []
                 for i, res in zip(group, results):
-                    adapter, sf, _ = todo[i]
+                    adapter, sf = todo[i][:2]
                     if res.retry and attempts < 2:
                         retry.append(i)
                         continue
@@ -1426,9 +1453,8 @@ def _groups(todo: list) -> Iterator[list[int]]:
     """
     group: list[int] = []
     size = 0
-    for i, (_adapter, sf, basis) in enumerate(todo):
-        sig = stat_signature(sf.path, sf.kind)
-        pending = max(0, int(sig.split(":", 1)[0]) - basis[0]) if sig else 0
+    for i, (_adapter, _sf, basis, sig) in enumerate(todo):
+        pending = max(0, int(sig.split(":", 1)[0]) - basis[0])
         if group and (size + pending > GROUP_BYTES or len(group) >= GROUP_FILES):
             yield group
             group, size = [], 0

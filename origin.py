@@ -1390,22 +1390,24 @@ def sync(store: Store, *, env: dict | None = None, home: Path | None = None, sou
     src = set(sources) if sources else None
     files = list(discover_all(env, home, src))
     known = {}
-    for r in store.conn.execute(
-        "SELECT source, path, src_sig, bytes_ingested, lines_ingested, parse_state FROM raw_file ORDER BY generation"
-    ):
-        known[(r["source"], r["path"])] = (r["src_sig"], (r["bytes_ingested"], r["lines_ingested"], r["parse_state"]))
+    for r in store.conn.execute("SELECT id, source, path, src_sig FROM raw_file ORDER BY generation"):
+        known[(r[1], r[2])] = (r[3], r[0])
     todo = []
     for adapter, sf in files:
         report.sources.setdefault(adapter.name, {"files": 0, "bytes_added": 0, "events_added": 0, "parse_errors": 0})
         sig = stat_signature(sf.path, sf.kind)
         if sig is None:
             continue
-        last_sig, basis = known.get((adapter.name, sf.path), (None, (0, 0, None)))
+        last_sig, row_id = known.get((adapter.name, sf.path), (None, None))
         if last_sig == sig:
             report.sources[adapter.name]["files"] += 1
             continue
         if changed_since is not None and int(sig.split(":")[1]) // 1_000_000 < changed_since:
             continue
+        basis = (0, 0, None)
+        if row_id is not None:
+            basis = tuple(store.conn.execute(
+                "SELECT bytes_ingested, lines_ingested, parse_state FROM raw_file WHERE id = ?", (row_id,)).fetchone())
         todo.append((adapter, sf, basis, sig))
     done = done_bytes = 0
     with ThreadPoolExecutor(max_workers=1) as parse_pool, ThreadPoolExecutor(max_workers=1) as sync_pool:

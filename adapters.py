@@ -63,6 +63,10 @@ class ParseError(ValueError):
     """A line that cannot be read: counted and skipped, never fatal."""
 
 
+class UnreadableSource(Exception):
+    """An agent's store could not be read this time; the message says why."""
+
+
 @dataclass(frozen=True, slots=True)
 class SourceFile:
     """One file (or database) an agent keeps, as discovery found it.
@@ -1095,7 +1099,15 @@ def _codex_rollouts(folder: Path) -> list[Path]:
     if not folder.is_dir():
         return []
     found = []
-    for dirpath, dirs, names in os.walk(folder):
+    seen: set[str] = set()
+    # Symlinked date folders are followed; a folder already walked (a link
+    # loop, or two links to one place) is not entered again.
+    for dirpath, dirs, names in os.walk(folder, followlinks=True):
+        real = os.path.realpath(dirpath)
+        if real in seen:
+            dirs[:] = []
+            continue
+        seen.add(real)
         dirs.sort()
         for name in sorted(names):
             if name.startswith("rollout-") and name.endswith((".jsonl", ".jsonl.zst")):
@@ -1130,6 +1142,8 @@ _GROK_QUIET_PREFIXES = ("auto_compact_", "memory_")
 #: being joined, and the number of tool calls waiting for their end.  The
 #: whole text always stays in the mirror, which the event's lines point to.
 GROK_PENDING_MAX = 100_000
+#: Characters of an open Cursor TXT block kept in the parse state.
+CURSOR_BLOCK_MAX = 20_000
 GROK_OPEN_TOOLS_MAX = 32
 
 
@@ -1513,21 +1527,23 @@ class _Changed(Exception):
 def read_agent_db(path: str, reader: Callable[[sqlite3.Connection], Any]) -> Any:
     """Run reader on a read-only, consistent view of an agent's database.
 
-    Return what reader returns, or None when the database stayed busy,
-    locked, changing or unreadable through every attempt: the caller skips
-    it this time.  The agent's files are never written, and no -wal, -shm or
-    -journal file is left next to them.
+    Return what reader returns, or None when the database is gone.  When it
+    stays busy, locked, changing or unreadable through every attempt, raise
+    ``UnreadableSource`` with the reason: ingest reports it and tries again
+    at the next sync.  The agent's files are never written, and no -wal,
+    -shm or -journal file is left next to them.
     """
     if not os.path.isfile(path):
         return None
+    last: Exception | None = None
     for attempt in range(DB_ATTEMPTS):
         if attempt:
             time.sleep(DB_RETRY_S * attempt)
         try:
             return _read_db_once(Path(path), reader)
-        except (sqlite3.Error, OSError, _Changed):
-            continue
-    return None
+        except (sqlite3.Error, OSError, _Changed) as e:
+            last = e
+    raise UnreadableSource(f"cannot read {path} ({type(last).__name__}: {last}); will try again next sync")
 
 
 def _read_db_once(db: Path, reader: Callable[[sqlite3.Connection], Any]) -> Any:
@@ -2551,7 +2567,11 @@ def _cursor_txt_line(line: str, ctx: Context) -> list:
         role = st.get("role")
         _txt_open(ctx, "u" if role == "user" else "a" if role else "?", line)
         return []
-    block["lines"].append(line)
+    # The whole block stays in the mirror; the state keeps only what the
+    # event's text can hold, so a huge tool output cannot bloat the cursor.
+    if block.get("size", 0) < CURSOR_BLOCK_MAX:
+        block["lines"].append(line[: CURSOR_BLOCK_MAX])
+        block["size"] = block.get("size", 0) + min(len(line), CURSOR_BLOCK_MAX) + 1
     block["span"] = ctx.lineno - block["line"] + 1
     return []
 
@@ -2650,6 +2670,8 @@ class ZCode(Adapter):
                                 agent_version=_str(obj.get("version")), parent=_str(obj.get("parent")))]
         if obj.get("t") == "message" and _str(obj.get("session")):
             return _zcode_message(obj, ctx)
+        if obj.get("t") == "unreadable":
+            raise ParseError(f"row {obj.get('key')} could not be exported: {obj.get('reason')}")
         return _unknown(ctx)
 
     def export(self, f: SourceFile, known: Mapping[str, str], now_ms: int) -> Iterator[tuple[str, str, str]]:
@@ -2676,33 +2698,47 @@ def _zcode_lines(conn: sqlite3.Connection, known: Mapping[str, str], now_ms: int
     # sequence is the next best order.
     order = ("time_created, id" if "time_created" in mcols
              else "session_id, sequence, id" if "sequence" in mcols else "session_id, id")
-    messages = [dict(zip(mcols, r)) for r in conn.execute(f"SELECT * FROM message ORDER BY {order}")]
+    messages = [{k: _scalar(v) for k, v in zip(mcols, r)} for r in conn.execute(f"SELECT * FROM message ORDER BY {order}")]
     pcols = _columns(conn, "part") if "part" in tables else []
     has_parts = {"id", "message_id"} <= set(pcols)
     part_order = "sequence" if "sequence" in pcols else "id"
     for m in messages:
-        parts = ([dict(zip(pcols, r)) for r in conn.execute(
-            f"SELECT * FROM part WHERE message_id = ? ORDER BY {part_order}, id", (m["id"],))]
-            if has_parts else [])
-        raw = m.get("data")
-        digest = _digest(_as_str(raw), *(f"{p['id']}\x00{_as_str(p.get('data'))}" for p in parts))
-        key = f"msg:{m['id']}"
-        if known.get(key) == digest:
-            continue
-        data = _loads(raw)
-        pdata = [_loads(p.get("data")) for p in parts]
-        session = sessions.get(m["session_id"], {})
-        if not _zcode_finished(_dict(data), m, parts, pdata, session, now_ms):
-            continue
-        line = {"t": "message", "id": m["id"], "session": m["session_id"], "cwd": session.get("directory"),
-                "row": {k: _scalar(v) for k, v in m.items() if k not in ("id", "session_id", "data")},
-                "parts": [_zcode_part(p, d) for p, d in zip(parts, pdata)]}
-        if isinstance(data, dict):
-            line["data"] = data
-        elif raw is not None:
-            line["data_raw"] = _as_str(raw)
-        out.append((key, digest, _line({k: v for k, v in line.items() if v is not None})))
+        try:
+            out.extend(_zcode_message_line(conn, m, sessions, pcols, has_parts, part_order, known, now_ms))
+        except (TypeError, ValueError, sqlite3.Error) as e:
+            # One malformed row must not hide the rest: it is recorded in the
+            # mirror as unreadable, and parsing counts it as an error.
+            key = f"msg:{_as_str(m.get('id'))}"
+            reason = f"{type(e).__name__}: {e}"[:200]
+            if known.get(key) != _digest(reason):
+                out.append((key, _digest(reason), _line({"t": "unreadable", "key": key, "reason": reason})))
     return out
+
+
+def _zcode_message_line(conn, m: dict, sessions: dict, pcols: list, has_parts: bool, part_order: str,
+                        known: Mapping[str, str], now_ms: int) -> list:
+    """Return the export tuple of one finished, changed message (or none)."""
+    parts = ([dict(zip(pcols, r)) for r in conn.execute(
+        f"SELECT * FROM part WHERE message_id = ? ORDER BY {part_order}, id", (m["id"],))]
+        if has_parts else [])
+    raw = m.get("data")
+    digest = _digest(_as_str(raw), *(f"{p['id']}\x00{_as_str(p.get('data'))}" for p in parts))
+    key = f"msg:{m['id']}"
+    if known.get(key) == digest:
+        return []
+    data = _loads(raw)
+    pdata = [_loads(p.get("data")) for p in parts]
+    session = sessions.get(m["session_id"], {})
+    if not _zcode_finished(_dict(data), m, parts, pdata, session, now_ms):
+        return []
+    line = {"t": "message", "id": m["id"], "session": m["session_id"], "cwd": session.get("directory"),
+            "row": {k: v for k, v in m.items() if k not in ("id", "session_id", "data")},
+            "parts": [_zcode_part(p, d) for p, d in zip(parts, pdata)]}
+    if isinstance(data, dict):
+        line["data"] = data
+    elif raw is not None:
+        line["data_raw"] = _as_str(raw)
+    return [(key, digest, _line({k: v for k, v in line.items() if v is not None}))]
 
 
 def _zcode_sessions(conn: sqlite3.Connection) -> dict[str, dict]:
@@ -2712,7 +2748,7 @@ def _zcode_sessions(conn: sqlite3.Connection) -> dict[str, dict]:
         return {}
     order = "time_created, id" if "time_created" in cols else "id"
     rows = conn.execute(f"SELECT {', '.join(cols)} FROM session ORDER BY {order}")
-    return {r[0]: dict(zip(cols, r)) for r in rows}
+    return {_scalar(r[0]): {c: _scalar(v) for c, v in zip(cols, r)} for r in rows}
 
 
 def _zcode_part(row: dict, data: Any) -> dict:

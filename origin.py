@@ -76,7 +76,7 @@ HASH_WINDOW = 4096
 READ_CHUNK = 1 << 20
 #: WAL pages between automatic checkpoints, and the size the WAL is cut to.
 WAL_CHECKPOINT_PAGES = 10_000
-WAL_SIZE_LIMIT = 64 * 1024 * 1024
+WAL_SIZE_LIMIT = 4 * 1024 * 1024
 #: FTS5 merge settings: merge 16 segments of a level at a time (the default,
 #: 4, re-merges the index after nearly every per-file commit of an ingest).
 FTS_AUTOMERGE = 16
@@ -94,8 +94,13 @@ PARSE_ERRORS_KEPT = 50
 #: Default and maximum list sizes.
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 200
+#: Longest query accepted, in characters and in words.
+MAX_QUERY = 1000
+MAX_TERMS = 32
 #: Characters of context around a search hit.
 SNIPPET_CHARS = 160
+#: Most events one session's timeline lists.
+SESSION_EVENTS_MAX = 1000
 #: Default timeline window in days.
 TIMELINE_DAYS = 7
 #: Entry kinds.
@@ -181,7 +186,9 @@ def iso_local(ms: int | None) -> str | None:
         return None
 
 
-_REL_TIME = re.compile(r"^(\d+)\s*([smhdw])$")
+_REL_TIME = re.compile(r"^(\d{1,15})\s*([smhdw])$")
+#: The oldest age accepted in --since/--until (about 500 years).
+MAX_AGE_MS = 500 * 366 * 86400 * 1000
 
 
 def parse_when(value: str | None, *, field_name: str = "time") -> int | None:
@@ -192,7 +199,10 @@ def parse_when(value: str | None, *, field_name: str = "time") -> int | None:
     m = _REL_TIME.match(v)
     if m:
         unit = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}[m.group(2)]
-        return now_ms() - int(m.group(1)) * unit * 1000
+        age = int(m.group(1)) * unit * 1000
+        if age > MAX_AGE_MS:
+            raise UsageError(f"{field_name} {value!r} is too far back: at most about 500 years")
+        return now_ms() - age
     try:
         d = dt.datetime.fromisoformat(v.replace("Z", "+00:00"))
     except ValueError:
@@ -201,7 +211,10 @@ def parse_when(value: str | None, *, field_name: str = "time") -> int | None:
             "2026-11-02T14:00) or an age such as 7d, 24h, 30m"
         ) from None
     if d.tzinfo is None:
-        d = d.astimezone()  # a bare date or time means local time
+        try:
+            d = d.astimezone()  # a bare date or time means local time
+        except (OverflowError, OSError, ValueError):
+            d = d.replace(tzinfo=dt.timezone.utc)
     return int(d.timestamp() * 1000)
 
 
@@ -613,8 +626,8 @@ def open_store(home: Path | None = None) -> Store:
         # that records them, so a lost commit is re-derived on the next sync.
         conn.execute("PRAGMA synchronous = NORMAL")
         # Checkpoint every ~40 MB of WAL instead of 4 MB: a bulk ingest then
-        # copies each page to the database far fewer times.  The limit keeps
-        # the WAL file from staying large once checkpointed.
+        # copies each page to the database far fewer times.  The size limit
+        # cuts the WAL file back once it restarts after a checkpoint.
         conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_CHECKPOINT_PAGES}")
         conn.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT}")
         conn.execute("PRAGMA foreign_keys = ON")
@@ -793,6 +806,8 @@ def _is_rewritten(row: sqlite3.Row, sf: SourceFile, size: int | None) -> bool:
             return True
         tail_start = max(0, cur - HASH_WINDOW)
         return _hash_range(opener, tail_start, cur) != row["tail_hash"]
+    except OSError:
+        raise  # unreadable now (permissions, vanished): reported, never a new generation
     except Exception:  # a truncated or corrupt compressed stream: treat as rewritten
         return True
 
@@ -1393,11 +1408,17 @@ def sync(store: Store, *, env: dict | None = None, home: Path | None = None, sou
     for r in store.conn.execute("SELECT id, source, path, src_sig FROM raw_file ORDER BY generation"):
         known[(r[1], r[2])] = (r[3], r[0])
     todo = []
+    seen: set[tuple[str, str]] = set()
     for adapter, sf in files:
         report.sources.setdefault(adapter.name, {"files": 0, "bytes_added": 0, "events_added": 0, "parse_errors": 0})
         sig = stat_signature(sf.path, sf.kind)
         if sig is None:
             continue
+        # One file reached through symlinks under several names has one
+        # signature (size, mtime, inode): archive it once, under the first name.
+        if (adapter.name, sig) in seen:
+            continue
+        seen.add((adapter.name, sig))
         last_sig, row_id = known.get((adapter.name, sf.path), (None, None))
         if last_sig == sig:
             report.sources[adapter.name]["files"] += 1
@@ -1443,6 +1464,12 @@ def sync(store: Store, *, env: dict | None = None, home: Path | None = None, sou
                 group, attempts = retry, attempts + 1
             if progress:
                 progress(done, len(todo), done_bytes)
+    if todo:
+        # Copy what this sync wrote into the database now, without waiting
+        # for readers (PASSIVE): the next write can then restart the WAL and
+        # cut it to WAL_SIZE_LIMIT, even while an MCP server keeps a
+        # connection open for hours.
+        store.conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
     return report
 
 
@@ -1534,6 +1561,49 @@ def _like_escape(s: str) -> str:
     return s.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
+def _source_shape(s: Any) -> tuple[str | None, str | None]:
+    """Check one source's form; return its (event id, cleaned quote)."""
+    if not isinstance(s, dict):
+        raise UsageError("each source is an object with 'event' and/or 'quote'")
+    event_id, quote = s.get("event"), s.get("quote")
+    if event_id is not None and not isinstance(event_id, str):
+        raise UsageError("a source's event must be an event id string")
+    if quote is not None:
+        if not isinstance(quote, str):
+            raise UsageError("a source's quote must be a string")
+        quote = clean_text(quote.strip())
+        if len(quote) > MAX_QUOTE:
+            raise UsageError(f"a quote is at most {MAX_QUOTE} characters; cite a shorter exact passage")
+        if len(squash(quote)) < MIN_QUOTE:
+            raise UsageError(f"a quote needs at least {MIN_QUOTE} non-space characters")
+    if not event_id and not quote:
+        raise UsageError("each source needs an event id, a quote, or both")
+    return event_id, quote
+
+
+def precheck_entry(*, text: Any, author: Any, sources: Any, kind: Any = None, confidence: Any = None,
+                   project: Any = None, valid_from: Any = None, valid_to: Any = None,
+                   correcting: bool = False) -> None:
+    """Refuse a malformed remember or correct before anything is synced.
+
+    The surfaces sync before these writes (so a quote from moments ago can
+    be cited); checking the request's form first means a refused request
+    writes nothing at all.
+    """
+    if kind is None and not correcting:
+        raise UsageError(f"kind must be one of {', '.join(ENTRY_KINDS)}")
+    _check_entry_fields(kind or ENTRY_KINDS[0], text, 1.0 if confidence is None else confidence,
+                        valid_from, valid_to)
+    _check_name(author, "author", required=True)
+    _check_name(project, "project", required=False)
+    if sources is None and correcting:
+        return
+    if not isinstance(sources, list) or not sources:
+        raise UsageError("an entry needs at least one source: an event id, a quote from a message, or both")
+    for src in sources:
+        _source_shape(src)
+
+
 def resolve_sources(conn: sqlite3.Connection, sources: list[dict]) -> list[tuple[str, str | None]]:
     """Check each source (event id and/or quote) and return (event id, quote) pairs."""
     if not isinstance(sources, list) or not sources:
@@ -1541,21 +1611,7 @@ def resolve_sources(conn: sqlite3.Connection, sources: list[dict]) -> list[tuple
         raise UsageError("an entry needs at least one source: an event id, a quote from a message, or both")
     out: dict[str, str | None] = {}
     for s in sources:
-        if not isinstance(s, dict):
-            raise UsageError("each source is an object with 'event' and/or 'quote'")
-        event_id, quote = s.get("event"), s.get("quote")
-        if event_id is not None and not isinstance(event_id, str):
-            raise UsageError("a source's event must be an event id string")
-        if quote is not None:
-            if not isinstance(quote, str):
-                raise UsageError("a source's quote must be a string")
-            quote = clean_text(quote.strip())
-            if len(quote) > MAX_QUOTE:
-                raise UsageError(f"a quote is at most {MAX_QUOTE} characters; cite a shorter exact passage")
-            if len(squash(quote)) < MIN_QUOTE:
-                raise UsageError(f"a quote needs at least {MIN_QUOTE} non-space characters")
-        if not event_id and not quote:
-            raise UsageError("each source needs an event id, a quote, or both")
+        event_id, quote = _source_shape(s)
         if event_id:
             ev = _visible_event(conn, event_id)
             if quote and squash(quote) not in squash(ev["text"]):
@@ -1958,12 +2014,12 @@ _MESSAGE_KINDS = ("message",)
 _TOOL_KINDS = ("message", "tool_call", "tool_result")
 
 
-def _check_limit(limit: Any) -> int:
+def _check_limit(limit: Any, most: int = MAX_LIMIT) -> int:
     if limit is None:
         return DEFAULT_LIMIT
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise UsageError(f"limit is a whole number from 1 to {MAX_LIMIT}")
-    return min(limit, MAX_LIMIT)
+        raise UsageError(f"limit is a whole number from 1 to {most}")
+    return min(limit, most)
 
 
 def _split_query(query: str) -> tuple[str | None, list[str], list[str]]:
@@ -1973,7 +2029,11 @@ def _split_query(query: str) -> tuple[str | None, list[str], list[str]]:
     are ANDed; a term under three characters cannot use the trigram index and
     becomes a LIKE pattern instead.
     """
+    if len(query) > MAX_QUERY:
+        raise UsageError(f"a query is at most {MAX_QUERY} characters; search for a few distinctive words")
     terms = [t for t in query.split() if t]
+    if len(terms) > MAX_TERMS:
+        raise UsageError(f"a query has at most {MAX_TERMS} words; every word must match, so a few distinctive ones work best")
     longs = [t for t in terms if len(t) >= 3]
     shorts = [t for t in terms if len(t) < 3]
     match = " AND ".join('"' + t.replace('"', '""') + '"' for t in longs) or None
@@ -2104,10 +2164,10 @@ def timeline(store: Store, *, session: str | None = None, since: int | None = No
              limit: int | None = None) -> dict:
     """List sessions active in a window (default 7 days), or one session's events."""
     conn = store.conn
+    if session is not None and (not isinstance(session, str) or not session.strip()):
+        raise UsageError("session is a non-empty session id; list sessions with `origin timeline`")
     if session:
-        if not isinstance(session, str):
-            raise UsageError("session is a session id string")
-        limit = MAX_LIMIT * 5 if limit is None else min(_check_limit(limit) if limit <= MAX_LIMIT else limit, MAX_LIMIT * 5)
+        limit = SESSION_EVENTS_MAX if limit is None else min(_check_limit(limit, SESSION_EVENTS_MAX), SESSION_EVENTS_MAX)
         s = conn.execute("SELECT * FROM session WHERE id = ?" + (" AND source = ?" if source else ""),
                          (session, source) if source else (session,)).fetchone()
         if s is None or not s["events"]:
@@ -2504,14 +2564,7 @@ def mcp_forget(store: Store, args: dict, author: str) -> dict:
     """Run the `forget` tool, or only preview it."""
     if not args.get("preview"):
         return {"done": True, **forget(store, args["id"], reason=args.get("reason"))}
-    plan = plan_forget(store.conn, args["id"])
-    return {
-        "done": False, "target": plan["target"],
-        "would_forget_entries": [{"id": e, "snippet": snippet(get_entry(store, e)["text"], [])}
-                                 for e in plan["entries"]],
-        "would_hide_events": [{"id": e, "snippet": snippet(get_event(store, e)["text"], [])}
-                              for e in plan["events"]],
-    }
+    return {"done": False, **preview_forget(store, args["id"])}
 
 
 @dataclass(frozen=True, slots=True)
@@ -2524,6 +2577,7 @@ class McpTool:
     schema: dict
     run: Callable[[Store, dict, str], dict]
     writes: bool = False  # writes always sync first; reads at most every MCP_SYNC_INTERVAL
+    precheck: Callable[[dict, str], None] | None = None  # refuses bad input before that sync
     read_only: bool = True
     destructive: bool = False
 
@@ -2569,14 +2623,21 @@ MCP_TOOLS = {t.name: t for t in (
         "preference or a way of working. Write one self-contained statement, and cite the exact words it rests "
         "on as a quote; what was said moments ago in this conversation can be cited. Search first so you do not "
         "record something twice; to change an existing entry use `correct`. Returns the new entry and its id.",
-        _REMEMBER_SCHEMA, mcp_remember, writes=True, read_only=False),
+        _REMEMBER_SCHEMA, mcp_remember, writes=True, read_only=False,
+        precheck=lambda a, author: precheck_entry(
+            kind=a["kind"], text=a["text"], sources=a["sources"], author=author, confidence=a.get("confidence"),
+            project=a.get("project"), valid_from=a.get("valid_from"), valid_to=a.get("valid_to"))),
     McpTool(
         "correct", "Supersede an entry with a corrected version",
         "Replace an entry with a corrected version when it is wrong, outdated or incomplete. The old version "
         "stays in the history as superseded; the new one keeps the old sources and adds any you give. Only the "
         "newest version can be corrected: correcting an older one fails and names the newest. Returns the new "
         "entry.",
-        _CORRECT_SCHEMA, mcp_correct, writes=True, read_only=False),
+        _CORRECT_SCHEMA, mcp_correct, writes=True, read_only=False,
+        precheck=lambda a, author: precheck_entry(
+            kind=a.get("kind"), text=a["text"], sources=a.get("sources"), author=author,
+            confidence=a.get("confidence"), project=a.get("project"), valid_from=a.get("valid_from"),
+            valid_to=a.get("valid_to"), correcting=True)),
     McpTool(
         "forget", "Forget an entry or event for good",
         "Forget an entry or an event for good. Use it ONLY when the user explicitly asks to forget something; "
@@ -2698,6 +2759,8 @@ class McpService:
             return f"unknown tool {name!r}; Origin's tools are: {', '.join(MCP_TOOLS)}", True
         try:
             args = check_tool_args(tool, arguments)
+            if tool.precheck is not None:
+                tool.precheck(args, author)
             with self._lock:
                 self._refresh(always=tool.writes)
                 # Invariant 5 (single entry point): every tool is a core operation.
@@ -3418,6 +3481,9 @@ def cmd_remember(args) -> int:
 
     Example: origin remember "We keep SQLite for the archive: one file, no server." --kind memory --quote "keep SQLite"
     """
+    precheck_entry(kind=args.kind, text=args.text, sources=_cli_sources(args), author="user",
+                   confidence=args.confidence, project=args.project, valid_from=args.valid_from,
+                   valid_to=args.valid_to)
     with _open(args) as store:
         sync(store)  # so a quote from moments ago can be cited
         e = remember(store, kind=args.kind, text=args.text, sources=_cli_sources(args), author="user",
@@ -3432,6 +3498,8 @@ def cmd_correct(args) -> int:
 
     Example: origin correct ent_… "We keep SQLite, with WAL, for the archive." --quote "WAL mode"
     """
+    precheck_entry(text=args.text, sources=_cli_sources(args) or None, author="user", confidence=args.confidence,
+                   valid_from=args.valid_from, valid_to=args.valid_to, correcting=True)
     with _open(args) as store:
         sync(store)
         e = correct(store, args.id, text=args.text, author="user", sources=_cli_sources(args) or None,

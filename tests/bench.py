@@ -1,8 +1,13 @@
 """Benchmark: ingest, re-sync and search on a synthetic multi-month corpus.
 
 Run with ``make bench`` (``BENCH_MB`` sets the corpus size, default 200).
-The corpus is generated from a fixed seed and cached under the system temp
-directory, so runs are reproducible and repeat runs skip generation.  Every
+The corpus mixes the agents by share of raw bytes: Claude Code 45 %, Codex
+25 % (a third of its rollouts zstd-compressed, some archived), Grok Build
+15 % and one large Cursor state.vscdb 15 %.  Raw bytes are JSONL as the
+agent wrote it (decompressed for .zst) plus the database files.  It is
+generated from a fixed seed and cached under the system temp directory, so
+runs are reproducible and repeat runs skip generation; so is a separate
+archive of 10,000 small Claude Code files for the re-sync figures.  Every
 figure is measured in this run on this machine, alongside two floors that
 bound it: the rate at which ``json.loads`` reads the same lines, and the
 limit L, the rate at which one SQLite connection inserts exactly the text
@@ -15,7 +20,6 @@ import json
 import os
 import platform
 import random
-import resource
 import shutil
 import sqlite3
 import statistics
@@ -32,10 +36,26 @@ sys.path.insert(0, str(ROOT / "tests"))
 import origin  # noqa: E402
 import corpus  # noqa: E402
 from bench_mcp import bench_mcp  # noqa: E402
-from corpus import write_claude_corpus  # noqa: E402
+from corpus import write_claude_corpus, write_codex_corpus, write_cursor_db, write_grok_corpus  # noqa: E402
 
 SEED = 20261129
-TURNS = (2, 40)  # sessions of ~30 KB to ~600 KB, ~300 KB on average
+#: Bumped whenever a generator changes, so no stale cached corpus is used.
+CORPUS_VERSION = 2
+TURNS = (2, 40)  # Claude Code sessions of ~30 KB to ~600 KB, ~280 KB on average
+CODEX_TURNS = GROK_TURNS = (2, 30)  # ~370 to ~400 KB on average
+BUBBLES = (10, 120)  # bubbles per Cursor conversation, ~400 KB of database each
+#: Each agent's share of the corpus's raw bytes, in the order Origin syncs them.
+SHARES = {"claude-code": 0.45, "codex": 0.25, "cursor": 0.15, "grok": 0.15}
+#: Average raw bytes of one generated file, session or conversation (measured).
+UNIT_BYTES = {"claude-code": 280_000, "codex": 400_000, "cursor": 400_000, "grok": 370_000}
+#: Fewest units per agent, so a small corpus still has zstd and archived rollouts.
+MIN_UNITS = {"claude-code": 10, "codex": 12, "cursor": 5, "grok": 10}
+#: The archive of many small files that the re-sync figures run on.
+SMALL_FILES = 10_000
+#: Variables that point discovery at real logs; the bench clears them.
+AGENT_VARS = ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "GROK_HOME", "ORIGIN_CURSOR_USER_DIR", "ORIGIN_CURSOR_HOME",
+              "ORIGIN_ZCODE_HOME", "APPDATA")
+
 
 def sample_identifier(store: origin.Store) -> str:
     """Return an identifier token that occurs in the corpus (deterministic)."""
@@ -72,46 +92,155 @@ def query_set(identifier: str = "id000000") -> list[tuple[str, str, dict]]:
     ]
 
 
+def units(mb: int, source: str) -> int:
+    """Return how many files (sessions, conversations) give source its share of mb."""
+    return max(MIN_UNITS[source], round(mb * 1_000_000 * SHARES[source] / UNIT_BYTES[source]))
+
+
 def corpus_dir(mb: int) -> Path:
-    """Return a cached corpus of about mb megabytes of Claude Code logs."""
-    d = Path(tempfile.gettempdir()) / f"origin-bench-{mb}mb-{SEED}"
+    """Return a cached mixed corpus of about mb megabytes of raw logs.
+
+    ``home/`` is the HOME of the agents (``.claude``, ``.codex``, ``.grok``);
+    ``cursor/User/`` is the Cursor User folder, for ORIGIN_CURSOR_USER_DIR.
+    """
+    d = Path(tempfile.gettempdir()) / f"origin-bench-mixed{CORPUS_VERSION}-{mb}mb-{SEED}"
     done = d / ".complete"
     if done.exists():
         return d
     shutil.rmtree(d, ignore_errors=True)
-    per_file = 310_000
-    files = max(10, mb * 1_000_000 // per_file)
     t = time.perf_counter()
-    write_claude_corpus(d / "claude", files=files, turns=TURNS, seed=SEED, projects=8)
+    home = d / "home"
+    write_claude_corpus(home / ".claude", files=units(mb, "claude-code"), turns=TURNS, seed=SEED, projects=8)
+    write_codex_corpus(home / ".codex", files=units(mb, "codex"), turns=CODEX_TURNS, seed=SEED + 1, projects=8)
+    write_grok_corpus(home / ".grok", sessions=units(mb, "grok"), turns=GROK_TURNS, seed=SEED + 2, projects=8)
+    write_cursor_db(d / "cursor" / "User" / "globalStorage" / "state.vscdb", composers=units(mb, "cursor"),
+                    bubbles_per_composer=BUBBLES, seed=SEED + 3, projects=8)
     done.write_text("ok")
-    print(f"generated {files} files in {time.perf_counter() - t:.1f} s", file=sys.stderr)
+    print(f"generated the {mb} MB corpus in {time.perf_counter() - t:.1f} s", file=sys.stderr)
     return d
 
 
-def corpus_bytes(d: Path) -> tuple[int, int]:
-    files = [p for p in d.rglob("*.jsonl")]
-    return sum(p.stat().st_size for p in files), len(files)
-
-
-def run_sync(home: Path, user: Path) -> tuple[float, int, dict]:
-    """Sync in a child process; return wall seconds, peak RSS (KB), report."""
-    env = {**os.environ, "ORIGIN_HOME": str(home), "HOME": str(user)}
-    env.pop("CLAUDE_CONFIG_DIR", None)
+def small_corpus_dir() -> Path:
+    """Return a cached archive of SMALL_FILES Claude Code sessions of a few KB each."""
+    d = Path(tempfile.gettempdir()) / f"origin-bench-small{CORPUS_VERSION}-{SMALL_FILES}-{SEED}"
+    done = d / ".complete"
+    if done.exists():
+        return d
+    shutil.rmtree(d, ignore_errors=True)
     t = time.perf_counter()
-    p = subprocess.run([sys.executable, str(ROOT / "origin.py"), "sync", "--json"], env=env,
-                       capture_output=True, text=True)
+    write_claude_corpus(d / "home" / ".claude", files=SMALL_FILES, turns=1, seed=SEED, projects=20,
+                        outputs=(15, 40, 120))
+    done.write_text("ok")
+    print(f"generated {SMALL_FILES} small files in {time.perf_counter() - t:.1f} s", file=sys.stderr)
+    return d
+
+
+def _raw_size(path: Path) -> int:
+    """Return a log's size as the agent wrote it (decompressed for .zst)."""
+    if path.suffix != ".zst":
+        return path.stat().st_size
+    import zstandard
+
+    total = 0
+    with open(path, "rb") as fh, zstandard.ZstdDecompressor().stream_reader(fh, read_across_frames=True) as r:
+        while chunk := r.read(1 << 20):
+            total += len(chunk)
+    return total
+
+
+def source_files(user: Path, cursor_user: Path) -> dict[str, list[Path]]:
+    """Return each agent's source files: the logs, and Cursor's databases."""
+    return {
+        "claude-code": sorted((user / ".claude").rglob("*.jsonl")),
+        "codex": sorted(p for p in (user / ".codex").rglob("rollout-*") if p.is_file()),
+        "cursor": sorted(cursor_user.rglob("state.vscdb")),
+        "grok": sorted((user / ".grok").rglob("updates.jsonl")),
+    }
+
+
+def corpus_sizes(user: Path, cursor_user: Path) -> dict[str, dict]:
+    """Return per agent: files, raw bytes, bytes on disk, raw bytes from .zst."""
+    out = {}
+    for source, files in source_files(user, cursor_user).items():
+        raw = {p: _raw_size(p) for p in files}
+        out[source] = {"files": len(files), "raw": sum(raw.values()), "disk": sum(p.stat().st_size for p in files),
+                       "zst_raw": sum(n for p, n in raw.items() if p.suffix == ".zst"),
+                       "zst_disk": sum(p.stat().st_size for p in files if p.suffix == ".zst")}
+    return out
+
+
+def agent_env(user: Path, cursor_user: Path) -> dict:
+    """Return an environment whose agents' logs are the bench corpus only."""
+    env = {k: v for k, v in os.environ.items() if k not in AGENT_VARS}
+    env.update(HOME=str(user), ORIGIN_CURSOR_USER_DIR=str(cursor_user))
+    return env
+
+
+#: Runs origin.py and prints its own peak RSS as it exits.  The child's
+#: ru_maxrss is no use: Linux folds the parent's peak into it at exec.
+_PEAK_RSS = """
+import atexit, resource, runpy, sys
+def peak():
+    try:
+        kb = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+    except OSError:  # no /proc: the best there is (bytes on macOS)
+        kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // (1024 if sys.platform == "darwin" else 1)
+    sys.stderr.write(f"peak-rss-kb {kb}\\n")
+atexit.register(peak)
+sys.argv = sys.argv[1:]
+sys.path.insert(0, sys.argv[0].rsplit("/", 1)[0])
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def run_sync(home: Path, env: dict, *args: str) -> tuple[float, int, dict]:
+    """Sync in a child process; return wall seconds, its peak RSS (KB), report."""
+    env = {**env, "ORIGIN_HOME": str(home)}
+    t = time.perf_counter()
+    p = subprocess.run([sys.executable, "-c", _PEAK_RSS, str(ROOT / "origin.py"), "sync", "--json", *args],
+                       env=env, capture_output=True, text=True)
     wall = time.perf_counter() - t
     if p.returncode:
         raise SystemExit(p.stderr)
-    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return wall, rss, json.loads(p.stdout)
+    rss = [int(line.split()[1]) for line in p.stderr.splitlines() if line.startswith("peak-rss-kb ")]
+    return wall, rss[-1] if rss else 0, json.loads(p.stdout)
 
 
-def json_floor(d: Path) -> float:
-    """MB/s at which json.loads reads every line of the corpus (one core)."""
+def per_source_times(home: Path, started_ms: int) -> dict[str, float]:
+    """Return the seconds the sync spent on each agent, from its sync_log.
+
+    Sources are ingested one after the other, each file logged as it is
+    done, so an agent's time runs from the previous agent's last file (the
+    start, for the first) to its own last file.
+    """
+    conn = sqlite3.connect(f"file:{home / origin.DB_NAME}?mode=ro", uri=True)
+    try:
+        ends = conn.execute("SELECT f.source, max(l.ts) FROM sync_log l JOIN raw_file f ON f.id = l.raw_file_id "
+                            "GROUP BY f.source ORDER BY max(l.ts)").fetchall()
+    finally:
+        conn.close()
+    out, last = {}, started_ms
+    for source, end in ends:
+        out[source] = max(end - last, 1) / 1000
+        last = end
+    return out
+
+
+def quality(home: Path) -> dict[str, tuple[int, int]]:
+    """Return per agent (parse errors, unknown records) of the whole archive."""
+    conn = sqlite3.connect(f"file:{home / origin.DB_NAME}?mode=ro", uri=True)
+    try:
+        return {r[0]: (r[1], r[2]) for r in conn.execute(
+            "SELECT source, sum(parse_errors), sum(unknown_records) FROM raw_file GROUP BY source")}
+    finally:
+        conn.close()
+
+
+def json_floor(files: list[Path]) -> float:
+    """MB/s at which json.loads reads every line of the plain JSONL logs (one core)."""
     total = 0
     t = time.perf_counter()
-    for p in d.rglob("*.jsonl"):
+    for p in files:
         with open(p, "rb") as fh:
             for line in fh:
                 total += len(line)
@@ -158,46 +287,115 @@ def bench_search(store: origin.Store, reps: int = 15) -> tuple[list[tuple[str, f
     return out, selective
 
 
-def bench_noop(home: Path, user: Path, reps: int = 7) -> float:
-    env = {"HOME": str(user)}
-    times = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        with origin.open_store(home) as s:
-            origin.sync(s, env=env)
-        times.append((time.perf_counter() - t) * 1000)
-    return statistics.median(times)
+def timed_sync(home: Path, env: dict) -> float:
+    """Open the store, sync in this process, close; return milliseconds."""
+    t = time.perf_counter()
+    with origin.open_store(home) as s:
+        origin.sync(s, env=env, home=Path(env["HOME"]))
+    return (time.perf_counter() - t) * 1000
 
 
-def bench_append_one(home: Path, user: Path) -> float:
-    env = {"HOME": str(user)}
-    target = next((user / ".claude").rglob("*.jsonl"))
-    line = target.read_text().splitlines()[-1]
-    rec = json.loads(line)
+def bench_noop(home: Path, env: dict, reps: int = 7) -> float:
+    """Return the median ms of a sync that finds nothing new."""
+    return statistics.median(timed_sync(home, env) for _ in range(reps))
+
+
+def bench_append_one(home: Path, env: dict, reps: int = 5) -> float:
+    """Return the median ms of a sync after one line is appended to one log."""
+    target = next((Path(env["HOME"]) / ".claude").rglob("*.jsonl"))
+    rec = json.loads(target.read_text().splitlines()[-1])
     times = []
-    for i in range(5):
+    for i in range(reps):
         rec["uuid"] = f"bench-append-{time.time_ns()}-{i}"
         with open(target, "a") as fh:
             fh.write(json.dumps(rec) + "\n")
-        t = time.perf_counter()
-        with origin.open_store(home) as s:
-            origin.sync(s, env=env)
-        times.append((time.perf_counter() - t) * 1000)
+        times.append(timed_sync(home, env))
     return statistics.median(times)
+
+
+def bench_touched_db(home: Path, env: dict, db: Path, reps: int = 3) -> float:
+    """Return the median ms of a sync after Cursor rewrote state.vscdb with no new chat.
+
+    A running Cursor writes its database all the time (editor state), so
+    its mtime moves while no bubble changes.  The mtime is put back after.
+    """
+    st = db.stat()
+    times = []
+    try:
+        for _ in range(reps):
+            os.utime(db)
+            times.append(timed_sync(home, env))
+    finally:
+        os.utime(db, ns=(st.st_atime_ns, st.st_mtime_ns))
+    return statistics.median(times)
+
+
+def bench_small_files(work: Path) -> tuple[int, float, float, float]:
+    """Return files, first sync s, median no-op and append-one ms on the small archive."""
+    src = small_corpus_dir()
+    user = work / "small"
+    shutil.copytree(src / "home", user)
+    env = agent_env(user, user / "no-cursor")
+    home = work / "small-origin"
+    t = time.perf_counter()
+    with origin.open_store(home) as s:
+        origin.sync(s, env=env, home=user)
+    first = time.perf_counter() - t
+    files = sum(1 for _ in (user / ".claude").rglob("*.jsonl"))
+    return files, first, bench_noop(home, env), bench_append_one(home, env, reps=7)
+
+
+def table(rows: list[tuple[str, str]]) -> None:
+    """Print the figures as one Markdown table."""
+    width = max(len(r[0]) for r in rows)
+    print()
+    print(f"| {'figure':{width}} | value |")
+    print(f"|{'-' * (width + 2)}|-------|")
+    for name, value in rows:
+        print(f"| {name:{width}} | {value} |")
+
+
+def corpus_rows(sizes: dict, report: dict, times: dict, events: int, wall: float) -> list[tuple[str, str]]:
+    """Return the corpus row and one ingest row per agent."""
+    raw = sum(v["raw"] for v in sizes.values())
+    files = sum(v["files"] for v in sizes.values())
+    parts = []
+    for source, v in sizes.items():
+        part = f"{origin.ADAPTERS[source].display} {v['raw'] / 1e6:.0f} MB"
+        if v["zst_raw"]:
+            part += f" ({v['zst_raw'] / 1e6:.0f} MB of it .zst, {v['zst_disk'] / 1e6:.0f} MB on disk)"
+        parts.append(part)
+    rows = [("corpus", f"{raw / 1e6:.0f} MB raw: {', '.join(parts)}; {files} files, {events} events"),
+            ("initial ingest", f"{raw / 1e6 / wall:.1f} MB/s raw, {events / wall:,.0f} events/s ({wall:.1f} s)")]
+    for source, v in sizes.items():
+        n = report["sources"].get(source, {}).get("events_added", 0)
+        secs = times.get(source)
+        rate = f"{v['raw'] / 1e6 / secs:.1f} MB/s, {n / secs:,.0f} events/s ({secs:.1f} s)" if secs else "not synced"
+        rows.append((f"ingest: {origin.ADAPTERS[source].display}",
+                     f"{v['raw'] / 1e6:.0f} MB raw, {v['files']} files, {n} events: {rate}"))
+    return rows
 
 
 def main() -> None:
     mb = int(os.environ.get("BENCH_MB", "200"))
     src = corpus_dir(mb)
-    raw, nfiles = corpus_bytes(src)
     work = Path(tempfile.mkdtemp(prefix="origin-bench-run-"))
     try:
-        user = work / "user"
-        user.mkdir()
-        # Work on a copy so appends do not change the cached corpus.
-        shutil.copytree(src / "claude", user / ".claude")
+        # Work on a copy so appends do not change the cached corpus; copies
+        # keep the mtimes, so the logs are as settled as the originals.
+        user, cursor = work / "user", work / "cursor" / "User"
+        shutil.copytree(src / "home", user)
+        shutil.copytree(src / "cursor", work / "cursor")
+        for var in AGENT_VARS:
+            os.environ.pop(var, None)
+        os.environ["ORIGIN_CURSOR_USER_DIR"] = str(cursor)  # the MCP server and its syncs find Cursor by it
+        env = agent_env(user, cursor)
+        sizes = corpus_sizes(user, cursor)
+        raw = sum(v["raw"] for v in sizes.values())
         home = work / "home"
-        wall, rss_kb, report = run_sync(home, user)
+        started = origin.now_ms()
+        wall, rss_kb, report = run_sync(home, env)
+        times = per_source_times(home, started)
         events = report["events_added"]
         with origin.open_store(home) as s:
             st = origin.status(s)
@@ -208,23 +406,37 @@ def main() -> None:
             t = time.perf_counter()
             origin.timeline(s, since=origin.parse_when("2026-09-01"), until=origin.parse_when("2026-09-08"))
             tl_ms = (time.perf_counter() - t) * 1000
-        noop = bench_noop(home, user)
-        append_one = bench_append_one(home, user)
-        floor = json_floor(user / ".claude")
+        nfiles = sum(v["files"] for v in sizes.values())
+        noop = bench_noop(home, env)
+        append_one = bench_append_one(home, env)
+        floor = json_floor([p for files in source_files(user, cursor).values() for p in files if p.suffix == ".jsonl"])
         mcp = bench_mcp(home, user, n=100, query=query_set()[3][1])
+        touched = bench_touched_db(home, env, cursor / "globalStorage" / "state.vscdb")
+        # A log streams through in chunks, but a database is exported whole:
+        # its own peak shows what the largest state.vscdb costs.
+        _, cursor_rss_kb, _ = run_sync(work / "cursor-home", env, "--source", "cursor")
+        small_files, small_first, small_noop, small_append = bench_small_files(work)
+        faults = quality(home)
         db_mb = st["db_bytes"] / 1e6
         mirror_mb = sum(p.stat().st_size for p in (home / "raw").rglob("*") if p.is_file()) / 1e6
         rate = raw / 1e6 / wall
-        rows = [
-            ("machine", f"{os.cpu_count()} cores, Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}"),
-            ("corpus", f"{raw / 1e6:.0f} MB raw, {nfiles} files, {events} events"),
-            ("initial ingest", f"{rate:.1f} MB/s raw, {events / wall:,.0f} events/s ({wall:.1f} s)"),
+        machine = f"{os.cpu_count()} cores, Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}"
+        rows = [("machine", machine)]
+        rows += corpus_rows(sizes, report, times, events, wall)
+        rows += [
+            ("parse errors / unknown records", ", ".join(f"{origin.ADAPTERS[k].display} {e}/{u}"
+                                                         for k, (e, u) in sorted(faults.items()))),
             ("limit L (bare FTS5 trigram insert)", f"{l_text:.1f} MB/s of indexed text = {l_raw:.1f} MB/s of raw logs; "
                                                   f"ingest is {rate / l_raw:.2f} x L"),
-            ("json.loads floor", f"{floor:.0f} MB/s"),
+            ("json.loads floor (plain JSONL)", f"{floor:.0f} MB/s"),
             ("peak RSS of the sync process", f"{rss_kb / 1024:.0f} MB"),
+            (f"peak RSS, Cursor alone ({sizes['cursor']['raw'] / 1e6:.0f} MB of state.vscdb)",
+             f"{cursor_rss_kb / 1024:.0f} MB"),
             (f"no-op re-sync ({nfiles} files)", f"{noop:.0f} ms"),
             ("append one line, re-sync", f"{append_one:.0f} ms"),
+            ("re-sync, state.vscdb rewritten, no new chat", f"{touched:.0f} ms"),
+            (f"no-op re-sync ({small_files:,} small files)", f"{small_noop:.0f} ms (first sync {small_first:.1f} s)"),
+            (f"append one line, re-sync ({small_files:,} small files)", f"{small_append:.0f} ms"),
             ("timeline, 7 days", f"{tl_ms:.1f} ms"),
             ("MCP over stdio: get", f"p50 {mcp['get_p50_ms']:.1f} ms, p95 {mcp['get_p95_ms']:.1f} ms"),
             ("MCP over stdio: search (2-term AND)", f"p50 {mcp['search_p50_ms']:.1f} ms, p95 {mcp['search_p95_ms']:.1f} ms"),
@@ -234,12 +446,7 @@ def main() -> None:
             rows.append((f"search: {name}", f"p50 {p50:.1f} ms, p95 {p95:.1f} ms ({n} hits)"))
         rows.append(("search p95 over the selective set", f"{pct(selective, 95):.1f} ms"))
         rows.append(("common term's share of events", f"{share:.0%}"))
-        width = max(len(r[0]) for r in rows)
-        print()
-        print(f"| {'figure':{width}} | value |")
-        print(f"|{'-' * (width + 2)}|-------|")
-        for name, value in rows:
-            print(f"| {name:{width}} | {value} |")
+        table(rows)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -1,16 +1,23 @@
 """Synthetic agent logs shaped like the real fixtures, for tests and the bench.
 
-Every generator is deterministic for a seed: ids are unique, text mixes
-English, CJK and code, and timestamps spread over months.
+Claude Code transcripts, Codex rollouts (plain, zstd-compressed, archived),
+Grok Build update streams and a Cursor global state.vscdb.  Every generator
+is deterministic for a seed: ids are unique, text mixes English, CJK and
+code, and timestamps spread over months, all in the past.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
+import os
 import random
+import sqlite3
+import urllib.parse
 import uuid
 from pathlib import Path
+from typing import NamedTuple
 
 WORDS = (
     "schema migration index cursor mirror ingest search timeline entry forget provenance "
@@ -30,7 +37,10 @@ CODE = [
 ]
 
 
-_SYL = ["ka", "lo", "mi", "ne", "su", "ta", "ri", "po", "ve", "zu", "an", "el", "or", "us", "ix", "qu"]
+#: English letter frequencies (per mille), so generated words share
+#: trigrams the way real words do: a few very common, most rare.
+_LETTERS = "etaoinshrdlcumwfgypbvkjxqz"
+_LETTER_WEIGHTS = [127, 91, 82, 75, 70, 67, 63, 61, 60, 43, 40, 28, 28, 24, 24, 22, 20, 20, 19, 15, 10, 8, 2, 2, 1, 1]
 _VOCAB: list[str] = []
 _CUM: list[float] = []
 
@@ -42,7 +52,7 @@ def _vocab() -> tuple[list[str], list[float]]:
         seen = set(WORDS)
         words = list(WORDS)
         while len(words) < 20000:
-            w = "".join(r.choice(_SYL) for _ in range(r.randint(2, 4)))
+            w = "".join(r.choices(_LETTERS, weights=_LETTER_WEIGHTS, k=r.randint(3, 10)))
             if w not in seen:
                 seen.add(w)
                 words.append(w)
@@ -88,12 +98,14 @@ def _usage(rng: random.Random) -> dict:
                                                            "ephemeral_1h_input_tokens": rng.randint(0, 9000)}}
 
 
-def claude_session_lines(rng: random.Random, session: str, cwd: str, start: dt.datetime, turns: int) -> list[str]:
+def claude_session_lines(rng: random.Random, session: str, cwd: str, start: dt.datetime, turns: int,
+                         outputs: tuple[int, ...] = (15, 40, 120, 600, 1500)) -> list[str]:
     """Return the JSONL lines of one Claude Code session.
 
     The shapes follow real Claude Code 2.1 transcripts: one line per content
     block, usage repeated on every assistant line, thinking with a signature,
     and tool output present twice (``toolUseResult`` and the result block).
+    ``outputs`` are the tool output sizes (in words) to pick from.
     """
     lines = []
     t = start
@@ -126,7 +138,7 @@ def claude_session_lines(rng: random.Random, session: str, cwd: str, start: dt.d
             cmd = rng.choice(CODE)
             emit(assistant([{"type": "tool_use", "id": tid, "name": "Bash", "input": {"command": cmd,
                                                                                        "description": _text(rng, 6)}}]))
-            out = _text(rng, rng.choice((15, 40, 120, 600, 1500)))
+            out = _text(rng, rng.choice(outputs))
             emit({"type": "user", "toolUseResult": {"stdout": out, "stderr": "", "interrupted": False,
                                                     "isImage": False},
                   "message": {"role": "user", "content": [
@@ -135,10 +147,12 @@ def claude_session_lines(rng: random.Random, session: str, cwd: str, start: dt.d
 
 
 def write_claude_corpus(root: Path, *, files: int, turns: int | tuple[int, int], seed: int = 7,
-                        projects: int = 5, start: dt.datetime | None = None) -> list[Path]:
+                        projects: int = 5, start: dt.datetime | None = None,
+                        outputs: tuple[int, ...] = (15, 40, 120, 600, 1500)) -> list[Path]:
     """Write files sessions under root/projects/<slug>/; return their paths.
 
-    ``turns`` is the number of turns per session, or a (low, high) range.
+    ``turns`` is the number of turns per session, or a (low, high) range;
+    ``outputs`` the tool output sizes in words.
     """
     rng = random.Random(seed)
     start = start or dt.datetime(2026, 6, 1, tzinfo=dt.timezone.utc)
@@ -151,8 +165,681 @@ def write_claude_corpus(root: Path, *, files: int, turns: int | tuple[int, int],
         session = _uuid(rng)
         t0 = start + dt.timedelta(hours=rng.randint(0, 24 * 150))
         n = turns if isinstance(turns, int) else rng.randint(*turns)
-        lines = claude_session_lines(rng, session, cwd, t0, n)
+        lines = claude_session_lines(rng, session, cwd, t0, n, outputs)
         p = folder / f"{session}.jsonl"
         p.write_text("\n".join(lines) + "\n", encoding="utf-8")
         out.append(p)
     return out
+
+
+###############################################################################
+# Shared by the other agents' generators #######################################
+###############################################################################
+
+#: Spread of session start times, as for Claude Code: 150 days from start.
+SPAN_HOURS = 24 * 150
+
+
+def _uuid7(rng: random.Random, t: dt.datetime) -> str:
+    """Return a UUIDv7 for time t: the id shape Codex and Grok use since 2025."""
+    ms = int(t.timestamp() * 1000)
+    n = (ms << 80) | (0x7 << 76) | (rng.getrandbits(12) << 64) | (0b10 << 62) | rng.getrandbits(62)
+    return str(uuid.UUID(int=n))
+
+
+def _iso_ms(t: dt.datetime) -> str:
+    return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"
+
+
+def _iso_ns(rng: random.Random, t: dt.datetime) -> str:
+    return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond:06d}{rng.randrange(1000):03d}Z"
+
+
+def _epoch_ms(t: dt.datetime) -> int:
+    return int(t.timestamp() * 1000)
+
+
+def _age(path: Path, t: dt.datetime) -> None:
+    """Set path's mtime to t: a log was last written when its last line was.
+
+    Sources written less than a minute ago count as still being written,
+    so a freshly generated corpus would otherwise ingest differently from a
+    cached one.
+    """
+    ts = t.timestamp()
+    os.utime(path, (ts, ts))
+
+
+def _tool_output(rng: random.Random) -> str:
+    """Return a tool's output: mostly short, sometimes long (as Claude's)."""
+    return _text(rng, rng.choice((15, 40, 120, 600, 1500)))
+
+
+def _chunks(rng: random.Random, text: str, low: int = 3, high: int = 12) -> list[str]:
+    """Split text into streamed pieces of a few words; joined they give text back."""
+    words = text.split(" ")
+    out, i = [], 0
+    while i < len(words):
+        n = rng.randint(low, high)
+        piece = " ".join(words[i:i + n])
+        out.append(piece if i == 0 else " " + piece)
+        i += n
+    return out
+
+
+###############################################################################
+# Codex CLI ####################################################################
+###############################################################################
+
+#: (cli_version, originator, writes ordinals): a 0.10x build without
+#: ordinals and a 0.14x build with them, as the fixtures show.
+CODEX_BUILDS = (("0.104.0", "codex_cli_rs", False), ("0.146.0", "codex_cli_rs", True),
+                ("0.104.0-alpha.1", "Codex Desktop", False))
+
+
+def _codex_rate_limits(rng: random.Random) -> dict:
+    return {"limit_id": "codex", "limit_name": None,
+            "primary": {"used_percent": float(rng.randint(0, 60)), "window_minutes": 300,
+                        "resets_at": 1771864834 + rng.randrange(10**6)},
+            "secondary": {"used_percent": float(rng.randint(0, 30)), "window_minutes": 10080,
+                          "resets_at": 1772355702 + rng.randrange(10**6)},
+            "credits": {"has_credits": False, "unlimited": False, "balance": None}, "plan_type": None}
+
+
+def _codex_usage(rng: random.Random) -> dict:
+    inp, cached, out, reasoning = (rng.randint(9000, 90000), rng.randint(0, 80000), rng.randint(20, 2000),
+                                   rng.randint(0, 600))
+    return {"input_tokens": inp, "cached_input_tokens": cached, "output_tokens": out,
+            "reasoning_output_tokens": reasoning, "total_tokens": inp + out}
+
+
+def _codex_call(rng: random.Random, cwd: str) -> tuple[dict, dict]:
+    """Return a (call, output) pair of response items, as one tool run."""
+    call_id = "call_" + _blob(rng, 24)
+    out = _tool_output(rng)
+    cmd = rng.choice(CODE)
+    kind = rng.random()
+    if kind < 0.45:  # 0.10x: exec_command, output as the shell prints it
+        args = {"cmd": cmd, "workdir": cwd, "yield_time_ms": 10000, "max_output_tokens": 12000}
+        output = (f"Chunk ID: {_blob(rng, 6).lower()}\nWall time: {rng.random():.4f} seconds\n"
+                  f"Process exited with code 0\nOriginal token count: {len(out) // 4}\nOutput:\n{out}")
+    elif kind < 0.9:  # the older shell tool: the output is JSON in a string
+        args = {"command": ["bash", "-lc", cmd], "workdir": cwd, "timeout_ms": 120000}
+        output = json.dumps({"output": out, "metadata": {"exit_code": 0,
+                                                        "duration_seconds": round(rng.random() * 3, 1)}})
+    else:  # apply_patch: a custom tool whose input is the patch itself
+        patch = (f"*** Begin Patch\n*** Update File: src/{rng.choice(WORDS)}.py\n@@\n-{cmd}\n"
+                 f"+{_text(rng, 12)}\n*** End Patch\n")
+        return ({"type": "custom_tool_call", "status": "completed", "call_id": call_id, "name": "apply_patch",
+                 "input": patch},
+                {"type": "custom_tool_call_output", "call_id": call_id,
+                 "output": json.dumps({"output": f"Success. Updated the following files:\nM {out[:80]}\n",
+                                       "metadata": {"exit_code": 0, "duration_seconds": 0.0}})})
+    name = "exec_command" if "cmd" in args else "shell"
+    return ({"type": "function_call", "name": name, "arguments": json.dumps(args), "call_id": call_id},
+            {"type": "function_call_output", "call_id": call_id, "output": output})
+
+
+def codex_rollout_lines(rng: random.Random, thread: str, cwd: str, start: dt.datetime, turns: int,
+                        instructions: str) -> tuple[list[str], dt.datetime]:
+    """Return the JSONL lines of one Codex rollout, and the time of the last.
+
+    The shapes follow real 0.104 and 0.146 rollouts: envelope lines with an
+    optional rising ``ordinal``, developer and injected user context first,
+    then per turn task_started, the prompt twice (item and ``user_message``
+    event), ``turn_context``, reasoning with ``encrypted_content``,
+    commentary, tool calls with JSON-in-a-string arguments and outputs,
+    token counts, and the final answer.
+    """
+    version, originator, ordinals = rng.choice(CODEX_BUILDS)
+    model = rng.choice(("gpt-5.3-codex", "gpt-5.2-codex", "gpt-5.5"))
+    lines: list[str] = []
+    t = start
+
+    def emit(kind: str, payload: dict, step: float = 0.5) -> None:
+        nonlocal t
+        t += dt.timedelta(seconds=rng.random() * step)
+        rec: dict = {"timestamp": _iso_ms(t)}
+        if ordinals:
+            rec["ordinal"] = len(lines)
+        rec.update(type=kind, payload=payload)
+        lines.append(json.dumps(rec, ensure_ascii=False))
+
+    def item(payload: dict, step: float = 0.5) -> None:
+        emit("response_item", payload, step)
+
+    def event(payload: dict, step: float = 0.5) -> None:
+        emit("event_msg", payload, step)
+
+    def message(role: str, text: str, **extra) -> dict:
+        part = "output_text" if role == "assistant" else "input_text"
+        return {"type": "message", "role": role, "content": [{"type": part, "text": text}], **extra}
+
+    branch = rng.choice(("main", "main", "dev", f"feature/{rng.choice(WORDS)}"))
+    emit("session_meta", {
+        "id": thread, "timestamp": _iso_ms(start), "cwd": cwd, "originator": originator, "cli_version": version,
+        "source": "cli" if originator == "codex_cli_rs" else "vscode", "model_provider": "openai",
+        "base_instructions": {"text": instructions},
+        "git": {"commit_hash": _blob(rng, 40).lower(), "branch": branch,
+                "repository_url": f"git@github.com:dev/{cwd.rsplit('/', 1)[-1]}.git"}})
+    item(message("developer", "<permissions instructions>\n" + _text(rng, rng.randint(300, 600))
+                 + "\n</permissions instructions>"))
+    item(message("user", f"# AGENTS.md instructions for {cwd}\n\n<INSTRUCTIONS>\n" + _text(rng, rng.randint(80, 300))
+                 + "\n</INSTRUCTIONS>"))
+    item(message("user", f"<environment_context>\n  <cwd>{cwd}</cwd>\n  <shell>bash</shell>\n"
+                          f"  <current_date>{start:%Y-%m-%d}</current_date>\n  <timezone>Etc/UTC</timezone>\n"
+                          "</environment_context>"))
+    sandbox = {"type": "workspace-write", "writable_roots": [cwd], "network_access": False,
+               "exclude_tmpdir_env_var": False, "exclude_slash_tmp": False}
+    for n in range(turns):
+        turn = _uuid7(rng, t)
+        event({"type": "task_started", "turn_id": turn, "model_context_window": 258400,
+               "collaboration_mode_kind": "default"}, step=600)
+        prompt = _text(rng, rng.randint(5, 60))
+        item(message("user", prompt))
+        event({"type": "user_message", "message": prompt, "images": [], "local_images": [], "text_elements": []})
+        context = {"turn_id": turn, "cwd": cwd, "approval_policy": "on-request", "sandbox_policy": sandbox,
+                   "model": model, "personality": "pragmatic", "effort": "high", "summary": "auto",
+                   "collaboration_mode": {"mode": "default", "settings": {
+                       "model": model, "reasoning_effort": "high", "developer_instructions": None}}}
+        emit("turn_context", context)
+        if n == 0:
+            event({"type": "token_count", "info": None, "rate_limits": _codex_rate_limits(rng)})
+        for _ in range(rng.choice((0, 1, 1, 2, 3))):
+            summary = f"**{_text(rng, 4)}**\n\n{_text(rng, rng.randint(10, 40))}"
+            event({"type": "agent_reasoning", "text": summary}, step=8)
+            item({"type": "reasoning", "summary": [{"type": "summary_text", "text": summary}], "content": None,
+                  "encrypted_content": "gAAAAA" + _blob(rng, rng.randint(800, 2400))})
+            if rng.random() < 0.7:
+                note = _text(rng, rng.randint(10, 60))
+                event({"type": "agent_message", "message": note})
+                item(message("assistant", note, phase="commentary"))
+            pairs = [_codex_call(rng, cwd) for _ in range(rng.randint(1, 3))]
+            for call, _ in pairs:
+                item(call)
+            usage = _codex_usage(rng)
+            info = {"total_token_usage": usage, "last_token_usage": usage, "model_context_window": 258400}
+            event({"type": "token_count", "info": info, "rate_limits": _codex_rate_limits(rng)})
+            for _, output in pairs:
+                item(output, step=4)
+            emit("turn_context", context)
+        answer = _text(rng, rng.randint(30, 200))
+        event({"type": "agent_message", "message": answer}, step=10)
+        item(message("assistant", answer, phase="final_answer"))
+        usage = _codex_usage(rng)
+        event({"type": "token_count", "info": {"total_token_usage": usage, "last_token_usage": usage,
+                                               "model_context_window": 258400},
+               "rate_limits": _codex_rate_limits(rng)})
+        event({"type": "task_complete", "turn_id": turn, "last_agent_message": answer})
+        if n == 0 and ordinals:
+            event({"type": "thread_name_updated", "thread_id": thread, "thread_name": _text(rng, 5)})
+    return lines, t
+
+
+def _zstd(data: bytes, frames: int) -> bytes:
+    """Compress data as frames zstd frames, split at line ends (as Codex does)."""
+    import zstandard
+
+    cctx = zstandard.ZstdCompressor(level=3)
+    lines = data.splitlines(keepends=True)
+    step = max(1, -(-len(lines) // frames))
+    return b"".join(cctx.compress(b"".join(lines[i:i + step])) for i in range(0, len(lines), step))
+
+
+def write_codex_corpus(root: Path, *, files: int, turns: int | tuple[int, int], seed: int = 7,
+                       projects: int = 5, start: dt.datetime | None = None) -> list[Path]:
+    """Write files rollouts under root (a CODEX_HOME); return their paths.
+
+    Live rollouts go to ``sessions/YYYY/MM/DD/rollout-<time>-<thread>.jsonl``.
+    Every third one is compressed to ``.jsonl.zst`` the way Codex's idle
+    compressor leaves it (every other of those in several frames), and
+    every other compressed one is moved to ``archived_sessions/``.
+    """
+    rng = random.Random(seed)
+    start = start or dt.datetime(2026, 6, 1, tzinfo=dt.timezone.utc)
+    instructions = _text(random.Random(seed + 1), 1800)  # one build's prompt, shared by its sessions
+    out = []
+    for i in range(files):
+        cwd = f"/home/dev/src/proj{i % projects}"
+        t0 = start + dt.timedelta(hours=rng.randint(0, SPAN_HOURS), seconds=rng.randrange(3600))
+        thread = _uuid7(rng, t0)
+        n = turns if isinstance(turns, int) else rng.randint(*turns)
+        lines, t_end = codex_rollout_lines(rng, thread, cwd, t0, n, instructions)
+        data = ("\n".join(lines) + "\n").encode("utf-8")
+        name = f"rollout-{t0:%Y-%m-%dT%H-%M-%S}-{thread}.jsonl"
+        folder = root / "sessions" / f"{t0:%Y}" / f"{t0:%m}" / f"{t0:%d}"
+        if i % 3 == 2:
+            archived = i % 6 == 5
+            folder = root / "archived_sessions" if archived else folder
+            data, name = _zstd(data, frames=1 if i % 12 < 6 else rng.randint(2, 4)), name + ".zst"
+        folder.mkdir(parents=True, exist_ok=True)
+        p = folder / name
+        p.write_bytes(data)
+        _age(p, t_end)
+        out.append(p)
+    return out
+
+
+###############################################################################
+# Grok Build ###################################################################
+###############################################################################
+
+_GROK_TOOLS = ("read", "execute", "edit", "search")
+
+
+def _grok_tool(rng: random.Random, cwd: str) -> tuple[dict, list[dict]]:
+    """Return a tool_call update and its tool_call_updates.
+
+    Every update repeats the whole output so far, as Grok Build writes it;
+    a shell command's output comes as ``rawOutput`` beside a terminal block.
+    Some calls end without a final status and are closed by turn_completed.
+    """
+    tid = "call_" + _blob(rng, 24)
+    kind = rng.choice(_GROK_TOOLS)
+    path = f"{cwd}/src/{rng.choice(WORDS)}.py"
+    raw_input = {"read": {"path": path}, "execute": {"command": rng.choice(CODE), "cwd": cwd},
+                 "edit": {"path": path, "old_string": rng.choice(CODE), "new_string": _text(rng, 12)},
+                 "search": {"pattern": rng.choice(WORDS), "path": cwd}}[kind]
+    title = {"read": f"Read {path}", "execute": raw_input.get("command", ""), "edit": f"Edit {path}",
+             "search": f"Search {raw_input.get('pattern', '')}"}[kind]
+    call = {"sessionUpdate": "tool_call", "toolCallId": tid, "title": title, "kind": kind, "status": "pending",
+            "rawInput": raw_input, "locations": [{"path": path}]}
+    if kind == "edit":
+        diff = {"type": "diff", "path": path, "oldText": raw_input["old_string"], "newText": raw_input["new_string"]}
+        return call, [{"sessionUpdate": "tool_call_update", "toolCallId": tid, "status": "completed",
+                       "content": [diff]}]
+    words = _tool_output(rng).split(" ")
+    cuts = sorted(rng.sample(range(1, len(words)), min(len(words) - 1, rng.randint(0, 4)))) + [len(words)]
+    terminal = "term-" + _blob(rng, 8)
+    updates = []
+    for j, cut in enumerate(cuts):
+        so_far = " ".join(words[:cut])
+        update: dict = {"sessionUpdate": "tool_call_update", "toolCallId": tid}
+        if j == len(cuts) - 1:
+            status = rng.choices(("completed", "failed", None), weights=(85, 5, 10))[0]
+            if status:
+                update["status"] = status
+        elif j == 0:
+            update["status"] = "in_progress"
+        if kind == "execute":
+            update["content"] = [{"type": "terminal", "terminalId": terminal}]
+            update["rawOutput"] = {"output": so_far, "exit_code": 0 if j == len(cuts) - 1 else None}
+        else:
+            update["content"] = [{"type": "content", "content": {"type": "text", "text": so_far}}]
+        updates.append(update)
+    return call, updates
+
+
+def grok_update_lines(rng: random.Random, session: str, cwd: str, start: dt.datetime,
+                      turns: int) -> tuple[list[str], dt.datetime]:
+    """Return the lines of one Grok Build ``updates.jsonl``, and the time of the last.
+
+    Streamed user, thought and agent chunks of a few words each; tool calls
+    with several updates; quiet kinds (commands, mode, plan); one
+    ``turn_completed`` per prompt.  A session writes its envelope time as
+    epoch seconds, epoch ms or ISO with nanoseconds (some mix them), and
+    its ``_meta`` in params or in the update.
+    """
+    shape = rng.choice(("s", "ms", "iso", "mixed"))
+    meta_in_update = rng.random() < 0.25
+    agent_times = rng.random() < 0.5
+    lines: list[str] = []
+    t = start
+
+    def stamp() -> int | str:
+        s = shape if shape != "mixed" else rng.choice(("s", "ms", "iso"))
+        return int(t.timestamp()) if s == "s" else _epoch_ms(t) if s == "ms" else _iso_ns(rng, t)
+
+    def emit(update: dict, *, step: float = 0.05, prompt: str | None = None, xai: bool = False) -> None:
+        nonlocal t
+        t += dt.timedelta(seconds=rng.random() * step)
+        meta: dict = {"eventId": _uuid7(rng, t)}
+        if prompt:
+            meta["promptId"] = prompt
+        if agent_times:
+            meta["agentTimestampMs"] = _epoch_ms(t)
+        params: dict = {"sessionId": session, "update": update}
+        if meta_in_update:
+            update["_meta"] = meta
+        else:
+            params["_meta"] = meta
+        method = "_x.ai/session/update" if xai else "session/update"
+        lines.append(json.dumps({"timestamp": stamp(), "method": method, "params": params}, ensure_ascii=False))
+
+    def say(kind: str, text: str, prompt: str | None = None, low: int = 3, high: int = 12) -> None:
+        for piece in _chunks(rng, text, low, high):
+            emit({"sessionUpdate": kind, "content": {"type": "text", "text": piece}}, prompt=prompt)
+
+    emit({"sessionUpdate": "available_commands_update", "availableCommands": [
+        {"name": name, "description": _text(rng, 6)} for name in ("compact", "init", "review", "resume")]})
+    emit({"sessionUpdate": "current_mode_update", "currentModeId": "default"})
+    for n in range(turns):
+        t += dt.timedelta(seconds=rng.randint(5, 900))
+        prompt_id = _uuid7(rng, t)
+        text = _text(rng, rng.randint(5, 60))
+        if rng.random() < 0.3:
+            text = f"<user_query>{text}</user_query>"
+        say("user_message_chunk", text, prompt_id, 20, 60)
+        say("agent_thought_chunk", _text(rng, rng.randint(20, 120)))
+        say("agent_message_chunk", _text(rng, rng.randint(10, 80)))
+        for _ in range(rng.choice((0, 1, 1, 2, 3))):
+            call, updates = _grok_tool(rng, cwd)
+            emit(call, step=2)
+            for update in updates:
+                emit(update, step=3)
+            if rng.random() < 0.5:
+                say("agent_thought_chunk", _text(rng, rng.randint(10, 60)))
+            say("agent_message_chunk", _text(rng, rng.randint(10, 120)))
+        if rng.random() < 0.2:
+            emit({"sessionUpdate": "plan", "entries": [
+                {"content": _text(rng, 6), "status": "completed", "priority": "medium"} for _ in range(3)]})
+        emit({"sessionUpdate": "turn_completed", "prompt_id": prompt_id, "stop_reason": "end_turn",
+              "usage": {"inputTokens": rng.randint(1000, 90000), "cachedReadTokens": rng.randint(0, 80000),
+                        "outputTokens": rng.randint(20, 2000), "reasoningTokens": rng.randint(0, 900),
+                        "totalTokens": rng.randint(1000, 99000)}}, xai=True)
+        if n >= 2 and rng.random() < 0.03:
+            emit({"sessionUpdate": "rewind_marker", "target_prompt_index": n - 1}, xai=True)
+    return lines, t
+
+
+def _grok_summary(rng: random.Random, session: str, cwd: str, start: dt.datetime, end: dt.datetime,
+                  messages: int, subagent: bool) -> dict:
+    """Return a session's summary.json, in the shape of Grok Build 1.0."""
+    title = _text(rng, rng.randint(3, 8))
+    out = {"info": {"id": session, "cwd": cwd}, "session_summary": title, "generated_title": title,
+           "title_is_manual": False, "created_at": _iso_ns(rng, start), "updated_at": _iso_ns(rng, end),
+           "last_active_at": _iso_ns(rng, end), "num_messages": messages, "num_chat_messages": messages // 3,
+           "current_model_id": rng.choice(("grok-4.5", "grok-code-fast-1")), "chat_format_version": 1,
+           "git_root_dir": cwd + "/", "git_remotes": [f"git@github.com:dev/{cwd.rsplit('/', 1)[-1]}.git"],
+           "head_commit": _blob(rng, 40).lower(), "head_branch": rng.choice(("main", "dev")),
+           "grok_home": "/home/dev/.grok", "agent_name": "grok", "reasoning_effort": "high",
+           "sandbox_profile": "off"}
+    if subagent:
+        out["session_kind"] = "subagent"
+    return out
+
+
+def write_grok_corpus(root: Path, *, sessions: int, turns: int | tuple[int, int], seed: int = 7,
+                      projects: int = 5, start: dt.datetime | None = None) -> list[Path]:
+    """Write sessions under root (a GROK_HOME); return their updates.jsonl paths.
+
+    Layout: ``sessions/<percent-encoded cwd>/<session uuid>/updates.jsonl``
+    and ``summary.json``.  Every tenth session is a sub-agent of the one
+    before it, which records it in ``subagents/<child>/meta.json``.
+    """
+    rng = random.Random(seed)
+    start = start or dt.datetime(2026, 6, 1, tzinfo=dt.timezone.utc)
+    out: list[Path] = []
+    parent: tuple[Path, str] | None = None
+    for i in range(sessions):
+        child = parent is not None and i % 10 == 9
+        cwd = f"/home/dev/src/proj{i % projects}"
+        t0 = start + dt.timedelta(hours=rng.randint(0, SPAN_HOURS), seconds=rng.randrange(3600))
+        session = _uuid7(rng, t0)
+        folder = root / "sessions" / urllib.parse.quote(cwd, safe="") / session
+        folder.mkdir(parents=True, exist_ok=True)
+        n = turns if isinstance(turns, int) else rng.randint(*turns)
+        lines, t_end = grok_update_lines(rng, session, cwd, t0, n)
+        p = folder / "updates.jsonl"
+        p.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        summary = folder / "summary.json"
+        summary.write_text(json.dumps(_grok_summary(rng, session, cwd, t0, t_end, len(lines), child), indent=2))
+        if child and parent:
+            meta = parent[0] / "subagents" / session / "meta.json"
+            meta.parent.mkdir(parents=True)
+            meta.write_text(json.dumps({"parent_session_id": parent[1], "subagent_type": "explore",
+                                        "description": _text(rng, 5)}, indent=2))
+        for f in (p, summary):
+            _age(f, t_end)
+        out.append(p)
+        parent = None if child else (folder, session)
+    return out
+
+
+###############################################################################
+# Cursor #######################################################################
+###############################################################################
+
+#: Fields every 2025 bubble row carries, nearly always empty.
+_BUBBLE_LISTS = (
+    "approximateLintErrors", "lints", "codebaseContextChunks", "commits", "pullRequests", "attachedCodeChunks",
+    "assistantSuggestedDiffs", "gitDiffs", "interpreterResults", "images", "attachedFolders", "attachedFoldersNew",
+    "userResponsesToSuggestedCodeBlocks", "suggestedCodeBlocks", "diffsForCompressingFiles", "relevantFiles",
+    "toolResults", "notepads", "capabilities", "multiFileLinterErrors", "diffHistories", "recentLocationsHistory",
+    "recentlyViewedFiles", "fileDiffTrajectories", "docsReferences", "webReferences", "aiWebSearchResults",
+    "attachedFoldersListDirResults", "humanChanges", "summarizedComposers", "cursorRules", "contextPieces",
+    "editTrailContexts", "allThinkingBlocks", "diffsSinceLastApply", "deletedFiles",
+    "attachedFileCodeChunksMetadataOnly", "consoleLogs", "uiElementPicked", "knowledgeItems",
+    "documentationSelections", "externalLinks", "projectLayouts", "capabilityContexts", "todos",
+)
+_CAPABILITY_STATUSES = {k: [] for k in ("mutate-request", "start-submit-chat", "before-submit-chat",
+                                        "chat-stream-finished", "before-apply", "after-apply", "accept-all-edits",
+                                        "composer-done", "process-stream", "add-pending-action")}
+_CONTEXT_KEYS = ("notepads", "composers", "quotes", "selectedCommits", "selectedPullRequests", "selectedImages",
+                 "folderSelections", "fileSelections", "terminalFiles", "selections", "terminalSelections",
+                 "selectedDocs", "externalLinks", "cursorRules", "cursorCommands", "uiElementSelections")
+_CONTEXT = {**{k: [] for k in _CONTEXT_KEYS}, "mentions": {k: {} for k in _CONTEXT_KEYS}}
+_SUPPORTED_TOOLS = [1, 3, 41, 5, 6, 7, 38, 8, 9, 11, 12, 15, 18, 19, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 34, 35,
+                    39, 40, 42]
+_CURSOR_MODELS = ("claude-4-sonnet", "gpt-5", "default", "claude-4.5-sonnet-thinking")
+
+
+class CursorDb(NamedTuple):
+    """What write_cursor_db wrote: the database, its conversations, the planted token."""
+
+    path: Path
+    composers: list[str]
+    bubbles: int
+    secret: str
+
+
+def _rich_text(text: str) -> str:
+    """Return Cursor's Lexical editor state for a typed text (a JSON string)."""
+    node = {"detail": 0, "format": 0, "mode": "normal", "style": "", "text": text, "type": "text", "version": 1}
+    para = {"children": [node], "direction": "ltr", "format": "", "indent": 0, "type": "paragraph", "version": 1}
+    return json.dumps({"root": {"children": [para], "direction": "ltr", "format": "", "indent": 0, "type": "root",
+                                "version": 1}})
+
+
+def _cursor_tool(rng: random.Random, cwd: str) -> dict:
+    """Return a bubble's toolFormerData: arguments and result as JSON strings."""
+    path = f"{cwd}/src/{rng.choice(WORDS)}.py"
+    out = _tool_output(rng)
+    name, number, args, result = rng.choice((
+        ("read_file", 40, {"target_file": path}, {"contents": out}),
+        ("run_terminal_cmd", 15, {"command": rng.choice(CODE), "is_background": False},
+         {"output": out, "exitCodeV2": 0}),
+        ("codebase_search", 1, {"query": _text(rng, 8), "target_directories": []},
+         {"codeResults": [{"codeBlock": {"relativeWorkspacePath": path, "contents": out}, "score": rng.random()}]}),
+        ("grep", 41, {"pattern": rng.choice(WORDS), "output_mode": "content"}, {"success": {"matches": out}}),
+        ("edit_file", 38, {"target_file": path, "instructions": _text(rng, 10), "code_edit": rng.choice(CODE)},
+         {"diff": {"chunks": [{"diffString": out, "linesAdded": 3, "linesRemoved": 1}]}}),
+    ))
+    return {"tool": number, "toolIndex": rng.randint(1, 3), "modelCallId": _uuid(rng),
+            "toolCallId": "tool_" + _uuid(rng), "status": "completed", "rawArgs": json.dumps(args), "name": name,
+            "params": json.dumps(args), "additionalData": {}, "result": json.dumps(result)}
+
+
+def _cursor_bubble(rng: random.Random, kind: int, text: str, versioned: bool, **fields) -> dict:
+    """Return one bubble row: type 1 user or 2 assistant, in the 2025 shape."""
+    b: dict = {"_v": 3} if versioned else {}
+    b["type"] = kind
+    b.update({k: [] for k in _BUBBLE_LISTS})
+    b.update(bubbleId=_uuid(rng), capabilityStatuses=_CAPABILITY_STATUSES, isAgentic=kind == 1,
+             existedSubsequentTerminalCommand=False, existedPreviousTerminalCommand=False,
+             requestId=_uuid(rng) if kind == 1 else "", attachedHumanChanges=False,
+             supportedTools=_SUPPORTED_TOOLS if kind == 1 else [],
+             tokenCount={"inputTokens": 0 if kind == 1 else rng.randint(2000, 90000),
+                         "outputTokens": 0 if kind == 1 else rng.randint(50, 2000)},
+             isRefunded=False, useWeb=False, unifiedMode=2, text=text)
+    b.update(fields)
+    return b
+
+
+def _cursor_turn(rng: random.Random, t: dt.datetime, cwd: str, versioned: bool,
+                 model: str) -> tuple[list[dict], dt.datetime]:
+    """Return one prompt's bubbles (the user's, then the assistant's steps)."""
+    prompt = _text(rng, rng.randint(5, 60))
+    user = {"richText": _rich_text(prompt), "editToolSupportsSearchAndReplace": True, "isNudge": False,
+            "context": _CONTEXT, "checkpointId": _uuid(rng)}
+    if versioned and rng.random() < 0.5:
+        user["createdAt"] = _iso_ms(t)
+    bubbles = [_cursor_bubble(rng, 1, prompt, versioned, **user)]
+    steps = rng.choice((1, 2, 2, 3, 4))
+    for step in range(steps):
+        t += dt.timedelta(seconds=rng.randint(2, 60))
+        rpc = _epoch_ms(t)
+        fields: dict = {"codeBlocks": [], "serverBubbleId": _uuid(rng), "usageUuid": _uuid(rng),
+                        "timingInfo": {"clientStartTime": rng.random() * 900000, "clientRpcSendTime": rpc,
+                                       "clientSettleTime": rpc + rng.randint(500, 9000),
+                                       "clientEndTime": rpc + rng.randint(500, 9000)}}
+        if rng.random() < 0.5:
+            fields["modelInfo"] = {"modelName": model}
+        if step < steps - 1 and rng.random() < 0.7:  # a tool step: no text of its own
+            fields["toolFormerData"] = _cursor_tool(rng, cwd)
+            bubbles.append(_cursor_bubble(rng, 2, "", versioned, **fields))
+            continue
+        if rng.random() < 0.4:
+            fields["thinking"] = {"text": _text(rng, rng.randint(20, 120)), "signature": _blob(rng, 400)}
+        text = _text(rng, rng.randint(10, 120))
+        if rng.random() < 0.3:
+            code = rng.choice(CODE)
+            text += f"\n\n```python\n{code}\n```"
+            fields["codeBlocks"] = [{"unregistered": True, "content": code, "languageId": "python",
+                                     "isGenerating": False, "isClickable": False, "codeBlockIdx": 0}]
+        bubbles.append(_cursor_bubble(rng, 2, text, versioned, **fields))
+    return bubbles, t
+
+
+def _cursor_composer(rng: random.Random, cid: str, bubbles: list[dict], created: dt.datetime,
+                     updated: dt.datetime, versioned: bool, model: str) -> dict:
+    """Return a composerData row: headers in order, conversation kept in bubble rows."""
+    comp: dict = {"_v": rng.choice((9, 10))} if versioned else {}
+    headers = [{"bubbleId": b["bubbleId"], "type": b["type"], **({"serverBubbleId": b["serverBubbleId"]}
+                                                                   if "serverBubbleId" in b else {})}
+               for b in bubbles]
+    comp.update(composerId=cid, richText="", hasLoaded=True, text="", fullConversationHeadersOnly=headers,
+                conversationMap={}, status="completed", context=_CONTEXT, gitGraphFileSuggestions=[],
+                generatingBubbleIds=[], isReadingLongFile=False, codeBlockData={}, originalFileStates={},
+                newlyCreatedFiles=[], newlyCreatedFolders=[], lastUpdatedAt=_epoch_ms(updated),
+                createdAt=_epoch_ms(created), hasChangedContext=False, name=_text(rng, rng.randint(2, 6)),
+                unifiedMode=rng.choice(("agent", "agent", "chat")), forceMode="edit", usageData={},
+                contextUsagePercent=rng.randint(1, 90), allAttachedFileCodeChunksUris=[],
+                modelConfig={"modelName": model, "maxMode": False}, subComposerIds=[], capabilityContexts=[],
+                todos=[], isTodoListExpanded=False, isQueueExpanded=True, hasUnreadMessages=False,
+                gitHubPromptDismissed=False, latestChatGenerationUUID=_uuid(rng), isAgentic=True)
+    return comp
+
+
+def _cursor_side_rows(rng: random.Random, cid: str, user: dict) -> list[tuple[str, str]]:
+    """Return the rows Cursor keeps beside a prompt that are no conversation."""
+    status = "On branch main\nChanges not staged for commit:\n" + "\n".join(
+        f"\tmodified:   src/{rng.choice(WORDS)}.py" for _ in range(rng.randint(1, 30)))
+    return [(f"checkpointId:{cid}:{user['checkpointId']}", json.dumps(
+                {"files": [], "nonExistentFiles": [], "newlyCreatedFolders": [], "activeInlineDiffs": [],
+                 "inlineDiffNewlyCreatedResources": {"files": [], "folders": []}})),
+            (f"messageRequestContext:{cid}:{user['bubbleId']}", json.dumps(
+                {"multiFileLinterErrors": [], "terminalFiles": [], "cursorRules": [], "gitStatusRaw": status,
+                 "deletedFiles": [], "diffsSinceLastApply": []}))]
+
+
+def _cursor_item_table(rng: random.Random) -> tuple[list[tuple[str, str]], str]:
+    """Return the global ItemTable rows, credentials included, and the access token."""
+    token = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9." + _blob(rng, 160) + "." + _blob(rng, 43)
+    rows = [("cursorAuth/accessToken", token),
+            ("cursorAuth/refreshToken", "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9." + _blob(rng, 160)),
+            ("cursorAuth/cachedEmail", "dev@example.invalid"),
+            ("cursorAuth/cachedSignUpType", "Auth_0"),
+            ("workbench.view.extensions.state.hidden", json.dumps([{"id": w, "isHidden": False} for w in WORDS])),
+            ("src.vs.platform.reactivestorage.browser.reactiveStorageServiceImpl.persistentStorage.applicationUser",
+             json.dumps({"composerState": {"defaultModel": "claude-4-sonnet", "modes4": [
+                 {"id": m, "name": m, "autoRun": False} for m in ("agent", "chat", "background")]},
+                 "aiSettings": {"openAIModel": "gpt-5"}, "notes": _text(rng, 300)}))]
+    return rows, token
+
+
+def _create_vscdb(path: Path) -> sqlite3.Connection:
+    """Create an empty state.vscdb with VS Code's two tables."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists():
+        path.unlink()
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA journal_mode = WAL")  # as Cursor keeps it
+    for table in ("ItemTable", "cursorDiskKV"):
+        conn.execute(f"CREATE TABLE {table} (key TEXT UNIQUE ON CONFLICT REPLACE, value BLOB)")
+    return conn
+
+
+def _write_workspaces(user_dir: Path, listing: dict[str, list[dict]], t: dt.datetime) -> None:
+    """Write one workspaceStorage entry per folder, listing its composers (2025)."""
+    for cwd, comps in sorted(listing.items()):
+        ws = user_dir / "workspaceStorage" / hashlib.md5(cwd.encode()).hexdigest()
+        conn = _create_vscdb(ws / "state.vscdb")
+        data = {"allComposers": comps, "selectedComposerIds": [c["composerId"] for c in comps[:1]],
+                "hasMigratedComposerData": True}
+        conn.execute("INSERT INTO ItemTable VALUES ('composer.composerData', ?)", (json.dumps(data),))
+        conn.commit()
+        conn.close()
+        (ws / "workspace.json").write_text(json.dumps({"folder": "file://" + urllib.parse.quote(cwd)}))
+        for f in ws.iterdir():
+            _age(f, t)
+
+
+def write_cursor_db(path: Path, *, composers: int, bubbles_per_composer: int | tuple[int, int], seed: int = 7,
+                    projects: int = 5, start: dt.datetime | None = None) -> CursorDb:
+    """Write a global Cursor state.vscdb at path, 2025 shape; return what it holds.
+
+    ``cursorDiskKV`` gets a ``composerData:<id>`` row per conversation (``_v``
+    9 or 10, or none for one in four) and a ``bubbleId:<id>:<bubble>`` row
+    per bubble (``_v`` 3, or none with the composer), plus checkpoint and
+    request-context rows the adapter skips and a few NULL composers.
+    ``ItemTable`` holds login tokens, ``cursorAuth/accessToken`` among them,
+    which must never reach the archive.  Every conversation ended long ago,
+    so all of it is ready to export.  When path is
+    ``<User>/globalStorage/state.vscdb``, each project also gets a workspace
+    database listing its composers, which gives them their folder.
+    """
+    rng = random.Random(seed)
+    start = start or dt.datetime(2026, 6, 1, tzinfo=dt.timezone.utc)
+    conn = _create_vscdb(path)
+    items, secret = _cursor_item_table(rng)
+    conn.executemany("INSERT INTO ItemTable VALUES (?, ?)", items)
+    ids, total, newest = [], 0, start
+    listing: dict[str, list[dict]] = {}
+    rows: list[tuple[str, str | None]] = []
+    for i in range(composers):
+        cid = _uuid(rng)
+        cwd = f"/home/dev/src/proj{i % projects}"
+        versioned = rng.random() >= 0.25
+        model = rng.choice(_CURSOR_MODELS)
+        t0 = t = start + dt.timedelta(hours=rng.randint(0, SPAN_HOURS), seconds=rng.randrange(3600))
+        want = bubbles_per_composer if isinstance(bubbles_per_composer, int) else rng.randint(*bubbles_per_composer)
+        bubbles: list[dict] = []
+        while len(bubbles) < want:
+            t += dt.timedelta(seconds=rng.randint(5, 900))
+            turn, t = _cursor_turn(rng, t, cwd, versioned, model)
+            rows += _cursor_side_rows(rng, cid, turn[0])
+            bubbles += turn
+        comp = _cursor_composer(rng, cid, bubbles, t0, t, versioned, model)
+        if ids and rng.random() < 0.05:
+            comp["subComposerIds"] = [ids[-1]]
+        rows.append((f"composerData:{cid}", json.dumps(comp)))
+        rows += [(f"bubbleId:{cid}:{b['bubbleId']}", json.dumps(b, ensure_ascii=False)) for b in bubbles]
+        if rng.random() < 0.02:
+            rows.append((f"composerData:{_uuid(rng)}", None))  # Cursor leaves these behind
+        listing.setdefault(cwd, []).append({"type": "head", "composerId": cid, "name": comp["name"],
+                                            "lastUpdatedAt": comp["lastUpdatedAt"], "createdAt": comp["createdAt"],
+                                            "unifiedMode": comp["unifiedMode"], "forceMode": "edit"})
+        ids.append(cid)
+        total += len(bubbles)
+        newest = max(newest, t)
+        if len(rows) > 2000:
+            conn.executemany("INSERT INTO cursorDiskKV VALUES (?, ?)", rows)
+            rows = []
+    conn.executemany("INSERT INTO cursorDiskKV VALUES (?, ?)", rows)
+    conn.commit()
+    conn.close()
+    _age(path, newest)
+    if path.parent.name == "globalStorage":
+        _write_workspaces(path.parent.parent, listing, newest)
+    return CursorDb(path, ids, total, secret)

@@ -344,15 +344,16 @@ def test_database_in_the_middle_of_a_write_is_read_as_before_it(tmp_path):
         writer.close()
 
 
-def test_unreadable_database_yields_nothing_and_raises_nothing(tmp_path, monkeypatch):
+def test_unreadable_database_is_reported_and_a_missing_one_yields_nothing(tmp_path, monkeypatch):
     monkeypatch.setattr(adapters, "DB_RETRY_S", 0)
     junk = tmp_path / "state.vscdb"
     junk.write_bytes(b"not a database at all" * 100)
-    assert list(adapters.Cursor().export(state_db(junk), {}, NOW)) == []
+    with pytest.raises(adapters.UnreadableSource, match="cannot read .*state.vscdb"):
+        list(adapters.Cursor().export(state_db(junk), {}, NOW))
     assert list(adapters.ZCode().export(SourceFile(str(tmp_path / "gone.sqlite"), "x", kind="db"), {}, NOW)) == []
 
 
-def test_busy_database_is_retried_then_given_up(monkeypatch):
+def test_busy_database_is_retried_then_reported(monkeypatch):
     monkeypatch.setattr(adapters, "DB_RETRY_S", 0)
     calls = []
 
@@ -367,7 +368,8 @@ def test_busy_database_is_retried_then_given_up(monkeypatch):
     assert adapters.read_agent_db(str(GLOBAL_DB), lambda c: None) == "read"
     calls.clear()
     monkeypatch.setattr(adapters, "DB_ATTEMPTS", 2)
-    assert adapters.read_agent_db(str(GLOBAL_DB), lambda c: None) is None
+    with pytest.raises(adapters.UnreadableSource, match="database is locked"):
+        adapters.read_agent_db(str(GLOBAL_DB), lambda c: None)
     assert len(calls) == 2
 
 

@@ -1213,6 +1213,12 @@ def _grok_output(update: dict) -> str:
     return text or "\n".join(terminals)
 
 
+@functools.lru_cache(maxsize=1024)
+def _facts_sig(facts: tuple) -> str:
+    """Hash a session's summary facts once, not on every line of its log."""
+    return short_hash(*facts, n=8)
+
+
 class Grok(Adapter):
     """Parse Grok Build sessions (xAI ``grok`` CLI, TUI and ACP agent).
 
@@ -1287,8 +1293,7 @@ class Grok(Adapter):
         """Report the summary.json facts once, and again when they change."""
         m = ctx.file.meta
         keys = ("session", "title", "title_rank", "cwd", "branch", "model", "parent")
-        facts = {k: m.get(k) for k in keys}
-        sig = short_hash(json.dumps(facts, sort_keys=True, default=str), n=8)
+        sig = _facts_sig(tuple(str(m.get(k)) for k in keys))
         if ctx.state.get("told") == sig or not _str(m.get("session")):
             return []
         ctx.state["told"] = sig
@@ -1546,26 +1551,58 @@ def read_agent_db(path: str, reader: Callable[[sqlite3.Connection], Any]) -> Any
     raise UnreadableSource(f"cannot read {path} ({type(last).__name__}: {last}); will try again next sync")
 
 
-def _read_db_once(db: Path, reader: Callable[[sqlite3.Connection], Any]) -> Any:
+def iter_agent_db(path: str, reader: Callable[[sqlite3.Connection], Iterator]) -> Iterator:
+    """Yield what reader yields from a read-only, consistent view of a database.
+
+    Like ``read_agent_db``, but the rows stream out while the snapshot is
+    open, so exporting a database of gigabytes takes little memory.  A busy
+    or changing database is retried only until the first row went out;
+    after that, a failure raises ``UnreadableSource`` and the caller drops
+    what it took (ingest rolls the file back and tries again next sync).
+    """
+    if not os.path.isfile(path):
+        return
+    last: Exception | None = None
+    for attempt in range(DB_ATTEMPTS):
+        if attempt:
+            time.sleep(DB_RETRY_S * attempt)
+        started = False
+        try:
+            for item in _read_db_once(Path(path), reader, stream=True):
+                started = True
+                yield item
+            return
+        except (sqlite3.Error, OSError, _Changed) as e:
+            last = e
+            if started:
+                break
+    raise UnreadableSource(f"cannot read {path} ({type(last).__name__}: {last}); will try again next sync")
+
+
+def _read_db_once(db: Path, reader: Callable[[sqlite3.Connection], Any], stream: bool = False) -> Any:
     """Pick the way of opening db that neither writes nor blocks the agent."""
     wal, shm = _side(db, "-wal"), _side(db, "-shm")
     if wal.exists() and shm.exists():
         # The agent is running (or crashed): share its WAL index.  mode=ro
         # reads the committed state without creating any file.  If the index
         # needs a recovery a reader may not do, or stays busy, use a copy.
+        if stream:
+            return _stream_shared(db, reader)
         try:
             return _run_reader(_db_uri(db, "mode=ro"), reader)
         except sqlite3.OperationalError:
-            return _read_copy(db, reader)
+            return _read_copy(db, reader, stream)
     if wal.exists() or _side(db, "-journal").exists():
         # A WAL without its index, or a hot journal, needs a writer to
         # recover; a read-only open would create the index beside the agent's
         # database.  Recover a private copy instead.
-        return _read_copy(db, reader)
+        return _read_copy(db, reader, stream)
     # No side files.  Even mode=ro would create -wal and -shm for a WAL-mode
     # database and leave them behind, and would hold a lock that stalls the
     # agent's writes to a rollback-journal one.  So read the file as
     # immutable (no locks, no side files) and check nothing wrote it meanwhile.
+    if stream:
+        return _stream_immutable(db, reader)
     before = _stamp(db)
     result = _run_reader(_db_uri(db, "immutable=1"), reader)
     if _stamp(db) != before or wal.exists():
@@ -1573,8 +1610,59 @@ def _read_db_once(db: Path, reader: Callable[[sqlite3.Connection], Any]) -> Any:
     return result
 
 
-def _read_copy(db: Path, reader: Callable[[sqlite3.Connection], Any]) -> Any:
+def _stream_shared(db: Path, reader) -> Iterator:
+    try:
+        gen = _stream_reader(_db_uri(db, "mode=ro"), reader)
+        first = next(gen, _END)
+    except sqlite3.OperationalError:
+        yield from _read_copy(db, reader, True)
+        return
+    if first is not _END:
+        yield first
+        yield from gen
+
+
+def _stream_immutable(db: Path, reader) -> Iterator:
+    before = _stamp(db)
+    yield from _stream_reader(_db_uri(db, "immutable=1"), reader)
+    if _stamp(db) != before or _side(db, "-wal").exists():
+        raise _Changed(str(db))
+
+
+_END = object()
+
+
+def _stream_reader(uri: str, reader) -> Iterator:
+    """Open uri and yield from reader inside one read transaction."""
+    conn = sqlite3.connect(uri, uri=True, timeout=DB_BUSY_S, isolation_level=None)
+    try:
+        conn.text_factory = lambda b: b.decode("utf-8", "replace")
+        conn.execute("BEGIN")
+        yield from reader(conn)
+    finally:
+        conn.close()
+
+
+def _read_copy(db: Path, reader: Callable[[sqlite3.Connection], Any], stream: bool = False) -> Any:
     """Run reader on a copy of db and its WAL or journal in a temp dir."""
+    tmp = _snapshot(db)
+    if stream:
+        return _stream_copy(tmp, db, reader)
+    try:
+        return _run_reader(_db_uri(Path(tmp) / db.name, "mode=rw"), reader)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _stream_copy(tmp: str, db: Path, reader) -> Iterator:
+    try:
+        yield from _stream_reader(_db_uri(Path(tmp) / db.name, "mode=rw"), reader)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _snapshot(db: Path) -> str:
+    """Copy db and its WAL or journal to a new temp dir; return the dir."""
     tmp = tempfile.mkdtemp(prefix="origin-snapshot-")
     try:
         files = [db] + [s for s in (_side(db, "-wal"), _side(db, "-journal")) if s.exists()]
@@ -1583,9 +1671,10 @@ def _read_copy(db: Path, reader: Callable[[sqlite3.Connection], Any]) -> Any:
             shutil.copyfile(f, Path(tmp) / f.name)
         if [_stamp(f) for f in files] != before:
             raise _Changed(str(db))
-        return _run_reader(_db_uri(Path(tmp) / db.name, "mode=rw"), reader)
-    finally:
+    except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return tmp
 
 
 def _run_reader(uri: str, reader: Callable[[sqlite3.Connection], Any]) -> Any:
@@ -1806,7 +1895,8 @@ class Cursor(Adapter):
             lines = read_agent_db(f.path, lambda conn: _agent_store_lines(conn, f, known))
         else:
             run = _StateExport(f, known, now_ms)
-            lines = read_agent_db(f.path, run.lines)
+            yield from iter_agent_db(f.path, run.lines)
+            return
         yield from lines or ()
 
 
@@ -2127,16 +2217,14 @@ class _StateExport:
         self.file_ms = _db_mtime_ms(f.path)
         self._cwds: dict[str, str] | None = None
 
-    def lines(self, conn: sqlite3.Connection) -> list[tuple[str, str, str]]:
-        """Return export tuples for the allow-listed rows of the database."""
+    def lines(self, conn: sqlite3.Connection) -> Iterator[tuple[str, str, str]]:
+        """Yield export tuples for the allow-listed rows, one conversation at a time."""
         tables = _tables(conn)
-        out = []
         if "ItemTable" in tables:
-            out += self._chat_tabs(_item(conn, _CURSOR_CHATDATA))
-            out += self._listed_composers(_item(conn, _CURSOR_COMPOSERS))
+            yield from self._chat_tabs(_item(conn, _CURSOR_CHATDATA))
+            yield from self._listed_composers(_item(conn, _CURSOR_COMPOSERS))
         if "cursorDiskKV" in tables:
-            out += self._kv_composers(conn)
-        return out
+            yield from self._kv_composers(conn)
 
     def cwd(self, composer: str) -> str | None:
         """Return the workspace folder of a composer, if known."""
@@ -2146,9 +2234,8 @@ class _StateExport:
             self._cwds = _workspace_composers(Path(self.f.path))
         return self._cwds.get(composer)
 
-    def _chat_tabs(self, chatdata: Any) -> list:
+    def _chat_tabs(self, chatdata: Any) -> Iterator:
         """Export the legacy chat tabs: one session line, a line per bubble."""
-        out = []
         for tab in _list(_dict(chatdata).get("tabs")):
             tab_id = _str(_dict(tab).get("tabId"))
             if not tab_id:
@@ -2159,13 +2246,11 @@ class _StateExport:
             bubbles = [(f"chat:{tab_id}:{_str(b.get('id')) or i}", _digest(b), b)
                        for i, b in enumerate(_list(tab.get("bubbles"))) if isinstance(b, dict)]
             info = {"store": "tab", "title": _str(tab.get("chatTitle"))}
-            out += self._session(f"tab:{tab_id}", tab_id, info, bool(bubbles))
-            out += self._conversation("chat", tab_id, bubbles, None, last)
-        return out
+            yield from self._session(f"tab:{tab_id}", tab_id, info, bool(bubbles))
+            yield from self._conversation("chat", tab_id, bubbles, None, last)
 
-    def _listed_composers(self, data: Any) -> list:
+    def _listed_composers(self, data: Any) -> Iterator:
         """Export composer.composerData: inline conversations, workspace links."""
-        out = []
         for comp in _list(_dict(data).get("allComposers")):
             cid = _str(_dict(comp).get("composerId"))
             if not cid:
@@ -2174,11 +2259,10 @@ class _StateExport:
             if not _settled(last, self.now_ms, _generating(comp)):
                 continue
             bubbles = _inline_bubbles(cid, comp)
-            out += self._session(f"composer:{cid}", cid, _composer_info(comp, None), True)
-            out += self._conversation("inline", cid, bubbles, created, last, _composer_model(comp))
-        return out
+            yield from self._session(f"composer:{cid}", cid, _composer_info(comp, None), True)
+            yield from self._conversation("inline", cid, bubbles, created, last, _composer_model(comp))
 
-    def _kv_composers(self, conn: sqlite3.Connection) -> list:
+    def _kv_composers(self, conn: sqlite3.Connection) -> Iterator:
         """Export cursorDiskKV composers and the bubble rows of each."""
         composers = {}
         for key, value in _kv_range(conn, "composerData:"):
@@ -2192,7 +2276,6 @@ class _StateExport:
             parts = key.split(":")
             if len(parts) == 3 and value is not None:
                 rows.setdefault(parts[1], {})[parts[2]] = _digest(value)
-        out = []
         for cid in sorted(set(composers) | set(rows)):
             comp = composers.get(cid, {})
             created, last = _composer_times(comp, self.file_ms)
@@ -2207,9 +2290,8 @@ class _StateExport:
             else:
                 bubbles = []
             info = _composer_info(comp, parents.get(cid))
-            out += self._session(f"composer:{cid}", cid, info, bool(rows.get(cid) or inline))
-            out += self._conversation("kv", cid, bubbles, created, last, _composer_model(comp))
-        return out
+            yield from self._session(f"composer:{cid}", cid, info, bool(rows.get(cid) or inline))
+            yield from self._conversation("kv", cid, bubbles, created, last, _composer_model(comp))
 
     def _session(self, key: str, session: str, info: dict, has_content: bool) -> list:
         """Export a session line when its facts are new or changed.
@@ -2676,43 +2758,42 @@ class ZCode(Adapter):
 
     def export(self, f: SourceFile, known: Mapping[str, str], now_ms: int) -> Iterator[tuple[str, str, str]]:
         """Yield (key, hash, line) for changed sessions and finished messages."""
-        yield from read_agent_db(f.path, lambda conn: _zcode_lines(conn, known, now_ms)) or ()
+        yield from iter_agent_db(f.path, lambda conn: _zcode_lines(conn, known, now_ms))
 
 
-def _zcode_lines(conn: sqlite3.Connection, known: Mapping[str, str], now_ms: int) -> list:
-    """Return export tuples for the sessions and messages of a ZCode database."""
+def _zcode_lines(conn: sqlite3.Connection, known: Mapping[str, str], now_ms: int) -> Iterator:
+    """Yield export tuples for the sessions and messages of a ZCode database."""
     tables = _tables(conn)
     sessions = _zcode_sessions(conn) if "session" in tables else {}
-    out = []
     for sid, s in sessions.items():
         line = {"t": "session", "id": sid, "title": s.get("title"), "directory": s.get("directory"),
                 "version": s.get("version"), "parent": s.get("parent_id"), "project": s.get("project_id"),
                 "created": s.get("time_created")}
         line = {k: v for k, v in line.items() if v is not None}
         if known.get(f"session:{sid}") != _digest(line):
-            out.append((f"session:{sid}", _digest(line), _line(line)))
+            yield (f"session:{sid}", _digest(line), _line(line))
     mcols = _columns(conn, "message") if "message" in tables else []
     if "id" not in mcols or "session_id" not in mcols:
-        return out
+        return
     # Oldest first, so the mirror reads as a timeline; a per-session
     # sequence is the next best order.
     order = ("time_created, id" if "time_created" in mcols
              else "session_id, sequence, id" if "sequence" in mcols else "session_id, id")
-    messages = [{k: _scalar(v) for k, v in zip(mcols, r)} for r in conn.execute(f"SELECT * FROM message ORDER BY {order}")]
     pcols = _columns(conn, "part") if "part" in tables else []
     has_parts = {"id", "message_id"} <= set(pcols)
     part_order = "sequence" if "sequence" in pcols else "id"
-    for m in messages:
+    # Rows stream from the cursor, so a large database is never held in memory.
+    for r in conn.execute(f"SELECT * FROM message ORDER BY {order}"):
+        m = {k: _scalar(v) for k, v in zip(mcols, r)}
         try:
-            out.extend(_zcode_message_line(conn, m, sessions, pcols, has_parts, part_order, known, now_ms))
+            yield from _zcode_message_line(conn, m, sessions, pcols, has_parts, part_order, known, now_ms)
         except (TypeError, ValueError, sqlite3.Error) as e:
             # One malformed row must not hide the rest: it is recorded in the
             # mirror as unreadable, and parsing counts it as an error.
             key = f"msg:{_as_str(m.get('id'))}"
             reason = f"{type(e).__name__}: {e}"[:200]
             if known.get(key) != _digest(reason):
-                out.append((key, _digest(reason), _line({"t": "unreadable", "key": key, "reason": reason})))
-    return out
+                yield (key, _digest(reason), _line({"t": "unreadable", "key": key, "reason": reason}))
 
 
 def _zcode_message_line(conn, m: dict, sessions: dict, pcols: list, has_parts: bool, part_order: str,

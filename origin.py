@@ -40,7 +40,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import hashlib
-import io
 import json
 import os
 import re
@@ -1148,6 +1147,8 @@ def _log_size(sf: SourceFile, sig: str) -> int | None:
 
 
 def _os_error(e: OSError) -> str:
+    if isinstance(e, ExportFailed):
+        return str(e)
     if isinstance(e, PermissionError):
         return f"permission denied: {e.filename}"
     return f"{e.strerror or e}: {getattr(e, 'filename', '') or ''}"
@@ -1332,43 +1333,63 @@ class _Edges:
         return head, hashlib.sha256(self.tail[-min(HASH_WINDOW, total):]).hexdigest()
 
 
+class ExportFailed(OSError):
+    """An agent's database could not be exported this time."""
+
+
 def _ingest_export(store: Store, adapter, sf: SourceFile, row: sqlite3.Row, sig: str | None,
                    res: FileResult, durable: _Durable) -> None:
     """Export new or changed rows of an agent's database into its mirror.
 
-    The agent's database is opened read-only by the adapter; what it yields
-    becomes JSON lines appended to the mirror, which is then an append-only
-    log like any other (Invariant 1 and 3).
+    The adapter reads the agent's database read-only and yields one JSON
+    line per row; the lines are appended to the mirror and parsed in chunks,
+    so a database of gigabytes streams through in bounded memory.  From then
+    on the mirror is an append-only log like any other (Invariant 1 and 3).
+    If the export fails part-way, ``ExportFailed`` rolls the file back and
+    the database is read again at the next sync.
     """
     conn = store.conn
     writer = _EventWriter(conn, adapter.name, row["id"])
     state = _load_state(adapter, sf, row)
     errors: list = []
     known = {r[0]: r[1] for r in conn.execute("SELECT key, hash FROM export_state WHERE raw_file_id = ?", (row["id"],))}
-    buf = io.BytesIO()
-    updates = []
+    mirror = _open_mirror(store, row)
+    edges = _Edges(row["bytes_ingested"])
+    written = lines = 0
+    chunk: list[bytes] = []
+    updates: list[tuple] = []
+
+    def drain() -> None:
+        nonlocal written, lines
+        data = b"".join(chunk)
+        mirror.write(data)
+        edges.add(data)
+        _crash_point("mirror-appended")
+        conn.executemany("INSERT OR REPLACE INTO export_state (raw_file_id, key, hash) VALUES (?, ?, ?)", updates)
+        lines += _parse_lines(adapter, sf, writer.add, state, data, row["lines_ingested"] + lines,
+                              row["bytes_ingested"] + written, None, errors)
+        written += len(data)
+        chunk.clear()
+        updates.clear()
+
     try:
+        size = 0
         for key, digest, line in adapter.export(sf, known, now_ms()):
             # One row is one line: a stray newline would split it in two.
-            buf.write(clean_text(line).replace("\n", " ").encode("utf-8") + b"\n")
+            data = clean_text(line).replace("\n", " ").encode("utf-8") + b"\n"
+            chunk.append(data)
             updates.append((row["id"], key, digest))
-    except Exception as e:  # the agent's database is unreadable this time: try again next sync
-        res.error = f"export failed: {type(e).__name__}: {e}"[:300]
-        buf = io.BytesIO()
-        updates = []
-        sig = row["src_sig"]  # do not mark the database as seen
-    data = buf.getvalue()
-    mirror = _open_mirror(store, row)
-    try:
-        mirror.write(data)
-    except BaseException:
+            size += len(data)
+            if size >= READ_CHUNK:
+                drain()
+                size = 0
+        if chunk:
+            drain()
+    except Exception as e:
         mirror.close()
-        raise
+        raise ExportFailed(f"export failed: {type(e).__name__}: {e}"[:300]) from e
     durable.add(mirror)
-    _crash_point("mirror-appended")
-    conn.executemany("INSERT OR REPLACE INTO export_state (raw_file_id, key, hash) VALUES (?, ?, ?)", updates)
-    n = _parse_lines(adapter, sf, writer.add, state, data, row["lines_ingested"], row["bytes_ingested"], None, errors)
-    _finish_file(store, adapter, sf, row, sig, res, writer, state, len(data), n, errors)
+    _finish_file(store, adapter, sf, row, sig, res, writer, state, written, lines, errors, edges)
 
 
 def discover_all(env: dict | None = None, home: Path | None = None, sources: Iterable[str] | None = None):

@@ -47,9 +47,10 @@ def archive(claude_root, origin_home) -> dict:
         return origin.remember(store, kind="memory", text=DECISION, sources=[{"quote": QUOTE}], author="user")
 
 
-def run_client(mode: str, body, name: str = "test-agent"):
-    """Start the server as a process, run body(client) in one session."""
-    params = StdioServerParameters(command=SERVER[0], args=SERVER[1:], env=dict(os.environ), cwd=str(ROOT))
+def run_client(mode: str, body, name: str = "test-agent", prefix: tuple[str, ...] = ()):
+    """Start the server as a process (under prefix), run body(client) in one session."""
+    argv = [*prefix, *SERVER]
+    params = StdioServerParameters(command=argv[0], args=argv[1:], env=dict(os.environ), cwd=str(ROOT))
 
     async def main():
         async with Client(params, mode=mode, client_info=Implementation(name=name, version="1")) as client:
@@ -387,3 +388,24 @@ def test_inspector_calls_every_tool(archive, inspector):
     assert gone["done"] is True
     code, err = call("get", {"ids": [fixed["entry"]["id"]]})
     assert code == 5  # the Inspector's exit code for isError
+
+
+def test_the_server_answers_the_same_inside_a_network_namespace_without_interfaces(archive):
+    """No egress (S14): the MCP server needs no network beyond its stdio."""
+    from reliability_tools import empty_network_namespace_available
+
+    usable, why = empty_network_namespace_available()
+    if not usable:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI must be able to run `unshare -n`: {why}")
+        pytest.skip(f"no empty network namespace on this machine: {why}")
+
+    async def session(client):
+        found = ok(await client.call_tool("search", {"query": "type-check", "scope": "entries"}))
+        got = ok(await client.call_tool("get", {"ids": [archive["id"]]}))
+        lines = ok(await client.call_tool("sources", {"id": archive["id"]}))
+        return found, got, lines
+
+    inside = run_client("auto", session, prefix=("unshare", "-n", "--"))
+    outside = run_client("auto", session)
+    assert inside[0]["entries"] and inside == outside

@@ -499,6 +499,24 @@ def _files(path: Path, suffix: str) -> list[Path]:
     return _listing(path, lambda e: e.name.endswith(suffix) and e.is_file())
 
 
+def _split_listing(path: Path, suffix: str) -> tuple[list[str], list[Path]]:
+    """Return (names of regular files ending in suffix, sub-folders), sorted.
+
+    One scandir for both: this is the hot path of a sync with nothing new.
+    """
+    files, folders = [], []
+    try:
+        with os.scandir(path) as it:
+            for e in it:
+                if _safe(lambda x: x.is_dir(), e):
+                    folders.append(e.name)
+                elif e.name.endswith(suffix) and _safe(lambda x: x.is_file(), e):
+                    files.append(e.name)
+    except OSError:
+        return [], []
+    return sorted(files), [path / n for n in sorted(folders)]
+
+
 def _listing(path: Path, keep) -> list[Path]:
     """List a folder with scandir: the entry type needs no stat per file,
     which keeps a sync of thousands of unchanged files cheap."""
@@ -627,13 +645,14 @@ class ClaudeCode(Adapter):
             if not projects.is_dir():
                 continue
             for project in _subdirs(projects):
-                for path in _files(project, ".jsonl"):
-                    rel = _rel(prefix, root, path)
+                files, folders = _split_listing(project, ".jsonl")
+                base, rel_base = str(project) + os.sep, _rel(prefix, root, project) + "/"
+                for name in files:
                     # A main transcript is named after its session; the id
                     # names title lines that come before any sessionId.
-                    meta = {} if path.name.startswith("agent-") else {"session": path.stem}
-                    found[rel] = SourceFile(str(path), rel, meta=meta)
-                for session in _subdirs(project):
+                    meta = {} if name.startswith("agent-") else {"session": name[: -len(".jsonl")]}
+                    found[rel_base + name] = SourceFile(base + name, rel_base + name, meta=meta)
+                for session in folders:
                     for path, meta in _claude_subagents(session):
                         rel = _rel(prefix, root, path)
                         found[rel] = SourceFile(str(path), rel, meta=meta)

@@ -40,7 +40,7 @@ from corpus import write_claude_corpus, write_codex_corpus, write_cursor_db, wri
 
 SEED = 20261129
 #: Bumped whenever a generator changes, so no stale cached corpus is used.
-CORPUS_VERSION = 2
+CORPUS_VERSION = 3
 TURNS = (2, 40)  # Claude Code sessions of ~30 KB to ~600 KB, ~280 KB on average
 CODEX_TURNS = GROK_TURNS = (2, 30)  # ~370 to ~400 KB on average
 BUBBLES = (10, 120)  # bubbles per Cursor conversation, ~400 KB of database each
@@ -77,16 +77,17 @@ def query_set(identifier: str = "id000000") -> list[tuple[str, str, dict]]:
     moderate frequency, as such queries usually are.
     """
     words, _ = corpus._vocab()
+    cjk, _ = corpus._cjk_vocab()
     return [
         ("rare word", words[15000], {}),
         ("rare word + project", words[12000], {"project": "proj3"}),
         ("identifier", identifier, {}),
         ("2-term AND", f"{words[150]} {words[400]}", {}),
         ("2-term AND + project", f"{words[250]} {words[300]}", {"project": "proj1"}),
-        ("CJK", "数据库", {}),
-        ("CJK + project", "迁移", {"project": "proj2"}),
+        ("CJK", cjk[3000], {}),
+        ("CJK + project", cjk[800], {"project": "proj2"}),
         ("2-char fallback", "索引", {}),
-        ("code phrase", "fts5(text,", {}),
+        ("common code phrase", "fts5(text,", {}),
         ("recent", f"{words[120]} {words[220]}", {"recent": True}),
         ("common term (>= 10% of events)", words[40], {}),
     ]

@@ -22,7 +22,6 @@ sys.path.insert(0, str(ROOT))
 
 import origin  # noqa: E402
 
-M = origin
 SERVER = [sys.executable, str(ROOT / "origin.py"), "mcp"]
 
 

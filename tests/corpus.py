@@ -64,13 +64,42 @@ def _vocab() -> tuple[list[str], list[float]]:
     return _VOCAB, _CUM
 
 
+#: Common characters from which CJK words are made.
+_HANZI = ("数据库索引迁移会话项目搜索遗忘记忆知识认知决定原因性能内存文件镜像游标压缩归档"
+          "用户服务接口测试部署配置日志错误修复版本分支合并提交代码模块函数变量类型结构"
+          "网络请求响应缓存队列线程进程时间任务计划设计方案问题需求功能页面组件样式")
+_CJK_VOCAB: list[str] = []
+_CJK_CUM: list[float] = []
+
+
+def _cjk_vocab() -> tuple[list[str], list[float]]:
+    """Return 5,000 CJK words with Zipf weights: the list above first, then
+    generated two- to four-character words, so a rare one is really rare."""
+    if not _CJK_VOCAB:
+        r = random.Random(2)
+        seen = set(CJK)
+        words = list(CJK)
+        while len(words) < 5000:
+            w = "".join(r.choices(_HANZI, k=r.choice((2, 3, 3, 4))))
+            if w not in seen:
+                seen.add(w)
+                words.append(w)
+        total = 0.0
+        for i, _ in enumerate(words):
+            total += 1.0 / (i + 1)
+            _CJK_CUM.append(total)
+        _CJK_VOCAB.extend(words)
+    return _CJK_VOCAB, _CJK_CUM
+
+
 def _text(rng: random.Random, n_words: int) -> str:
     words, cum = _vocab()
+    cjk, cjk_cum = _cjk_vocab()
     parts = []
     for w in rng.choices(words, cum_weights=cum, k=n_words):
         r = rng.random()
         if r < 0.04:
-            parts.append(rng.choice(CJK))
+            parts.append(rng.choices(cjk, cum_weights=cjk_cum)[0])
         elif r < 0.06:
             parts.append(rng.choice(CODE))
         elif r < 0.07:

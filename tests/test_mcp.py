@@ -27,7 +27,6 @@ import origin
 from conftest import ROOT
 
 #: The MCP section lives in origin.py once merged, in its own module before.
-M = origin
 SERVER = [sys.executable, str(ROOT / "origin.py"), "mcp"]
 
 TOOLS = ["search", "timeline", "get", "sources", "remember", "correct", "forget"]
@@ -226,7 +225,7 @@ def test_scenario_what_did_i_decide_and_why_in_three_calls(archive, capsys):
 
 def test_long_raw_lines_are_cut_around_the_quote_and_marked(archive, origin_home):
     with origin.open_store(origin_home) as store:
-        res = M.mcp_sources(store, {"id": archive["id"], "max_chars": 200}, "t")
+        res = origin.mcp_sources(store, {"id": archive["id"], "max_chars": 200}, "t")
     src = res["sources"][0]
     assert src["raw_truncated"] is True and src["raw_chars"] > 200
     assert src["raw"].startswith("…") and QUOTE[:20] in src["raw"] and len(src["raw"]) <= 202
@@ -234,10 +233,10 @@ def test_long_raw_lines_are_cut_around_the_quote_and_marked(archive, origin_home
 
 def test_get_opens_several_ids_and_fails_only_when_none_open(archive, origin_home):
     with origin.open_store(origin_home) as store:
-        res = M.mcp_get(store, {"ids": [archive["id"], archive["id"], "x:y"]}, "t")
+        res = origin.mcp_get(store, {"ids": [archive["id"], archive["id"], "x:y"]}, "t")
         assert len(res["items"]) == 1 and res["errors"][0]["id"] == "x:y"
         with pytest.raises(origin.OriginError, match="no event 'x:y'.*no event 'x:z'"):
-            M.mcp_get(store, {"ids": ["x:y", "x:z"]}, "t")
+            origin.mcp_get(store, {"ids": ["x:y", "x:z"]}, "t")
 
 
 def test_client_name_comes_from_either_era_else_a_fallback():
@@ -246,10 +245,10 @@ def test_client_name_comes_from_either_era_else_a_fallback():
 
     legacy = SimpleNamespace(client_info=SimpleNamespace(name="codex-mcp-client"))
     envelope = {"io.modelcontextprotocol/clientInfo": {"name": "claude-code", "version": "2"}}
-    assert M.mcp_client_name(ctx(legacy)) == "codex-mcp-client"
-    assert M.mcp_client_name(ctx(meta=envelope)) == "claude-code"
-    assert M.mcp_client_name(ctx()) == "mcp-client"
-    assert M.mcp_client_name(ctx(meta={"io.modelcontextprotocol/clientInfo": {"name": "  "}})) == "mcp-client"
+    assert origin.mcp_client_name(ctx(legacy)) == "codex-mcp-client"
+    assert origin.mcp_client_name(ctx(meta=envelope)) == "claude-code"
+    assert origin.mcp_client_name(ctx()) == "mcp-client"
+    assert origin.mcp_client_name(ctx(meta={"io.modelcontextprotocol/clientInfo": {"name": "  "}})) == "mcp-client"
 
 
 class FakeSync:
@@ -278,7 +277,7 @@ class FakeSync:
 
 def test_freshness_first_sync_runs_in_background_and_catch_ups_cover_recent_files(archive, origin_home):
     fake = FakeSync(hold_full=True)
-    service = M.McpService(origin_home, fake, sync_interval=60)
+    service = origin.McpService(origin_home, fake, sync_interval=60)
     service.start()
     t0 = time.monotonic()
     text, is_error = service.call("search", {"query": "type-check"}, "t")
@@ -286,7 +285,7 @@ def test_freshness_first_sync_runs_in_background_and_catch_ups_cover_recent_file
     calls = fake.wait_for(2)
     assert calls.count(None) == 1  # the initial full sync, in its thread
     catch_up = next(c for c in calls if c is not None)
-    assert catch_up <= origin.now_ms() - M.MCP_CATCHUP_MS + 60_000  # only recently modified files
+    assert catch_up <= origin.now_ms() - origin.MCP_CATCHUP_MS + 60_000  # only recently modified files
     service.call("get", {"ids": [archive["id"]]}, "t")
     assert len(fake.calls) == 2  # a read inside the interval does not sync
     fake.release.set()
@@ -297,7 +296,7 @@ def test_freshness_first_sync_runs_in_background_and_catch_ups_cover_recent_file
 
 
 def test_freshness_failed_sync_is_logged_and_tools_still_answer(archive, origin_home, capsys):
-    service = M.McpService(origin_home, FakeSync(fail=True), sync_interval=0)
+    service = origin.McpService(origin_home, FakeSync(fail=True), sync_interval=0)
     text, is_error = service.call("search", {"query": "type-check"}, "t")
     service.close()
     assert not is_error and json.loads(text)["entries"]
@@ -305,8 +304,8 @@ def test_freshness_failed_sync_is_logged_and_tools_still_answer(archive, origin_
 
 
 def test_unexpected_exception_becomes_a_logged_tool_error(archive, origin_home, monkeypatch, capsys):
-    service = M.McpService(origin_home, FakeSync())
-    monkeypatch.setattr(M, "search", lambda *a, **k: 1 / 0)
+    service = origin.McpService(origin_home, FakeSync())
+    monkeypatch.setattr(origin, "search", lambda *a, **k: 1 / 0)
     text, is_error = service.call("search", {"query": "x"}, "t")
     service.close()
     assert is_error and "ZeroDivisionError" in text and "Traceback" not in text

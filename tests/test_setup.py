@@ -11,7 +11,6 @@ import pytest
 
 import origin
 
-M = origin
 COMMAND = ["/opt/origin/bin/origin", "mcp"]
 
 CLAUDE = {
@@ -91,11 +90,11 @@ def servers(agent: str, data: dict) -> dict:
 def statuses(out: str) -> list[str]:
     """Return the status column of setup's report, one per agent line."""
     rows = [line.split() for line in out.splitlines() if line.startswith("  ")]
-    return [row[1] for row in rows if row[0] in M.AGENT_TARGETS]
+    return [row[1] for row in rows if row[0] in origin.AGENT_TARGETS]
 
 
 def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
-    main = origin.main if hasattr(origin, "cmd_setup") else M._dev_main
+    main = origin.main if hasattr(origin, "cmd_setup") else origin._dev_main
     capsys.readouterr()
     code = main(list(argv))
     out = capsys.readouterr()
@@ -104,7 +103,7 @@ def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
 
 def test_dry_run_writes_nothing(agents, user_home):
     before = snapshot(user_home)
-    res = M.setup_agents(env_of(user_home), user_home, COMMAND, dry_run=True)
+    res = origin.setup_agents(env_of(user_home), user_home, COMMAND, dry_run=True)
     assert snapshot(user_home) == before
     assert {a["agent"]: a["status"] for a in res["agents"]} == dict.fromkeys(agents, "would be added")
     assert res["changed"] == 5
@@ -112,7 +111,7 @@ def test_dry_run_writes_nothing(agents, user_home):
 
 def test_setup_adds_only_origin_and_keeps_everything_else(agents, user_home):
     before = {name: (f.read_bytes(), parsed(f)) for name, f in agents.items()}
-    res = M.setup_agents(env_of(user_home), user_home, COMMAND)
+    res = origin.setup_agents(env_of(user_home), user_home, COMMAND)
     assert {a["agent"]: a["status"] for a in res["agents"]} == dict.fromkeys(agents, "added")
     for name, f in agents.items():
         raw, data = before[name]
@@ -127,7 +126,7 @@ def test_setup_adds_only_origin_and_keeps_everything_else(agents, user_home):
     assert json.loads(agents["claude-code"].read_text())["mcpServers"]["origin"]["type"] == "stdio"
     assert agents["cursor"].read_text().startswith('{\n    "mcpServers"')  # its own indentation kept
     assert agents["zcode"].stat().st_mode & 0o777 == 0o600  # a file holding keys stays private
-    assert M.connected_agents(env_of(user_home), user_home)["codex"]["registered"] is True
+    assert origin.connected_agents(env_of(user_home), user_home)["codex"]["registered"] is True
 
 
 def test_second_run_changes_nothing_and_says_so(agents, user_home, monkeypatch, capsys):
@@ -143,11 +142,11 @@ def test_second_run_changes_nothing_and_says_so(agents, user_home, monkeypatch, 
 def test_unparsable_config_is_refused_and_nothing_is_written(agents, user_home, capsys, monkeypatch):
     agents["cursor"].write_text('{"mcpServers": {"fs": {"command": "npx",}}}')
     before = snapshot(user_home)
-    with pytest.raises(M.AgentConfigError, match="mcp.json: it is not valid JSON"):
-        M.setup_agents(env_of(user_home), user_home, COMMAND)
+    with pytest.raises(origin.AgentConfigError, match="mcp.json: it is not valid JSON"):
+        origin.setup_agents(env_of(user_home), user_home, COMMAND)
     monkeypatch.setenv("PATH", "")
     code, out, err = run_cli(capsys, "setup")
-    assert code == M.AgentConfigError.exit_code and "nothing was changed" in err and "--agent" in err
+    assert code == origin.AgentConfigError.exit_code and "nothing was changed" in err and "--agent" in err
     assert snapshot(user_home) == before
     code, out, _ = run_cli(capsys, "setup", "--agent", "codex")  # the way round a broken file
     assert code == 0 and "added" in statuses(out)
@@ -160,8 +159,8 @@ def test_unparsable_config_is_refused_and_nothing_is_written(agents, user_home, 
 ])
 def test_json_that_cannot_be_rewritten_faithfully_is_refused(agents, user_home, content, why):
     agents["claude-code"].write_text(content)
-    with pytest.raises(M.AgentConfigError, match=why):
-        M.setup_agents(env_of(user_home), user_home, COMMAND, agents=["claude-code"])
+    with pytest.raises(origin.AgentConfigError, match=why):
+        origin.setup_agents(env_of(user_home), user_home, COMMAND, agents=["claude-code"])
     assert agents["claude-code"].read_text() == content
 
 
@@ -172,8 +171,8 @@ def test_json_that_cannot_be_rewritten_faithfully_is_refused(agents, user_home, 
 ])
 def test_toml_that_cannot_be_edited_safely_is_refused(agents, user_home, content, why):
     agents["codex"].write_text(content)
-    with pytest.raises(M.AgentConfigError, match=why):
-        M.setup_agents(env_of(user_home), user_home, COMMAND, agents=["codex"])
+    with pytest.raises(origin.AgentConfigError, match=why):
+        origin.setup_agents(env_of(user_home), user_home, COMMAND, agents=["codex"])
     assert agents["codex"].read_text() == content
 
 
@@ -187,7 +186,7 @@ def test_an_outdated_registration_is_updated_in_place(agents, user_home):
                                              '[mcp_servers.origin.env]\nORIGIN_HOME = "/data/origin"\n\n'
                                              '[profiles.fast]')
     agents["codex"].write_text(codex)
-    res = M.setup_agents(env_of(user_home), user_home, COMMAND, agents=["claude-code", "codex"])
+    res = origin.setup_agents(env_of(user_home), user_home, COMMAND, agents=["claude-code", "codex"])
     assert [a["status"] for a in res["agents"]] == ["updated", "updated"]
     entry = json.loads(agents["claude-code"].read_text())["mcpServers"]["origin"]
     assert entry == {"type": "stdio", "command": COMMAND[0], "args": ["mcp"], "env": {"ORIGIN_HOME": "/data/origin"}}
@@ -199,7 +198,7 @@ def test_an_outdated_registration_is_updated_in_place(agents, user_home):
 
 def test_missing_config_is_created_and_absent_agents_are_skipped(user_home):
     (user_home / ".codex").mkdir()
-    res = M.setup_agents(env_of(user_home), user_home, COMMAND)
+    res = origin.setup_agents(env_of(user_home), user_home, COMMAND)
     status = {a["agent"]: a["status"] for a in res["agents"]}
     assert status == {"claude-code": "not installed", "codex": "created", "cursor": "not installed",
                       "grok": "not installed", "zcode": "not installed"}
@@ -214,7 +213,7 @@ def test_agent_homes_follow_their_environment_variables(user_home, tmp_path):
         d.mkdir()
     env = {**env_of(user_home), "CODEX_HOME": str(codex_home), "GROK_HOME": str(grok_home),
            "CLAUDE_CONFIG_DIR": str(claude_dir)}
-    M.setup_agents(env, user_home, COMMAND)
+    origin.setup_agents(env, user_home, COMMAND)
     assert "origin" in tomllib.loads((codex_home / "config.toml").read_text())["mcp_servers"]
     assert "origin" in tomllib.loads((grok_home / "config.toml").read_text())["mcp_servers"]
     assert "origin" in json.loads((claude_dir / ".claude.json").read_text())["mcpServers"]
@@ -226,7 +225,7 @@ def test_a_program_on_path_counts_as_installed(user_home, tmp_path):
     bin_dir.mkdir()
     (bin_dir / "cursor-agent").write_text("#!/bin/sh\n")
     (bin_dir / "cursor-agent").chmod(0o755)
-    res = M.setup_agents({"HOME": str(user_home), "PATH": str(bin_dir)}, user_home, COMMAND)
+    res = origin.setup_agents({"HOME": str(user_home), "PATH": str(bin_dir)}, user_home, COMMAND)
     assert {a["agent"]: a["status"] for a in res["agents"]}["cursor"] == "created"
 
 
@@ -236,7 +235,7 @@ def test_a_symlinked_config_is_written_through_the_link(agents, user_home, tmp_p
     target = dotfiles / "claude.json"
     agents["claude-code"].rename(target)
     agents["claude-code"].symlink_to(target)
-    M.setup_agents(env_of(user_home), user_home, COMMAND, agents=["claude-code"])
+    origin.setup_agents(env_of(user_home), user_home, COMMAND, agents=["claude-code"])
     assert agents["claude-code"].is_symlink()
     assert "origin" in json.loads(target.read_text())["mcpServers"]
 
@@ -255,25 +254,25 @@ def test_cli_setup_prints_what_it_did_and_runs_a_first_sync(agents, claude_root,
 
 def test_origin_command_is_absolute_and_runnable(monkeypatch, tmp_path):
     monkeypatch.setattr("sys.argv", ["pytest"])
-    cmd = M.origin_command({"PATH": ""})
+    cmd = origin.origin_command({"PATH": ""})
     assert cmd[-1] == "mcp" and Path(cmd[0]).is_absolute() and Path(cmd[1]).name == "origin.py"
     script = tmp_path / "origin"
     script.write_text("#!/usr/bin/python3\nimport sys\nfrom origin import main\nsys.exit(main())\n")
     monkeypatch.setattr("sys.argv", [str(script), "setup"])
-    assert M.origin_command({"PATH": ""}) == [str(script), "mcp"]
+    assert origin.origin_command({"PATH": ""}) == [str(script), "mcp"]
     (tmp_path / "other").mkdir()
     impostor = tmp_path / "other" / "origin"
     impostor.write_text("#!/bin/sh\necho another program called origin\n")
     impostor.chmod(0o755)
     monkeypatch.setattr("sys.argv", ["pytest"])
-    assert M.origin_command({"PATH": str(impostor.parent)})[0] != str(impostor)
+    assert origin.origin_command({"PATH": str(impostor.parent)})[0] != str(impostor)
 
 
 def test_a_quoted_table_header_and_crlf_line_ends_are_understood(agents, user_home):
     old = 'model = "gpt-5"\r\n\r\n[ mcp_servers . "origin" ]  # added by hand\r\nargs = ["mcp"]\r\n' \
           'command = "/old/origin"\r\n\r\n[profiles.fast]\r\nmodel = "m"\r\n'
     agents["codex"].write_bytes(old.encode())
-    res = M.setup_agents(env_of(user_home), user_home, COMMAND, agents=["codex"])
+    res = origin.setup_agents(env_of(user_home), user_home, COMMAND, agents=["codex"])
     assert res["agents"][0]["status"] == "updated"
     assert agents["codex"].read_bytes().decode() == old.replace(
         'args = ["mcp"]\r\ncommand = "/old/origin"', f'command = "{COMMAND[0]}"\r\nargs = ["mcp"]')

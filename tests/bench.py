@@ -61,7 +61,8 @@ def sample_identifier(store: origin.Store) -> str:
     """Return an identifier token that occurs in the corpus (deterministic)."""
     import re
 
-    for (text,) in store.conn.execute("SELECT text FROM event WHERE seq % 97 = 0 ORDER BY seq"):
+    for (text,) in store.conn.execute(
+            "SELECT text FROM event WHERE seq % 97 = 0 AND kind = 'message' AND indexed = 1 ORDER BY seq"):
         m = re.search(r"\bid\d{6}\b", text)
         if m:
             return m.group(0)

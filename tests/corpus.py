@@ -9,7 +9,9 @@ code, and timestamps spread over months, all in the past.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import hashlib
+import itertools
 import json
 import os
 import random
@@ -41,55 +43,39 @@ CODE = [
 #: trigrams the way real words do: a few very common, most rare.
 _LETTERS = "etaoinshrdlcumwfgypbvkjxqz"
 _LETTER_WEIGHTS = [127, 91, 82, 75, 70, 67, 63, 61, 60, 43, 40, 28, 28, 24, 24, 22, 20, 20, 19, 15, 10, 8, 2, 2, 1, 1]
-_VOCAB: list[str] = []
-_CUM: list[float] = []
 
 
+def _zipf(first: list[str], make, size: int, seed: int) -> tuple[list[str], list[float]]:
+    """Return size distinct words (first, then make(rng) ones) and their
+    cumulative Zipf weights: the word of rank r is drawn with weight 1/r."""
+    rng = random.Random(seed)
+    seen, words = set(first), list(first)
+    while len(words) < size:
+        w = make(rng)
+        if w not in seen:
+            seen.add(w)
+            words.append(w)
+    return words, list(itertools.accumulate(1.0 / (i + 1) for i in range(len(words))))
+
+
+@functools.lru_cache(maxsize=None)
 def _vocab() -> tuple[list[str], list[float]]:
     """Return a 20,000-word vocabulary with Zipf weights (cumulative)."""
-    if not _VOCAB:
-        r = random.Random(1)
-        seen = set(WORDS)
-        words = list(WORDS)
-        while len(words) < 20000:
-            w = "".join(r.choices(_LETTERS, weights=_LETTER_WEIGHTS, k=r.randint(3, 10)))
-            if w not in seen:
-                seen.add(w)
-                words.append(w)
-        total = 0.0
-        for i, _ in enumerate(words):
-            total += 1.0 / (i + 1)
-            _CUM.append(total)
-        _VOCAB.extend(words)
-    return _VOCAB, _CUM
+    return _zipf(list(WORDS), lambda r: "".join(r.choices(_LETTERS, weights=_LETTER_WEIGHTS, k=r.randint(3, 10))),
+                 20000, 1)
 
 
 #: Common characters from which CJK words are made.
 _HANZI = ("数据库索引迁移会话项目搜索遗忘记忆知识认知决定原因性能内存文件镜像游标压缩归档"
           "用户服务接口测试部署配置日志错误修复版本分支合并提交代码模块函数变量类型结构"
           "网络请求响应缓存队列线程进程时间任务计划设计方案问题需求功能页面组件样式")
-_CJK_VOCAB: list[str] = []
-_CJK_CUM: list[float] = []
 
 
+@functools.lru_cache(maxsize=None)
 def _cjk_vocab() -> tuple[list[str], list[float]]:
     """Return 5,000 CJK words with Zipf weights: the list above first, then
     generated two- to four-character words, so a rare one is really rare."""
-    if not _CJK_VOCAB:
-        r = random.Random(2)
-        seen = set(CJK)
-        words = list(CJK)
-        while len(words) < 5000:
-            w = "".join(r.choices(_HANZI, k=r.choice((2, 3, 3, 4))))
-            if w not in seen:
-                seen.add(w)
-                words.append(w)
-        total = 0.0
-        for i, _ in enumerate(words):
-            total += 1.0 / (i + 1)
-            _CJK_CUM.append(total)
-        _CJK_VOCAB.extend(words)
-    return _CJK_VOCAB, _CJK_CUM
+    return _zipf(list(CJK), lambda r: "".join(r.choices(_HANZI, k=r.choice((2, 3, 3, 4)))), 5000, 2)
 
 
 def _text(rng: random.Random, n_words: int) -> str:

@@ -15,7 +15,7 @@ COMMAND = ["/opt/origin/bin/origin", "mcp"]
 
 CLAUDE = {
     "numStartups": 12, "theme": "dark", "tipsHistory": {"memory-command": 3, "ratio": 1.5e3},
-    "projects": {"/work/app": {"allowedTools": [], "mcpServers": {"local": {"command": "./tool"}}}},
+    "projects": {"/home/dev/app": {"allowedTools": [], "mcpServers": {"local": {"command": "./tool"}}}},
     "mcpServers": {"github": {"type": "stdio", "command": "npx", "args": ["-y", "gh-mcp"], "env": {"T": "x"}}},
     "oauthAccount": {"emailAddress": "someone@example.com"},
 }

@@ -1749,8 +1749,8 @@ def correct(store: Store, entry_id: str, *, text: str, author: str, sources: lis
         )
         inherited = [
             (r["event_id"], r["quote"]) for r in conn.execute(
-                f"SELECT s.event_id, s.quote FROM entry_source s WHERE s.entry_id = ? "
-                f"AND NOT EXISTS (SELECT 1 FROM excluded_event x WHERE x.event_id = s.event_id)",
+                "SELECT s.event_id, s.quote FROM entry_source s WHERE s.entry_id = ? "
+                "AND NOT EXISTS (SELECT 1 FROM excluded_event x WHERE x.event_id = s.event_id)",
                 (entry_id,),
             )
         ]

@@ -120,6 +120,8 @@ MIN_QUOTE = 3
 #: back rows or an open block, so its signature is not recorded and the next
 #: sync looks at it again.
 QUIET_MS = 60_000
+#: An agent database still being written is read again at most this often.
+DB_REVISIT_MS = 30_000
 #: Crash points for the reliability tests: ORIGIN_CRASH_AT=<label>:<n>.
 ENV_CRASH = "ORIGIN_CRASH_AT"
 
@@ -1414,20 +1416,25 @@ def looked_in(env: dict | None = None, home: Path | None = None) -> dict:
 
 
 def sync(store: Store, *, env: dict | None = None, home: Path | None = None, sources: Iterable[str] | None = None,
-         progress: Callable[[int, int, int], None] | None = None, changed_since: int | None = None) -> SyncReport:
+         progress: Callable[[int, int, int], None] | None = None, changed_since: int | None = None,
+         revisit_db_ms: int | None = None) -> SyncReport:
     """Archive every agent's logs into the store; return what was added.
 
     Unchanged files (same size, mtime and inode as last time) are skipped
     without taking the write lock, so a sync with nothing new is cheap.
     ``changed_since`` (epoch ms) limits the run to files modified since then,
-    for a quick catch-up while a full sync runs elsewhere.
+    for a quick catch-up while a full sync runs elsewhere.  ``revisit_db_ms``
+    lets an agent database that is still being written be skipped if it was
+    read that recently (for frequent background syncs: its unfinished rows
+    would not be exported anyway).
     """
     report = SyncReport()
     src = set(sources) if sources else None
     files = list(discover_all(env, home, src))
     known = {}
-    for r in store.conn.execute("SELECT id, source, path, src_sig FROM raw_file ORDER BY generation"):
-        known[(r[1], r[2])] = (r[3], r[0])
+    for r in store.conn.execute("SELECT id, source, path, src_sig, last_sync FROM raw_file ORDER BY generation"):
+        known[(r[1], r[2])] = (r[3], r[0], r[4])
+    now = now_ms()
     todo = []
     seen: set[tuple[str, str]] = set()
     for adapter, sf in files:
@@ -1440,8 +1447,16 @@ def sync(store: Store, *, env: dict | None = None, home: Path | None = None, sou
         if (adapter.name, sig) in seen:
             continue
         seen.add((adapter.name, sig))
-        last_sig, row_id = known.get((adapter.name, sf.path), (None, None))
+        last_sig, row_id, last_sync = known.get((adapter.name, sf.path), (None, None, None))
         if last_sig == sig:
+            report.sources[adapter.name]["files"] += 1
+            continue
+        if (revisit_db_ms and sf.kind == "db" and last_sync and now - last_sync < revisit_db_ms
+                and not _settled(sig)):
+            # An agent's database that is still being written exports
+            # nothing new until it has been quiet for QUIET_MS; reading it
+            # at every sync (an MCP server syncs every few seconds) would
+            # cost a full scan each time for nothing.
             report.sources[adapter.name]["files"] += 1
             continue
         if changed_since is not None and int(sig.split(":")[1]) // 1_000_000 < changed_since:
@@ -2768,7 +2783,9 @@ class McpService:
             return
         since = None if self._initial_done.is_set() else self._started_ms - MCP_CATCHUP_MS
         try:
-            self._sync(self.store, changed_since=since)
+            # Reads may skip an agent database read moments ago; writes never
+            # do, so a message that just finished can be cited at once.
+            self._sync(self.store, changed_since=since, lazy=not always)
         except Exception:
             _log_exception("sync before a tool failed")
         self._last_sync = started
@@ -2851,7 +2868,8 @@ def build_mcp_server(service: McpService):
 def serve_stdio(home: Path, sync_fn: Callable[..., Any]) -> None:
     """Serve the tools over stdin/stdout until the client hangs up.
 
-    ``sync_fn(store, changed_since=None)`` archives new log lines; the CLI
+    ``sync_fn(store, changed_since=None, lazy=False)`` archives new log lines
+    (``lazy`` for the syncs before read tools); the CLI
     passes one that runs the core ``sync``.  Both protocol eras are served:
     the client's first request picks one.
     """
@@ -3570,7 +3588,8 @@ def cmd_mcp(args) -> int:
 
     Example: origin mcp
     """
-    serve_stdio(resolve_home(), lambda store, changed_since=None: sync(store, changed_since=changed_since))
+    serve_stdio(resolve_home(), lambda store, changed_since=None, lazy=False: sync(
+        store, changed_since=changed_since, revisit_db_ms=DB_REVISIT_MS if lazy else None))
     return 0
 
 

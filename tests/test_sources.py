@@ -234,3 +234,28 @@ def test_credentials_next_to_agent_logs_never_reach_the_store(lay, user_home, or
         s.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     leaks = [p for p in origin_home.rglob("*") if p.is_file() and FAKE_TOKEN.encode() in p.read_bytes()]
     assert leaks == []
+
+
+def test_background_syncs_read_an_agent_database_still_being_written_at_most_every_thirty_seconds(lay, origin_home, monkeypatch):
+    lay("zcode")
+    with origin.open_store(origin_home) as s:
+        assert origin.sync(s).sources["zcode"]["events_added"] > 0
+        reads = []
+        real = adapters.ZCode.export
+
+        def counting(self, *a, **kw):
+            reads.append(1)
+            return real(self, *a, **kw)
+
+        monkeypatch.setattr(adapters.ZCode, "export", counting)
+        db = origin_home.parent / "home" / ".zcode" / "cli" / "db" / "db.sqlite"
+        os.utime(db, None)  # the agent keeps writing: the database is not quiet
+        origin.sync(s, revisit_db_ms=origin.DB_REVISIT_MS)
+        assert reads == []  # read moments ago: a background sync leaves it
+        origin.sync(s)
+        assert reads == [1]  # a sync someone asked for always reads it
+        s.conn.execute("UPDATE raw_file SET last_sync = last_sync - ? WHERE source = 'zcode'",
+                       (origin.DB_REVISIT_MS + 1000,))
+        os.utime(db, None)
+        origin.sync(s, revisit_db_ms=origin.DB_REVISIT_MS)
+        assert reads == [1, 1]  # due again

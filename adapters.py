@@ -904,8 +904,9 @@ class Codex(Adapter):
     ``tests/fixtures/codex/agent-sessions/`` (0.146 coverage and drift).
 
     Event ids: ``<thread>:o<ordinal>`` while the line's ordinal keeps rising,
-    else ``<thread>:<line number>`` in the decompressed stream; ``#k`` is
-    added when a line gives several events.  The thread comes from the first
+    else ``<thread>:<line number>`` in the decompressed stream, then ``:`` and
+    a short hash of the line; ``#k`` is added when a line gives several
+    events.  The thread comes from the first
     ``session_meta`` (later ones are history copied by a fork), so the same
     rollout plain, compressed or archived gives the same ids.  The prompt is
     indexed once, from the ``user_message`` event; the user ``message`` item
@@ -960,7 +961,7 @@ class Codex(Adapter):
         ts = _ts(obj.get("timestamp"))
         if ts is not None:
             st["ts"] = ts
-        ids = _codex_ids(obj, ctx)
+        ids = _codex_ids(obj, ctx, line)
         common = dict(ts=ts if ts is not None else st.get("ts", ctx.mtime_ms), ts_approx=ts is None)
         payload = obj.get("payload")
         if kind == "session_meta":
@@ -1096,12 +1097,16 @@ def _codex_is_item(kind: str) -> bool:
             or kind in _CODEX_OUTPUTS or kind in _CODEX_QUIET_ITEMS)
 
 
-def _codex_ids(obj: dict, ctx: Context) -> Iterator[str]:
+def _codex_ids(obj: dict, ctx: Context, line: str) -> Iterator[str]:
     """Return the event ids of a line: its base id, then base#1, base#2, …
 
     The ordinal names the line while it keeps rising through the file; a
     repeated or missing one falls back to the line number, which is as
     stable (rollouts are append-only) and keeps ids unique within a thread.
+    A short hash of the line follows: the same rollout plain, compressed or
+    archived has the same bytes and so the same ids, while a reverted
+    rollout (``…-<thread>_<rollout>.jsonl``, same thread) that says
+    something else at the same position keeps its own events.
     """
     st = ctx.state
     ordinal = _int(obj.get("ordinal"))
@@ -1110,6 +1115,7 @@ def _codex_ids(obj: dict, ctx: Context) -> Iterator[str]:
         base = f"{st['thread']}:o{ordinal}"
     else:
         base = f"{st['thread']}:{ctx.lineno}"
+    base += ":" + short_hash(line, n=8)
     return itertools.chain([base], (f"{base}#{k}" for k in itertools.count(1)))
 
 

@@ -259,3 +259,32 @@ def test_background_syncs_read_an_agent_database_still_being_written_at_most_eve
         os.utime(db, None)
         origin.sync(s, revisit_db_ms=origin.DB_REVISIT_MS)
         assert reads == [1, 1]  # due again
+
+
+def test_a_reverted_codex_rollout_with_the_same_thread_keeps_its_own_lines(user_home, origin_home):
+    """A revert writes `…-<thread>_<rollout>.jsonl`: same thread, new lines after the shared start."""
+    day = user_home / ".codex" / "sessions" / "2026" / "02" / "23"
+    day.mkdir(parents=True)
+    src = sorted(LOCALPUSH.glob("rollout-*.jsonl"))[1]
+    lines = src.read_text().splitlines()
+    shutil.copy(src, day / src.name)
+    keep = 6
+    diverged = []
+    for i, raw in enumerate(lines[keep:]):
+        rec = json.loads(raw)
+        if rec.get("type") == "event_msg" and rec["payload"].get("type") == "user_message":
+            rec["payload"]["message"] = f"after the revert, take another road {i}"
+        diverged.append(json.dumps(rec))
+    revert = day / (src.stem + "_019c0000-0000-7000-8000-00000000beef.jsonl")
+    revert.write_text("\n".join(lines[:keep] + diverged) + "\n")
+    with origin.open_store(origin_home) as s:
+        origin.sync(s)
+        hits = origin.search_events(s, "another road")
+        assert hits  # the revert's own prompt is archived, not dropped as a duplicate id
+        thread = json.loads(lines[0])["payload"]["id"]
+        assert {h["session"] for h in hits} == {thread}
+        # The shared start is stored once: the revert file owns only events of
+        # the lines after it.
+        revert_lines = [r[0] for r in s.conn.execute(
+            "SELECT e.line FROM event e JOIN raw_file f ON f.id = e.raw_file_id WHERE f.path = ?", (str(revert),))]
+        assert revert_lines and min(revert_lines) > keep

@@ -723,8 +723,12 @@ class SyncReport:
     looked_in: dict = field(default_factory=dict)
     problems: list = field(default_factory=list)
 
+    def source(self, name: str) -> dict:
+        """Return the counters of one source, starting them at zero."""
+        return self.sources.setdefault(name, {"files": 0, "bytes_added": 0, "events_added": 0, "parse_errors": 0})
+
     def add(self, source: str, res: FileResult) -> None:
-        s = self.sources.setdefault(source, {"files": 0, "bytes_added": 0, "events_added": 0, "parse_errors": 0})
+        s = self.source(source)
         s["files"] += 1
         s["bytes_added"] += res.bytes_added
         s["events_added"] += res.events_added
@@ -1438,7 +1442,7 @@ def sync(store: Store, *, env: dict | None = None, home: Path | None = None, sou
     todo = []
     seen: set[tuple[str, str]] = set()
     for adapter, sf in files:
-        report.sources.setdefault(adapter.name, {"files": 0, "bytes_added": 0, "events_added": 0, "parse_errors": 0})
+        counts = report.source(adapter.name)
         sig = stat_signature(sf.path, sf.kind)
         if sig is None:
             continue
@@ -1449,7 +1453,7 @@ def sync(store: Store, *, env: dict | None = None, home: Path | None = None, sou
         seen.add((adapter.name, sig))
         last_sig, row_id, last_sync = known.get((adapter.name, sf.path), (None, None, None))
         if last_sig == sig:
-            report.sources[adapter.name]["files"] += 1
+            counts["files"] += 1
             continue
         if (revisit_db_ms and sf.kind == "db" and last_sync and now - last_sync < revisit_db_ms
                 and not _settled(sig)):
@@ -1457,7 +1461,7 @@ def sync(store: Store, *, env: dict | None = None, home: Path | None = None, sou
             # nothing new until it has been quiet for QUIET_MS; reading it
             # at every sync (an MCP server syncs every few seconds) would
             # cost a full scan each time for nothing.
-            report.sources[adapter.name]["files"] += 1
+            counts["files"] += 1
             continue
         if changed_since is not None and int(sig.split(":")[1]) // 1_000_000 < changed_since:
             continue
@@ -2286,8 +2290,7 @@ def raw_sources(store: Store, item_id: str) -> list[dict]:
         entry = get_entry(store, item_id)
         ids = [(s["event"], s["quote"]) for s in entry["sources"]]
     else:
-        get_event(store, item_id)
-        ids = [(item_id, None)]
+        ids = [(item_id, None)]  # get_event below refuses unknown and forgotten ids
     out = []
     for ev_id, quote in ids:
         ev = get_event(store, ev_id)

@@ -105,36 +105,39 @@ def corpus_dir(mb: int) -> Path:
     ``home/`` is the HOME of the agents (``.claude``, ``.codex``, ``.grok``);
     ``cursor/User/`` is the Cursor User folder, for ORIGIN_CURSOR_USER_DIR.
     """
-    d = Path(tempfile.gettempdir()) / f"origin-bench-mixed{CORPUS_VERSION}-{mb}mb-{SEED}"
+    return _cached(f"origin-bench-mixed{CORPUS_VERSION}-{mb}mb-{SEED}", lambda d: _write_mixed(d, mb),
+                   f"the {mb} MB corpus")
+
+
+def _cached(name: str, build, what: str) -> Path:
+    """Return the temp folder name, building it with build(folder) once."""
+    d = Path(tempfile.gettempdir()) / name
     done = d / ".complete"
     if done.exists():
         return d
     shutil.rmtree(d, ignore_errors=True)
     t = time.perf_counter()
+    build(d)
+    done.write_text("ok")
+    print(f"generated {what} in {time.perf_counter() - t:.1f} s", file=sys.stderr)
+    return d
+
+
+def _write_mixed(d: Path, mb: int) -> None:
     home = d / "home"
     write_claude_corpus(home / ".claude", files=units(mb, "claude-code"), turns=TURNS, seed=SEED, projects=8)
     write_codex_corpus(home / ".codex", files=units(mb, "codex"), turns=CODEX_TURNS, seed=SEED + 1, projects=8)
     write_grok_corpus(home / ".grok", sessions=units(mb, "grok"), turns=GROK_TURNS, seed=SEED + 2, projects=8)
     write_cursor_db(d / "cursor" / "User" / "globalStorage" / "state.vscdb", composers=units(mb, "cursor"),
                     bubbles_per_composer=BUBBLES, seed=SEED + 3, projects=8)
-    done.write_text("ok")
-    print(f"generated the {mb} MB corpus in {time.perf_counter() - t:.1f} s", file=sys.stderr)
-    return d
 
 
 def small_corpus_dir() -> Path:
     """Return a cached archive of SMALL_FILES Claude Code sessions of a few KB each."""
-    d = Path(tempfile.gettempdir()) / f"origin-bench-small{CORPUS_VERSION}-{SMALL_FILES}-{SEED}"
-    done = d / ".complete"
-    if done.exists():
-        return d
-    shutil.rmtree(d, ignore_errors=True)
-    t = time.perf_counter()
-    write_claude_corpus(d / "home" / ".claude", files=SMALL_FILES, turns=1, seed=SEED, projects=20,
-                        outputs=(15, 40, 120))
-    done.write_text("ok")
-    print(f"generated {SMALL_FILES} small files in {time.perf_counter() - t:.1f} s", file=sys.stderr)
-    return d
+    return _cached(f"origin-bench-small{CORPUS_VERSION}-{SMALL_FILES}-{SEED}",
+                   lambda d: write_claude_corpus(d / "home" / ".claude", files=SMALL_FILES, turns=1, seed=SEED,
+                                                 projects=20, outputs=(15, 40, 120)),
+                   f"{SMALL_FILES} small files")
 
 
 def _raw_size(path: Path) -> int:

@@ -80,6 +80,17 @@ WAL_SIZE_LIMIT = 4 * 1024 * 1024
 #: 4, re-merges the index after nearly every per-file commit of an ingest).
 FTS_AUTOMERGE = 16
 FTS_CRISISMERGE = 64
+#: The event index lives in files of its own under ORIGIN_HOME/index, one
+#: per part: part name -> (file, FTS table, event kinds it covers).  Two
+#: parts are written on two threads, so indexing uses both cores, and a
+#: search of messages (the default) reads only the message part.
+INDEX_DIR = "index"
+EVENT_INDEXES = {
+    "message": ("messages.db", "message_fts", ("message",)),
+    "tool": ("tools.db", "tool_fts", ("tool_call", "tool_result")),
+}
+#: Most events one index transaction takes in (a range of event seq).
+INDEX_BATCH = 50_000
 #: Files ingested in one write transaction: up to this many new bytes or
 #: this many files.
 GROUP_BYTES = 8 << 20
@@ -226,6 +237,11 @@ def clean_text(s: str) -> str:
         return s
     except UnicodeEncodeError:
         return s.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def like_escape(s: str) -> str:
+    """Escape a term for a LIKE pattern written with ESCAPE '\\'."""
+    return s.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
 def squash(s: str) -> str:
@@ -407,10 +423,7 @@ CREATE TABLE IF NOT EXISTS event (
 );
 CREATE INDEX IF NOT EXISTS event_session_ts ON event (session, ts);
 CREATE INDEX IF NOT EXISTS event_ts ON event (ts);
-CREATE VIRTUAL TABLE IF NOT EXISTS event_fts USING fts5 (
-    text, content='event', content_rowid='seq', tokenize='trigram', detail='full'
-);
-DROP TRIGGER IF EXISTS event_fts_insert;
+DROP TABLE IF EXISTS event_fts;
 CREATE TRIGGER IF NOT EXISTS event_no_update BEFORE UPDATE ON event
 BEGIN
     SELECT RAISE(ABORT, 'events are append-only');
@@ -551,7 +564,7 @@ def _append_only_sql() -> str:
 
 #: Names of every table, for tests and `origin status`.
 TABLES = (
-    "raw_file", "parse_error", "export_state", "event", "event_fts", "session", "sync_log",
+    "raw_file", "parse_error", "export_state", "event", "session", "sync_log",
     "entry", "entry_source", "entry_fts", "tombstone", "forgotten_entry", "excluded_event",
     "api_token", "setting", "admin_session", "audit_log",
 )
@@ -563,12 +576,28 @@ class Store:
 
     home: Path
     conn: sqlite3.Connection
+    _reader: sqlite3.Connection | None = field(default=None, repr=False)
 
     @property
     def raw_dir(self) -> Path:
         return self.home / "raw"
 
+    @property
+    def reader(self) -> sqlite3.Connection:
+        """A read-only connection that also sees the event index's parts.
+
+        Kept apart from ``conn``: a BEGIN IMMEDIATE on a connection takes the
+        write lock of every database attached to it, so attaching the index
+        to ``conn`` would stall the index writers during every ingest.
+        """
+        if self._reader is None:
+            self._reader = _open_reader(self.home)
+        return self._reader
+
     def close(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
         self.conn.close()
 
     def __enter__(self) -> "Store":
@@ -646,15 +675,15 @@ def open_store(home: Path | None = None) -> Store:
 
 def _apply_schema(conn: sqlite3.Connection) -> None:
     have = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table','trigger')")}
-    if set(TABLES) <= have and "audit_log_no_reuse" in have:
+    # (event_fts is the event index of early stores; it now lives in INDEX_DIR.)
+    if set(TABLES) <= have and "audit_log_no_reuse" in have and "event_fts" not in have:
         return
     conn.execute("BEGIN IMMEDIATE")
     try:
         for stmt in _split_sql(SCHEMA_SQL + _append_only_sql()):
             conn.execute(stmt)
-        for table in ("event_fts", "entry_fts"):
-            conn.execute(f"INSERT INTO {table} ({table}, rank) VALUES ('automerge', ?)", (FTS_AUTOMERGE,))
-            conn.execute(f"INSERT INTO {table} ({table}, rank) VALUES ('crisismerge', ?)", (FTS_CRISISMERGE,))
+        conn.execute("INSERT INTO entry_fts (entry_fts, rank) VALUES ('automerge', ?)", (FTS_AUTOMERGE,))
+        conn.execute("INSERT INTO entry_fts (entry_fts, rank) VALUES ('crisismerge', ?)", (FTS_CRISISMERGE,))
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
@@ -692,6 +721,263 @@ class transaction:
             self.conn.execute("COMMIT")
         else:
             self.conn.execute("ROLLBACK")
+
+
+def _uri(path: Path, **params: str) -> str:
+    """Return a file: URI for path (SQLite's URI syntax) with query params."""
+    from urllib.parse import quote, urlencode
+
+    return f"file:{quote(str(path))}" + (f"?{urlencode(params)}" if params else "")
+
+
+def _index_path(home: Path, part: str) -> Path:
+    return home / INDEX_DIR / EVENT_INDEXES[part][0]
+
+
+def _open_index(home: Path, part: str) -> sqlite3.Connection:
+    """Open one part of the event index for writing, creating it if needed.
+
+    The part is its own database file holding a contentless FTS5 table (the
+    text stays in ``event``) and two marks: the highest event seq it has
+    taken in, and the highest tombstone it has applied.  ``origin.db`` is
+    attached read-only as ``src``, so a catch-up reads events without a
+    round trip through Python and never takes the store's write lock.
+    """
+    path = _index_path(home, part)
+    try:
+        path.parent.mkdir(exist_ok=True)
+        conn = sqlite3.connect(_uri(path), uri=True, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
+                               check_same_thread=False)
+    except (OSError, sqlite3.Error) as e:
+        raise StoreError(f"cannot open the search index {path}: {e}; check that ORIGIN_HOME is writable") from None
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        conn.execute("PRAGMA journal_mode = WAL")
+        # The index is derived: a commit lost to power loss is taken in again
+        # from ``event`` by the next catch-up, because its mark is lost with it.
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_CHECKPOINT_PAGES}")
+        conn.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT}")
+        fts = EVENT_INDEXES[part][1]
+        if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'mark'").fetchone():
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {fts} USING fts5 "
+                         "(text, content='', tokenize='trigram', detail='full')")
+            conn.execute(f"INSERT INTO {fts} ({fts}, rank) VALUES ('automerge', ?)", (FTS_AUTOMERGE,))
+            conn.execute(f"INSERT INTO {fts} ({fts}, rank) VALUES ('crisismerge', ?)", (FTS_CRISISMERGE,))
+            conn.execute("CREATE TABLE IF NOT EXISTS mark (name TEXT PRIMARY KEY, value INTEGER NOT NULL)")
+            conn.execute("COMMIT")
+        conn.execute("ATTACH DATABASE ? AS src", (_uri(home / DB_NAME, mode="ro"),))
+    except sqlite3.DatabaseError as e:
+        conn.close()
+        raise StoreError(f"the search index {path} is not usable ({e}); delete the {INDEX_DIR} folder "
+                         "and run `origin sync` to rebuild it from the archive") from None
+    return conn
+
+
+def _open_reader(home: Path) -> sqlite3.Connection:
+    """Open the store read-only with every part of the event index attached."""
+    for part in EVENT_INDEXES:
+        if not _index_path(home, part).exists():
+            _open_index(home, part).close()
+    try:
+        conn = sqlite3.connect(_uri(home / DB_NAME), uri=True, timeout=BUSY_TIMEOUT_MS / 1000,
+                               isolation_level=None, check_same_thread=False)
+        conn.row_factory = sqlite3.Row
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        conn.execute("PRAGMA query_only = ON")
+        for part in EVENT_INDEXES:
+            conn.execute(f"ATTACH DATABASE ? AS ix_{part}", (_uri(_index_path(home, part)),))
+    except sqlite3.Error as e:
+        raise StoreError(f"cannot open the search index under {home / INDEX_DIR}: {e}") from None
+    return conn
+
+
+def index_marks(reader: sqlite3.Connection, part: str) -> tuple[int, int]:
+    """Return (highest event seq, highest tombstone id) a part has taken in."""
+    marks = dict(reader.execute(f"SELECT name, value FROM ix_{part}.mark").fetchall())
+    return marks.get("event", 0), marks.get("tombstone", 0)
+
+
+def index_catch_up(conn: sqlite3.Connection, part: str, *, batch: int = INDEX_BATCH) -> int:
+    """Bring one part of the event index up to the committed store, one step.
+
+    ``conn`` comes from ``_open_index``.  One transaction on the part's file
+    applies the forgets it has not seen yet, then takes in up to ``batch``
+    new events, and moves both marks; the store is read in one snapshot
+    taken after the part's write lock, so a forget that commits meanwhile is
+    either in that snapshot or applied by the next step.  Returns how many
+    events are still waiting (0 when caught up).
+    """
+    _file, fts, kinds = EVENT_INDEXES[part]
+    marks = ",".join("?" * len(kinds))
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        have = dict(conn.execute("SELECT name, value FROM mark").fetchall())
+        seq, tomb = have.get("event", 0), have.get("tombstone", 0)
+        top_tomb, top_seq = conn.execute(
+            "SELECT (SELECT coalesce(max(id), 0) FROM src.tombstone), (SELECT coalesce(max(seq), 0) FROM src.event)"
+        ).fetchone()
+        if top_tomb > tomb:
+            # Invariant 2 (sticky forget): a forgotten event's words leave the
+            # index.  Only events this part holds are deleted: those at or
+            # below its mark that were not excluded when it took them in.
+            conn.execute(
+                f"INSERT INTO {fts} ({fts}, rowid, text) SELECT 'delete', e.seq, e.text "
+                "FROM src.excluded_event x JOIN src.event e ON e.id = x.event_id "
+                f"WHERE x.tombstone_id > ? AND x.tombstone_id <= ? AND e.seq <= ? AND e.indexed = 1 "
+                f"AND e.kind IN ({marks})", (tomb, top_tomb, seq, *kinds))
+        upto = min(top_seq, seq + batch)
+        if upto > seq:
+            # Invariant 2 (sticky forget): an event excluded before it was
+            # indexed never enters the index.
+            conn.execute(
+                f"INSERT INTO {fts} (rowid, text) SELECT e.seq, e.text FROM src.event e "
+                f"WHERE e.seq > ? AND e.seq <= ? AND e.indexed = 1 AND e.kind IN ({marks}) "
+                "AND NOT EXISTS (SELECT 1 FROM src.excluded_event x WHERE x.event_id = e.id)", (seq, upto, *kinds))
+        conn.executemany("INSERT OR REPLACE INTO mark (name, value) VALUES (?, ?)",
+                         (("event", max(seq, upto)), ("tombstone", max(tomb, top_tomb))))
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return top_seq - max(seq, upto)
+
+
+def index_lagging(store: "Store") -> bool:
+    """True when some part of the event index is behind the store."""
+    top_seq, top_tomb = store.conn.execute(
+        "SELECT (SELECT coalesce(max(seq), 0) FROM event), (SELECT coalesce(max(id), 0) FROM tombstone)").fetchone()
+    return any(index_marks(store.reader, part) < (top_seq, top_tomb) for part in EVENT_INDEXES)
+
+
+def update_index(store: "Store") -> None:
+    """Bring every part of the event index up to date, in this thread."""
+    for part in EVENT_INDEXES:
+        conn = _open_index(store.home, part)
+        try:
+            while index_catch_up(conn, part):
+                pass
+        finally:
+            conn.close()
+
+
+_LIKE_TEXT = "e.text LIKE ? ESCAPE '\\'"
+
+
+def fts_phrase(term: str) -> str:
+    """Quote a term as one FTS5 phrase (a substring match with trigrams)."""
+    return '"' + term.replace('"', '""') + '"'
+
+
+def match_events(store: "Store", terms: list[str], kinds: Iterable[str], *, cols: str = "e.*",
+                 where: Iterable[str] = (), args: Iterable = (), likes: Iterable[str] = (),
+                 order: str = "rank", limit: int | None = None) -> list[sqlite3.Row]:
+    """Return events of ``kinds`` whose text contains every term (3+ chars).
+
+    Each part of the index that covers one of the kinds is searched, and so
+    are the events a part has not taken in yet (above its mark: an ingest
+    still indexing, or one that was interrupted), by a plain scan, so a
+    search never misses a committed event.  ``order`` is "rank" (BM25, best
+    first; unindexed events follow the ranked ones), "recent" or "none".
+    ``where``/``args`` filter on ``e`` (the event), ``likes`` are LIKE
+    patterns the text must also match (terms too short for the index).
+    """
+    kinds, where, args, likes = tuple(kinds), list(where), list(args), list(likes)
+    reader = store.reader
+    match = " AND ".join(fts_phrase(t) for t in terms)
+    cap = f" LIMIT {int(limit)}" if limit else ""
+    ranked, tail = [], []
+    for part, (_file, fts, part_kinds) in EVENT_INDEXES.items():
+        mine = [k for k in kinds if k in part_kinds]
+        if not mine:
+            continue
+        mark = index_marks(reader, part)[0]
+        conds = [f"e.kind IN ({','.join('?' * len(mine))})", *where, *[_LIKE_TEXT] * len(likes)]
+        params = [*mine, *args, *likes]
+        score = f", bm25({fts}) AS _score" if order == "rank" else ", 0 AS _score"
+        by = {"rank": " ORDER BY _score", "recent": " ORDER BY e.ts DESC, e.seq DESC"}.get(order, "")
+        ranked += reader.execute(
+            f"SELECT {cols}, e.seq AS _seq, e.ts AS _ts{score} FROM ix_{part}.{fts} JOIN event e ON e.seq = {fts}.rowid "
+            f"WHERE {fts} MATCH ? AND {' AND '.join(conds)}{by}{cap}", (match, *params)).fetchall()
+        # The same filters over events above the mark, each term as LIKE.
+        tail_like = ["%" + like_escape(t) + "%" for t in terms]
+        tail += reader.execute(
+            f"SELECT {cols}, e.seq AS _seq, e.ts AS _ts, 0 AS _score FROM event e WHERE e.seq > ? AND e.indexed = 1 AND "
+            + " AND ".join(conds + [_LIKE_TEXT] * len(tail_like)) + f" ORDER BY e.seq DESC{cap}",
+            (mark, *params, *tail_like)).fetchall()
+    if order == "rank":
+        ranked.sort(key=lambda r: r["_score"])
+    elif order == "recent":
+        ranked += tail
+        tail = []
+        ranked.sort(key=lambda r: (r["_ts"] is not None, r["_ts"] or 0, r["_seq"]), reverse=True)
+    seen: set[int] = set()
+    out = []
+    for r in ranked + tail:
+        if r["_seq"] not in seen:
+            seen.add(r["_seq"])
+            out.append(r)
+    return out[:limit] if limit else out
+
+
+class IndexWriters:
+    """Keep the event index in step with ingest, one thread per part.
+
+    ``poke()`` after each commit of events.  ``close()`` lets the threads
+    finish catching up and, with ``wait``, joins them and returns the errors
+    met (the events are committed either way; search scans what the index
+    lacks, and the next catch-up takes it in).  A long-lived process (the
+    MCP server) keeps one instance for all its syncs.
+    """
+
+    def __init__(self, home: Path):
+        self.home = home
+        self.done = False
+        self.errors: list[str] = []
+        self.wakes = {part: threading.Event() for part in EVENT_INDEXES}
+        self.threads = [threading.Thread(target=self._run, args=(part,), name=f"origin-index-{part}", daemon=True)
+                        for part in EVENT_INDEXES]
+        for t in self.threads:
+            t.start()
+        self.poke()  # first, whatever an interrupted run left unindexed
+
+    def poke(self) -> None:
+        for wake in self.wakes.values():
+            wake.set()
+
+    def _run(self, part: str) -> None:
+        wake = self.wakes[part]
+        conn = None
+        while True:
+            wake.wait()
+            wake.clear()
+            finishing = self.done
+            try:
+                if conn is None:
+                    conn = _open_index(self.home, part)
+                while index_catch_up(conn, part):
+                    pass
+            except (sqlite3.Error, OriginError) as e:
+                self.errors.append(f"the {part} search index could not be updated ({e}); search still finds "
+                                   "the events it lacks, and the next `origin sync` tries again")
+            if finishing:
+                break
+        if conn is not None:
+            try:
+                conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            except sqlite3.Error:
+                pass
+            conn.close()
+
+    def close(self, wait: bool = True) -> list[str]:
+        self.done = True
+        self.poke()
+        if wait:
+            for t in self.threads:
+                t.join()
+        return self.errors
 
 
 ###############################################################################
@@ -901,17 +1187,10 @@ class _EventWriter:
     def flush(self) -> None:
         if not self.rows:
             return
-        conn = self.conn
-        before = conn.execute("SELECT coalesce(max(seq), 0) FROM event").fetchone()[0]
-        # rowcount sums the rows each INSERT really added, not ignored duplicates.
-        self.added += conn.executemany(self._SQL, self.rows).rowcount
-        # The index is written here, in one statement per batch, not by a
-        # per-row trigger: FTS5 flushes its pending terms at every statement
-        # savepoint, so a trigger writes one tiny segment per event and makes
-        # ingest three times slower.  Under the write lock, every row past
-        # ``before`` is one this batch inserted.
-        conn.execute("INSERT INTO event_fts (rowid, text) SELECT seq, text FROM event WHERE seq > ? AND indexed = 1",
-                     (before,))
+        # rowcount sums the rows each INSERT really added, not ignored
+        # duplicates.  The search index takes them in once they are
+        # committed, on threads of its own (IndexWriters).
+        self.added += self.conn.executemany(self._SQL, self.rows).rowcount
         self.rows = []
 
 
@@ -1421,7 +1700,7 @@ def looked_in(env: dict | None = None, home: Path | None = None) -> dict:
 
 def sync(store: Store, *, env: dict | None = None, home: Path | None = None, sources: Iterable[str] | None = None,
          progress: Callable[[int, int, int], None] | None = None, changed_since: int | None = None,
-         revisit_db_ms: int | None = None) -> SyncReport:
+         revisit_db_ms: int | None = None, index: IndexWriters | None = None) -> SyncReport:
     """Archive every agent's logs into the store; return what was added.
 
     Unchanged files (same size, mtime and inode as last time) are skipped
@@ -1430,7 +1709,9 @@ def sync(store: Store, *, env: dict | None = None, home: Path | None = None, sou
     for a quick catch-up while a full sync runs elsewhere.  ``revisit_db_ms``
     lets an agent database that is still being written be skipped if it was
     read that recently (for frequent background syncs: its unfinished rows
-    would not be exported anyway).
+    would not be exported anyway).  The search index is brought up to date
+    before this returns, unless ``index`` hands in the caller's own
+    IndexWriters, which then carry on in the background.
     """
     report = SyncReport()
     src = set(sources) if sources else None
@@ -1470,6 +1751,30 @@ def sync(store: Store, *, env: dict | None = None, home: Path | None = None, sou
             basis = tuple(store.conn.execute(
                 "SELECT bytes_ingested, lines_ingested, parse_state FROM raw_file WHERE id = ?", (row_id,)).fetchone())
         todo.append((adapter, sf, basis, sig))
+    # The index threads start at once: they also take in whatever an
+    # interrupted run left unindexed, while this one ingests.
+    writers = index
+    if writers is None and (todo or index_lagging(store)):
+        writers = IndexWriters(store.home)
+    try:
+        _ingest_todo(store, todo, report, progress, writers)
+    finally:
+        if writers is not None and writers is index:
+            writers.poke()
+        elif writers is not None:
+            for err in writers.close():
+                report.problems.append({"source": "index", "path": str(store.home / INDEX_DIR), "error": err})
+    if todo:
+        # Copy what this sync wrote into the database now, without waiting
+        # for readers (PASSIVE): the next write can then restart the WAL and
+        # cut it to WAL_SIZE_LIMIT, even while an MCP server keeps a
+        # connection open for hours.
+        store.conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+    return report
+
+
+def _ingest_todo(store: Store, todo: list, report: SyncReport, progress, writers: IndexWriters | None) -> None:
+    """Ingest the files sync picked, in groups, parsing the next one ahead."""
     done = done_bytes = 0
     with ThreadPoolExecutor(max_workers=1) as parse_pool, ThreadPoolExecutor(max_workers=1) as sync_pool:
         durable = _Durable(sync_pool)
@@ -1502,15 +1807,10 @@ def sync(store: Store, *, env: dict | None = None, home: Path | None = None, sou
                     done += 1
                     done_bytes += res.bytes_added
                 group, attempts = retry, attempts + 1
+                if writers is not None:
+                    writers.poke()
             if progress:
                 progress(done, len(todo), done_bytes)
-    if todo:
-        # Copy what this sync wrote into the database now, without waiting
-        # for readers (PASSIVE): the next write can then restart the WAL and
-        # cut it to WAL_SIZE_LIMIT, even while an MCP server keeps a
-        # connection open for hours.
-        store.conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
-    return report
 
 
 def _groups(todo: list) -> Iterator[list[int]]:
@@ -1563,7 +1863,7 @@ def _visible_event(conn: sqlite3.Connection, event_id: str) -> sqlite3.Row:
     return row
 
 
-def _find_quote(conn: sqlite3.Connection, quote: str) -> sqlite3.Row | None:
+def _find_quote(store: Store, quote: str) -> sqlite3.Row | None:
     """Return the newest visible message event containing quote, else a tool result.
 
     Tool calls never match: an agent's own ``remember`` call holds the quote
@@ -1578,16 +1878,10 @@ def _find_quote(conn: sqlite3.Connection, quote: str) -> sqlite3.Row | None:
     words = sorted(set(re.findall(r"\w{3,}", quote)), key=len, reverse=True)
     for kind in ("message", "tool_result"):
         if words:
-            match = " AND ".join('"' + w.replace('"', '""') + '"' for w in words[:6])
-            for r in conn.execute(
-                "SELECT e.* FROM event_fts JOIN event e ON e.seq = event_fts.rowid "
-                f"WHERE event_fts MATCH ? AND e.kind = ? AND {_SQL_VISIBLE.format(e='e')} "
-                "ORDER BY e.ts DESC, e.seq DESC",
-                (match, kind),
-            ):
+            for r in match_events(store, words[:6], (kind,), where=[_SQL_VISIBLE.format(e="e")], order="recent"):
                 if want in squash(r["text"]):
                     return r
-        for r in conn.execute(
+        for r in store.conn.execute(
             f"SELECT e.* FROM event e WHERE e.kind = ? AND {_SQL_VISIBLE.format(e='e')} "
             "ORDER BY e.ts DESC, e.seq DESC LIMIT ?",
             (kind, QUOTE_SCAN),
@@ -1595,10 +1889,6 @@ def _find_quote(conn: sqlite3.Connection, quote: str) -> sqlite3.Row | None:
             if want in squash(r["text"]):
                 return r
     return None
-
-
-def _like_escape(s: str) -> str:
-    return s.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
 def _source_shape(s: Any) -> tuple[str | None, str | None]:
@@ -1644,8 +1934,9 @@ def precheck_entry(*, text: Any, author: Any, sources: Any, kind: Any = None, co
         _source_shape(src)
 
 
-def resolve_sources(conn: sqlite3.Connection, sources: list[dict]) -> list[tuple[str, str | None]]:
+def resolve_sources(store: Store, sources: list[dict]) -> list[tuple[str, str | None]]:
     """Check each source (event id and/or quote) and return (event id, quote) pairs."""
+    conn = store.conn
     if not isinstance(sources, list) or not sources:
         # Invariant 1 (provenance): no entry without a cited event.
         raise UsageError("an entry needs at least one source: an event id, a quote from a message, or both")
@@ -1657,7 +1948,7 @@ def resolve_sources(conn: sqlite3.Connection, sources: list[dict]) -> list[tuple
             if quote and squash(quote) not in squash(ev["text"]):
                 raise UsageError(f"the quote does not occur in event {event_id} (case and whitespace are ignored)")
         else:
-            ev = _find_quote(conn, quote)
+            ev = _find_quote(store, quote)
             if ev is None:
                 raise NotFound(
                     f"no visible message or tool result contains the quote {quote[:80]!r}; "
@@ -1731,7 +2022,7 @@ def remember(store: Store, *, kind: str, text: str, sources: list[dict], author:
     author = _check_name(author, "author", required=True)
     project = _check_name(project, "project", required=False)
     with transaction(store.conn) as conn:
-        srcs = resolve_sources(conn, sources)
+        srcs = resolve_sources(store, sources)
         if project is None:
             project = conn.execute("SELECT project FROM event WHERE id = ?", (srcs[0][0],)).fetchone()[0]
         eid = _insert_entry(conn, kind, text, confidence, author, project, None, vf, vt, srcs)
@@ -1773,7 +2064,7 @@ def correct(store: Store, entry_id: str, *, text: str, author: str, sources: lis
                 (entry_id,),
             )
         ]
-        added = resolve_sources(conn, sources) if sources else []
+        added = resolve_sources(store, sources) if sources else []
         merged = dict(inherited)
         for ev, q in added:
             merged.setdefault(ev, q)
@@ -1894,7 +2185,7 @@ def _tokens(text: str) -> list[str]:
     return re.findall(r"\w+", _JSON_ESCAPES.sub(" ", text).casefold())
 
 
-def _echoes(conn: sqlite3.Connection, text: str) -> list[str]:
+def _echoes(store: Store, text: str) -> list[str]:
     """Return visible tool-call events whose text carries this entry text.
 
     Matching is by the sequence of words of the entry's opening (case,
@@ -1907,19 +2198,15 @@ def _echoes(conn: sqlite3.Connection, text: str) -> list[str]:
     words = sorted({t for t in toks if len(t) >= 3}, key=len, reverse=True)[:6]
     if not words:
         return []
-    match = " AND ".join('"' + w.replace('"', '""') + '"' for w in words)
     want = "\x00" + "\x00".join(toks) + "\x00"
     return [
-        r["id"] for r in conn.execute(
-            "SELECT e.id, e.text FROM event_fts JOIN event e ON e.seq = event_fts.rowid "
-            f"WHERE event_fts MATCH ? AND e.kind = 'tool_call' AND {_SQL_VISIBLE.format(e='e')}",
-            (match,),
-        )
+        r["id"] for r in match_events(store, words, ("tool_call",), cols="e.id, e.text",
+                                      where=[_SQL_VISIBLE.format(e="e")], order="none")
         if want in "\x00" + "\x00".join(_tokens(r["text"])) + "\x00"
     ]
 
 
-def plan_forget(conn: sqlite3.Connection, target: str) -> dict:
+def plan_forget(store: Store, target: str) -> dict:
     """Work out what forgetting target would forget and exclude.
 
     Rules: an entry forgets all its versions and excludes every event they
@@ -1928,6 +2215,7 @@ def plan_forget(conn: sqlite3.Connection, target: str) -> dict:
     with no visible source is forgotten too.  That last step excludes
     nothing more, so the cascade stops there.
     """
+    conn = store.conn
     if not isinstance(target, str) or not target.strip():
         raise UsageError("forget needs an entry id (ent_…) or an event id")
     target = target.strip()
@@ -1961,7 +2249,7 @@ def plan_forget(conn: sqlite3.Connection, target: str) -> dict:
     # the entry's text; forgetting the entry hides that echo too.
     for eid in list(entries):
         text = conn.execute("SELECT text FROM entry WHERE id = ?", (eid,)).fetchone()[0]
-        events.extend(e for e in _echoes(conn, text) if e not in events)
+        events.extend(e for e in _echoes(store, text) if e not in events)
     # An entry whose every source is now excluded has lost its provenance.
     gone = set(events)
     if gone:
@@ -1989,7 +2277,7 @@ def plan_forget(conn: sqlite3.Connection, target: str) -> dict:
 def preview_forget(store: Store, target: str) -> dict:
     """Return what forgetting target would do, with short snippets to check."""
     conn = store.conn
-    plan = plan_forget(conn, target)
+    plan = plan_forget(store, target)
     entries = []
     for eid in plan["entries"]:
         r = conn.execute("SELECT kind, text FROM entry WHERE id = ?", (eid,)).fetchone()
@@ -2015,7 +2303,7 @@ def forget(store: Store, target: str, *, reason: str | None = None, device: str 
     if reason is not None and len(reason) > MAX_REASON:
         raise UsageError(f"a reason is at most {MAX_REASON} characters")
     with transaction(store.conn) as conn:
-        plan = plan_forget(conn, target)
+        plan = plan_forget(store, target)
         cur = conn.execute(
             "INSERT INTO tombstone (target, reason, created_at, entries, events, device) VALUES (?, ?, ?, ?, ?, ?)",
             (plan["target"], clean_text(reason.strip()) if reason and reason.strip() else None, now_ms(),
@@ -2023,8 +2311,9 @@ def forget(store: Store, target: str, *, reason: str | None = None, device: str 
         )
         tid = cur.lastrowid
         # Invariant 2 (sticky forget): exclusion and forgetting are recorded
-        # by id in the same transaction as the tombstone, and the text leaves
-        # the search indexes at once.
+        # by id in the same transaction as the tombstone; every query filters
+        # on them from this commit on, and the entry's text leaves its index
+        # in the same transaction.
         conn.executemany("INSERT OR IGNORE INTO forgotten_entry (entry_id, tombstone_id) VALUES (?, ?)",
                          [(e, tid) for e in plan["entries"]])
         conn.executemany("INSERT OR IGNORE INTO excluded_event (event_id, tombstone_id) VALUES (?, ?)",
@@ -2034,14 +2323,21 @@ def forget(store: Store, target: str, *, reason: str | None = None, device: str 
             conn.execute("INSERT INTO entry_fts (entry_fts, rowid, text) VALUES ('delete', ?, ?)", (r[0], r[1]))
         touched: dict[str, set] = {}
         for evid in plan["events"]:
-            r = conn.execute("SELECT seq, text, indexed, source, session FROM event WHERE id = ?", (evid,)).fetchone()
-            if r["indexed"]:
-                conn.execute("INSERT INTO event_fts (event_fts, rowid, text) VALUES ('delete', ?, ?)", (r[0], r[1]))
+            r = conn.execute("SELECT source, session FROM event WHERE id = ?", (evid,)).fetchone()
             touched.setdefault(r["source"], set()).add(r["session"])
         for source, sessions in touched.items():
             refresh_sessions(conn, source, sessions)
-    return {"tombstone": tid, "target": plan["target"], "kind": plan["kind"], "reason": reason,
-            "forgotten_entries": plan["entries"], "excluded_events": plan["events"]}
+    out = {"tombstone": tid, "target": plan["target"], "kind": plan["kind"], "reason": reason,
+           "forgotten_entries": plan["entries"], "excluded_events": plan["events"]}
+    # Invariant 2 (sticky forget): the events' words leave the event index
+    # right after the commit; if this is cut short, every index catch-up
+    # (the next sync) applies the tombstone first.
+    try:
+        update_index(store)
+    except (sqlite3.Error, OriginError) as e:
+        out["index_pending"] = (f"the search index still holds the forgotten events' words ({e}); they are "
+                                "hidden from every result and leave the index at the next `origin sync`")
+    return out
 
 
 ###############################################################################
@@ -2062,12 +2358,12 @@ def _check_limit(limit: Any, most: int = MAX_LIMIT) -> int:
     return min(limit, most)
 
 
-def _split_query(query: str) -> tuple[str | None, list[str], list[str]]:
-    """Turn a query into an FTS5 MATCH string and LIKE patterns.
+def _split_query(query: str) -> tuple[list[str], list[str], list[str]]:
+    """Split a query into index terms, LIKE patterns and all its terms.
 
-    Every whitespace-separated term becomes a quoted phrase, and the phrases
-    are ANDed; a term under three characters cannot use the trigram index and
-    becomes a LIKE pattern instead.
+    Every whitespace-separated term becomes a quoted FTS phrase, and the
+    phrases are ANDed; a term under three characters cannot use the trigram
+    index and becomes a LIKE pattern instead.
     """
     if len(query) > MAX_QUERY:
         raise UsageError(f"a query is at most {MAX_QUERY} characters; search for a few distinctive words")
@@ -2075,10 +2371,8 @@ def _split_query(query: str) -> tuple[str | None, list[str], list[str]]:
     if len(terms) > MAX_TERMS:
         raise UsageError(f"a query has at most {MAX_TERMS} words; every word must match, so a few distinctive ones work best")
     longs = [t for t in terms if len(t) >= 3]
-    shorts = [t for t in terms if len(t) < 3]
-    match = " AND ".join('"' + t.replace('"', '""') + '"' for t in longs) or None
-    likes = ["%" + _like_escape(t) + "%" for t in shorts]
-    return match, likes, terms
+    likes = ["%" + like_escape(t) + "%" for t in terms if len(t) < 3]
+    return longs, likes, terms
 
 
 def _event_filters(alias: str, *, kinds, source, project, session, since, until) -> tuple[list[str], list]:
@@ -2111,27 +2405,23 @@ def search_events(store: Store, query: str, *, limit: int = DEFAULT_LIMIT, recen
     limit = _check_limit(limit)
     if not isinstance(query, str):
         raise UsageError("query is a string")
-    match, likes, terms = _split_query(query)
+    longs, likes, terms = _split_query(query)
     if not terms:
         return []
     kinds = _TOOL_KINDS if include_tools else _MESSAGE_KINDS
     where, args = _event_filters("e", kinds=kinds, source=source, project=project, session=session,
                                  since=since, until=until)
     cols = "e.id, e.session, e.ts, e.source, e.project, e.role, e.kind, e.text"
-    if match:
-        like_sql = "".join(" AND event_fts.text LIKE ? ESCAPE '\\'" for _ in likes)
-        order = "e.ts DESC, e.seq DESC" if recent else "bm25(event_fts)"
-        sql = (f"SELECT {cols} FROM event_fts JOIN event e ON e.seq = event_fts.rowid "
-               f"WHERE event_fts MATCH ?{like_sql} AND {' AND '.join(where)} ORDER BY {order} LIMIT ?")
-        params = (match, *likes, *args, limit)
-    else:
-        # Only short terms: walk events newest first and stop at the limit.
-        like_sql = " AND ".join("e.text LIKE ? ESCAPE '\\'" for _ in likes)
-        sql = (f"SELECT {cols} FROM event e WHERE e.indexed = 1 AND {like_sql} AND {' AND '.join(where)} "
-               "ORDER BY e.ts DESC, e.seq DESC LIMIT ?")
-        params = (*likes, *args, limit)
     try:
-        rows = store.conn.execute(sql, params).fetchall()
+        if longs:
+            # where[0] is the kind filter, which match_events applies per part.
+            rows = match_events(store, longs, kinds, cols=cols, where=where[1:], args=args[len(kinds):],
+                                likes=likes, order="recent" if recent else "rank", limit=limit)
+        else:
+            # Only short terms: walk events newest first and stop at the limit.
+            rows = store.conn.execute(
+                f"SELECT {cols} FROM event e WHERE e.indexed = 1 AND {' AND '.join([_LIKE_TEXT] * len(likes))} "
+                f"AND {' AND '.join(where)} ORDER BY e.ts DESC, e.seq DESC LIMIT ?", (*likes, *args, limit)).fetchall()
     except sqlite3.OperationalError as e:
         raise UsageError(f"cannot search for {query!r}: {e}") from None
     return [_event_brief(r, terms) for r in rows]
@@ -2146,7 +2436,8 @@ def search_entries(store: Store, query: str | None, *, limit: int = DEFAULT_LIMI
         return list_entries(store, kind=kind, project=project, history=history, limit=limit)
     if not isinstance(query, str):
         raise UsageError("query is a string")
-    match, likes, terms = _split_query(query)
+    longs, likes, terms = _split_query(query)
+    match = " AND ".join(fts_phrase(t) for t in longs)
     where = ["NOT EXISTS (SELECT 1 FROM forgotten_entry f WHERE f.entry_id = e.id)"]
     args: list = []
     if not history:
@@ -2313,6 +2604,7 @@ def status(store: Store) -> dict:
     conn = store.conn
     db = store.home / DB_NAME
     size = sum(p.stat().st_size for p in (db, Path(str(db) + "-wal")) if p.exists())
+    index_size = sum(p.stat().st_size for p in (store.home / INDEX_DIR).glob("*.db*") if p.is_file())
     sources: dict = {}
     for r in conn.execute(
         "SELECT source, count(*) AS files, sum(parse_errors) AS errs, sum(unknown_records) AS unk, max(last_sync) AS last "
@@ -2330,7 +2622,8 @@ def status(store: Store) -> dict:
         "AND NOT EXISTS (SELECT 1 FROM entry s WHERE s.supersedes = e.id)"
     ).fetchone()[0]
     return {
-        "home": str(store.home), "db_bytes": size,
+        "home": str(store.home), "db_bytes": size, "index_bytes": index_size,
+        "index_behind": index_lagging(store),
         "events": sum(s["events"] for s in sources.values()),
         "sessions": sum(s["sessions"] for s in sources.values()),
         "entries": entries,
@@ -2763,18 +3056,27 @@ class McpService:
         self._started_ms = now_ms()
         self._initial_done = threading.Event()
         self._last_sync: float | None = None
+        self.indexer: IndexWriters | None = None
 
     def start(self) -> None:
-        """Begin the initial full sync in the background."""
+        """Begin the initial full sync in the background.
+
+        One set of index threads serves every sync of the server, and the
+        syncs do not wait for it: a search scans what the index still lacks,
+        so the first answers never wait for a large archive to be indexed.
+        """
+        self.indexer = IndexWriters(self.home)
         threading.Thread(target=self._initial_sync, name="origin-initial-sync", daemon=True).start()
 
     def close(self) -> None:
+        if self.indexer is not None:
+            self.indexer.close(wait=False)  # an interrupted catch-up resumes at the next sync
         self.store.close()
 
     def _initial_sync(self) -> None:
         try:
             with open_store(self.home) as store:
-                self._sync(store, changed_since=None)
+                self._sync(store, changed_since=None, index=self.indexer)
         except Exception:
             _log_exception("initial sync failed")
         finally:
@@ -2788,7 +3090,7 @@ class McpService:
         try:
             # Reads may skip an agent database read moments ago; writes never
             # do, so a message that just finished can be cited at once.
-            self._sync(self.store, changed_since=since, lazy=not always)
+            self._sync(self.store, changed_since=since, lazy=not always, index=self.indexer)
         except Exception:
             _log_exception("sync before a tool failed")
         self._last_sync = started
@@ -2871,8 +3173,9 @@ def build_mcp_server(service: McpService):
 def serve_stdio(home: Path, sync_fn: Callable[..., Any]) -> None:
     """Serve the tools over stdin/stdout until the client hangs up.
 
-    ``sync_fn(store, changed_since=None, lazy=False)`` archives new log lines
-    (``lazy`` for the syncs before read tools); the CLI
+    ``sync_fn(store, changed_since=None, lazy=False, index=None)`` archives
+    new log lines (``lazy`` for the syncs before read tools; ``index``, the
+    server's IndexWriters, to hand on to ``sync``); the CLI
     passes one that runs the core ``sync``.  Both protocol eras are served:
     the client's first request picks one.
     """
@@ -3362,6 +3665,8 @@ def cmd_status(args) -> int:
     print(f"home      {st['home']}")
     print(f"store     {st['db_bytes'] / 1e6:.1f} MB, {st['events']} events in {st['sessions']} sessions, "
           f"{st['entries']} active entries, {st['tombstones']} forgets")
+    print(f"index     {st['index_bytes'] / 1e6:.1f} MB" + (
+        ", behind the store (search scans what it lacks; `origin sync` catches it up)" if st["index_behind"] else ""))
     for name, s in sorted(st["sources"].items()):
         print(f"  {name:12} {s['files']:6} files {s['sessions']:6} sessions {s['events']:9} events "
               f"{s['parse_errors']:5} parse errors   last sync {s['last_sync'] or '-'}")
@@ -3591,8 +3896,8 @@ def cmd_mcp(args) -> int:
 
     Example: origin mcp
     """
-    serve_stdio(resolve_home(), lambda store, changed_since=None, lazy=False: sync(
-        store, changed_since=changed_since, revisit_db_ms=DB_REVISIT_MS if lazy else None))
+    serve_stdio(resolve_home(), lambda store, changed_since=None, lazy=False, index=None: sync(
+        store, changed_since=changed_since, revisit_db_ms=DB_REVISIT_MS if lazy else None, index=index))
     return 0
 
 

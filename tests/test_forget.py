@@ -29,6 +29,25 @@ from test_entries import ClaudeLog, counts, ids, run  # noqa: F401  (run is a fi
 CANARY = "quokkastore"
 
 
+def index_hits(store, word: str) -> list[int]:
+    """Return the event seqs any part of the event index holds for word."""
+    return sorted(r[0] for part, (_f, fts, _k) in origin.EVENT_INDEXES.items()
+                  for r in store.reader.execute(f"SELECT rowid FROM ix_{part}.{fts} WHERE {fts} MATCH ?", (f'"{word}"',)))
+
+
+def check_index(store) -> None:
+    """The index passes FTS5's integrity check and holds exactly the visible indexed events."""
+    for part, (_f, fts, kinds) in origin.EVENT_INDEXES.items():
+        store.reader.execute("PRAGMA query_only = OFF")
+        store.reader.execute(f"INSERT INTO ix_{part}.{fts} ({fts}) VALUES ('integrity-check')")
+        store.reader.execute("PRAGMA query_only = ON")
+        held = {r[0] for r in store.reader.execute(f"SELECT id FROM ix_{part}.{fts}_docsize")}
+        want = {r[0] for r in store.conn.execute(
+            f"SELECT seq FROM event e WHERE indexed = 1 AND kind IN ({','.join('?' * len(kinds))}) "
+            "AND NOT EXISTS (SELECT 1 FROM excluded_event x WHERE x.event_id = e.id)", kinds)}
+        assert held == want, part
+
+
 @pytest.fixture
 def plan(user_home, store):
     """Two sessions and five entries:
@@ -374,7 +393,7 @@ def test_superseded_version_without_visible_sources_does_not_forget_the_active_o
                             sources=[{"event": plan.ok}])["id"]
     # Excluding `ok` leaves v1 (superseded) with no visible source, but the
     # active version v2 still cites `other`, so the entry stays.
-    plan_ = origin.plan_forget(store.conn, other)
+    plan_ = origin.plan_forget(store, other)
     assert plan_["entries"] == [other]
     res = origin.forget(store, other)
     assert res["forgotten_entries"] == [other]
@@ -386,7 +405,7 @@ def test_superseded_version_without_visible_sources_does_not_forget_the_active_o
 def test_plan_forget_matches_what_forget_does_and_writes_nothing(store, plan):
     for target in (plan.E2, plan.other, plan.ok):
         before = counts(store)
-        p = origin.plan_forget(store.conn, target)
+        p = origin.plan_forget(store, target)
         assert counts(store) == before
         res = origin.forget(store, target)
         assert (res["forgotten_entries"], res["excluded_events"]) == (p["entries"], p["events"])
@@ -417,10 +436,10 @@ def test_tombstone_records_target_reason_time_and_ids_never_the_text(store, plan
             for value in tuple(row):
                 assert isinstance(value, int) or value in allowed, (table, value)
     # The text left the full-text indexes at once.
-    for fts in ("entry_fts", "event_fts"):
-        for word in (CANARY, "grebeswitch", "cutover"):
-            hits = store.conn.execute(f"SELECT rowid FROM {fts} WHERE {fts} MATCH ?", (f'"{word}"',)).fetchall()
-            assert hits == [], (fts, word)
+    for word in (CANARY, "grebeswitch", "cutover"):
+        hits = store.conn.execute("SELECT rowid FROM entry_fts WHERE entry_fts MATCH ?", (f'"{word}"',)).fetchall()
+        assert hits == [], ("entry_fts", word)
+        assert index_hits(store, word) == [], word
     # Superseded versions and cascaded entries too, not only the target.
     assert store.conn.execute("SELECT count(*) FROM entry_fts WHERE entry_fts MATCH '\"heronnote\"'").fetchone()[0] == 1
 
@@ -482,7 +501,7 @@ def test_cli_forget_previews_exactly_and_does_nothing_without_yes(store, plan, c
     code, text, _ = run("forget", target)
     assert code != 0 and "--yes" in text
     assert counts(store) == before
-    plan_ = origin.plan_forget(store.conn, target)
+    plan_ = origin.plan_forget(store, target)
     assert [e["id"] for e in preview["would_forget_entries"]] == plan_["entries"]
     assert [e["id"] for e in preview["would_exclude_events"]] == plan_["events"]
     for i in plan_["entries"] + plan_["events"]:
@@ -796,6 +815,38 @@ class StickyForget(RuleBasedStateMachine):
             assert shown == {e for e, ev in self.events.items() if ev["session"] == sess} - self.excluded
         for evid in self.excluded:
             assert self.events[evid]["word"] not in dump
+        check_index(s)
+
+
+def test_invariant_2_forget_reaches_an_index_that_was_behind(store, plan, monkeypatch):
+    # The forget's own index step is cut short, as by a crash right after its commit.
+    monkeypatch.setattr(origin, "update_index", lambda store: None)
+    origin.forget(store, plan.decide)
+    monkeypatch.undo()
+    assert index_hits(store, CANARY), "the index still holds the words"
+    assert origin.search_events(store, CANARY, include_tools=True) == []
+    assert origin.status(store)["index_behind"]
+    origin.sync(store)  # any catch-up applies the tombstone before anything else
+    assert index_hits(store, CANARY) == []
+    assert not origin.status(store)["index_behind"]
+    check_index(store)
+
+
+def test_invariant_2_an_event_forgotten_before_it_was_indexed_never_enters_the_index(user_home, store, monkeypatch):
+    log = ClaudeLog(user_home, session="sess-late")
+    log.user("u-1", "Keep the okapiledger numbers out of the notes.")
+    secret = log.assistant("a-1", f"The {CANARY} token is in the vault.")
+    log.write()
+    monkeypatch.setattr(origin, "IndexWriters", lambda home: None)  # events land, the index lags
+    origin.sync(store)
+    assert index_hits(store, "okapiledger") == []
+    assert [e["id"] for e in origin.search_events(store, CANARY)] == [secret]  # found without the index
+    origin.forget(store, secret)  # its catch-up takes in everything else
+    monkeypatch.undo()
+    assert index_hits(store, CANARY) == [] and index_hits(store, "okapiledger")
+    assert origin.search_events(store, CANARY) == []
+    origin.sync(store)
+    check_index(store)
 
 
 def test_invariant_2_sticky_forget_state_machine():

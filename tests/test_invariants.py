@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import urllib.parse
 
 import origin
 from conftest import ROOT
@@ -46,7 +47,11 @@ def test_invariant_4_sync_search_and_remember_touch_only_origin_home_and_no_netw
     assert writes, "the probe saw no writes at all"
     for w in writes:
         assert os.path.realpath(w).startswith(os.path.realpath(origin_home)), w
-    for _, db in [e for e in events if e[0] == "sqlite"]:
+    opened = [e[1] for e in events if e[0] == "sqlite"]
+    assert opened, "the probe saw no database opened"
+    for db in opened:
+        if db.startswith("file:"):  # a URI: file:<quoted path>?<params>
+            db = urllib.parse.unquote(db[len("file:"):].split("?", 1)[0])
         assert os.path.realpath(db).startswith(os.path.realpath(origin_home)), db
 
 

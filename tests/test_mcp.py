@@ -261,7 +261,7 @@ class FakeSync:
             self.release.set()
         self.fail = fail
 
-    def __call__(self, store, changed_since=None, lazy=False):
+    def __call__(self, store, changed_since=None, lazy=False, index=None):
         self.calls.append(changed_since)
         if changed_since is None:
             self.release.wait(10)

@@ -1478,7 +1478,9 @@ def test_the_wal_stays_bounded_while_a_reader_pins_it_and_shrinks_after_release(
     reader = sqlite3.connect(origin_home / origin.DB_NAME, isolation_level=None)  # a long-lived server connection
     reader.execute("BEGIN")
     reader.execute("SELECT count(*) FROM event").fetchone()
-    write_claude_corpus(user_home / ".claude", files=12, turns=40, seed=96)
+    # Enough new logs to write well over 4 MiB to the store's WAL (the
+    # search index is written to files of its own).
+    write_claude_corpus(user_home / ".claude", files=40, turns=40, seed=96)
     peak, stop = [0], threading.Event()
 
     def sample():

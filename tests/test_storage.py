@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
 
 import pytest
@@ -34,8 +35,13 @@ def test_connection_is_wal_with_busy_timeout_and_explicit_transactions(store):
 
 def test_fts_tables_use_the_trigram_tokenizer(store):
     sql = {r[0]: r[1] for r in store.conn.execute("SELECT name, sql FROM sqlite_master WHERE name LIKE '%_fts'")}
-    for name in ("event_fts", "entry_fts"):
-        assert "trigram" in sql[name] and "content=" in sql[name]
+    assert "trigram" in sql["entry_fts"] and "content=" in sql["entry_fts"]
+    # The event index: one contentless trigram table per part, in its own file.
+    reader = store.reader
+    for part, (file, fts, _kinds) in origin.EVENT_INDEXES.items():
+        assert (store.home / origin.INDEX_DIR / file).is_file()
+        ddl = reader.execute(f"SELECT sql FROM ix_{part}.sqlite_master WHERE name = ?", (fts,)).fetchone()[0]
+        assert "trigram" in ddl and "content=''" in ddl and "detail='full'" in ddl
 
 
 def _audit(c, action="login"):
@@ -119,14 +125,70 @@ def test_corrupt_database_file_gives_a_clear_error(tmp_path):
         origin.open_store(home)
 
 
+def index_rows(store) -> dict[str, set[int]]:
+    """Return the event seqs each part of the index holds, after an integrity check."""
+    out = {}
+    for part, (_file, fts, _kinds) in origin.EVENT_INDEXES.items():
+        store.reader.execute("PRAGMA query_only = OFF")
+        store.reader.execute(f"INSERT INTO ix_{part}.{fts} ({fts}) VALUES ('integrity-check')")
+        store.reader.execute("PRAGMA query_only = ON")
+        out[part] = {r[0] for r in store.reader.execute(f"SELECT id FROM ix_{part}.{fts}_docsize")}
+    return out
+
+
+def expected_rows(store) -> dict[str, set[int]]:
+    """Return the seqs each part should hold: indexed, visible events of its kinds."""
+    out = {}
+    for part, (_file, _fts, kinds) in origin.EVENT_INDEXES.items():
+        out[part] = {r[0] for r in store.conn.execute(
+            f"SELECT seq FROM event e WHERE indexed = 1 AND kind IN ({','.join('?' * len(kinds))}) "
+            "AND NOT EXISTS (SELECT 1 FROM excluded_event x WHERE x.event_id = e.id)", kinds)}
+    return out
+
+
 def test_the_event_index_stays_in_step_with_the_events(claude_root, store):
     origin.sync(store)
-    c = store.conn
-    c.execute("INSERT INTO event_fts (event_fts) VALUES ('integrity-check')")
-    indexed = c.execute("SELECT count(*) FROM event WHERE indexed = 1").fetchone()[0]
-    assert indexed > 0
-    assert c.execute("SELECT count(*) FROM event_fts_docsize").fetchone()[0] == indexed
+    want = expected_rows(store)
+    assert want["message"] and want["tool"]
+    assert index_rows(store) == want
+    top = store.conn.execute("SELECT max(seq) FROM event").fetchone()[0]
+    assert all(origin.index_marks(store.reader, part)[0] == top for part in origin.EVENT_INDEXES)
+    assert not origin.index_lagging(store)
     # A second sync of the same logs adds neither events nor index rows.
     origin.sync(store)
-    assert c.execute("SELECT count(*) FROM event_fts_docsize").fetchone()[0] == indexed
-    assert not c.execute("SELECT 1 FROM sqlite_master WHERE name = 'event_fts_insert'").fetchone()
+    assert index_rows(store) == want
+    assert not store.conn.execute("SELECT 1 FROM sqlite_master WHERE name LIKE 'event_fts%'").fetchone()
+
+
+def test_a_lost_index_is_rebuilt_and_search_never_misses_meanwhile(claude_root, store):
+    origin.sync(store)
+    word = "the"
+    before = [e["id"] for e in origin.search_events(store, word, limit=200, recent=True)]
+    assert len(before) > 5
+    store.close()
+    shutil.rmtree(store.home / origin.INDEX_DIR)
+    with origin.open_store(store.home) as s:
+        assert origin.status(s)["index_behind"]
+        # Nothing is indexed now: the scan of what the index lacks finds the same events.
+        assert [e["id"] for e in origin.search_events(s, word, limit=200, recent=True)] == before
+        origin.sync(s)
+        assert not origin.status(s)["index_behind"]
+        assert index_rows(s) == expected_rows(s)
+        assert [e["id"] for e in origin.search_events(s, word, limit=200, recent=True)] == before
+
+
+def test_index_catch_up_works_in_bounded_steps(claude_root, store, monkeypatch):
+    monkeypatch.setattr(origin, "IndexWriters", lambda home: None)  # sync leaves the index alone
+    origin.sync(store)
+    monkeypatch.undo()
+    assert origin.index_lagging(store)
+    conn = origin._open_index(store.home, "message")
+    try:
+        steps = 1
+        while origin.index_catch_up(conn, "message", batch=7):
+            steps += 1
+    finally:
+        conn.close()
+    top = store.conn.execute("SELECT max(seq) FROM event").fetchone()[0]
+    assert steps == -(-top // 7)
+    assert index_rows(store)["message"] == expected_rows(store)["message"]

@@ -2289,33 +2289,39 @@ class _StateExport:
 
     def _kv_composers(self, conn: sqlite3.Connection) -> Iterator:
         """Export cursorDiskKV composers and the bubble rows of each."""
-        composers = {}
+        # Memory stays flat however large the database: the first passes keep
+        # only composer ids and sub-composer links, and each composer's data
+        # and bubble hashes are read when its turn comes.
+        ids, parents = set(), {}
         for key, value in _kv_range(conn, "composerData:"):
             data = _loads(value)
             if isinstance(data, dict):
-                composers[key.split(":", 1)[1]] = data
-        parents = {sub: cid for cid, c in composers.items() for sub in _list(c.get("subComposerIds"))
-                   if isinstance(sub, str)}
-        rows: dict[str, dict[str, str]] = {}  # composer -> bubble id -> digest of the raw row
-        for key, value in _kv_range(conn, "bubbleId:"):
+                cid = key.split(":", 1)[1]
+                ids.add(cid)
+                parents.update((sub, cid) for sub in _list(data.get("subComposerIds")) if isinstance(sub, str))
+        end = "bubbleId;"  # the key range of "bubbleId:", as in _kv_range
+        for (key,) in conn.execute("SELECT key FROM cursorDiskKV WHERE key >= 'bubbleId:' AND key < ?", (end,)):
             parts = key.split(":")
-            if len(parts) == 3 and value is not None:
-                rows.setdefault(parts[1], {})[parts[2]] = _digest(value)
-        for cid in sorted(set(composers) | set(rows)):
-            comp = composers.get(cid, {})
+            if len(parts) == 3:
+                ids.add(parts[1])
+        for cid in sorted(ids):
+            row = conn.execute("SELECT value FROM cursorDiskKV WHERE key = ?", (f"composerData:{cid}",)).fetchone()
+            comp = _dict(_loads(row[0])) if row else {}
             created, last = _composer_times(comp, self.file_ms)
             if not _settled(last, self.now_ms, _generating(comp)):
                 continue
             inline = _inline_bubbles(cid, comp)
             # Rows are compared by the hash of their raw value, so a composer
             # with nothing new costs no JSON decoding.
-            fresh = any(self.known.get(f"bubble:{cid}:{b}") != d for b, d in rows.get(cid, {}).items())
+            rows = {key.split(":")[2]: _digest(value) for key, value in _kv_range(conn, f"bubbleId:{cid}:")
+                    if value is not None and key.count(":") == 2}
+            fresh = any(self.known.get(f"bubble:{cid}:{b}") != d for b, d in rows.items())
             if fresh or any(self.known.get(k) != d for k, d, _ in inline):
                 bubbles = _order_bubbles(comp, inline + _kv_bubbles(conn, cid))
             else:
                 bubbles = []
             info = _composer_info(comp, parents.get(cid))
-            yield from self._session(f"composer:{cid}", cid, info, bool(rows.get(cid) or inline))
+            yield from self._session(f"composer:{cid}", cid, info, bool(rows or inline))
             yield from self._conversation("kv", cid, bubbles, created, last, _composer_model(comp))
 
     def _session(self, key: str, session: str, info: dict, has_content: bool) -> list:

@@ -124,3 +124,32 @@ def test_bad_time_filters_are_refused_with_a_hint():
     with pytest.raises(origin.UsageError, match="7d"):
         origin.parse_when("last tuesday")
     assert origin.parse_when("2d") < origin.parse_when("1d")
+
+
+def test_ranked_search_reads_the_index_first_and_still_skips_forgotten_events(user_home, store, monkeypatch):
+    from test_entries import ClaudeLog
+
+    log = ClaudeLog(user_home, session="sess-rank")
+    ids = []
+    for i in range(30):
+        # Event i says "marmot" i + 1 times in a text of the same length, so BM25 ranks them in reverse.
+        words = ["marmot"] * (i + 1) + ["filler"] * (40 - i)
+        ids.append(log.user(f"u{i}", " ".join(words)))
+    log.write()
+    origin.sync(store)
+
+    def both(limit):
+        fast = [e["id"] for e in origin.search_events(store, "marmot", limit=limit)]
+        monkeypatch.setattr(origin, "RANK_FIRST_MAX", -1)  # the join of every match, as a reference
+        slow = [e["id"] for e in origin.search_events(store, "marmot", limit=limit)]
+        monkeypatch.undo()
+        return fast, slow
+
+    fast, slow = both(5)
+    assert fast == slow == ids[::-1][:5]
+    for eid in ids[::-1][:4]:  # forget the four best matches
+        origin.forget(store, eid)
+    fast, slow = both(5)
+    assert fast == slow == ids[::-1][4:9]
+    fast, slow = both(200)
+    assert fast == slow and len(fast) == 26

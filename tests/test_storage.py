@@ -192,3 +192,22 @@ def test_index_catch_up_works_in_bounded_steps(claude_root, store, monkeypatch):
     top = store.conn.execute("SELECT max(seq) FROM event").fetchone()[0]
     assert steps == -(-top // 7)
     assert index_rows(store)["message"] == expected_rows(store)["message"]
+
+
+def test_an_index_failure_is_reported_once_and_loses_nothing(claude_root, store, monkeypatch):
+    def broken(conn, part, **kw):
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(origin, "index_catch_up", broken)
+    report = origin.sync(store)
+    monkeypatch.undo()
+    assert report.events_added > 0
+    index_problems = [p for p in report.problems if p["source"] == "index"]
+    assert len(index_problems) == len(origin.EVENT_INDEXES)  # once per part, not once per commit
+    assert all("disk I/O error" in p["error"] and "origin sync" in p["error"] for p in index_problems)
+    assert origin.status(store)["index_behind"]
+    hits = [e["id"] for e in origin.search_events(store, "the", limit=200, recent=True)]
+    assert len(hits) > 5  # found by the scan of what the index lacks
+    assert origin.sync(store).problems == []
+    assert index_rows(store) == expected_rows(store)
+    assert [e["id"] for e in origin.search_events(store, "the", limit=200, recent=True)] == hits

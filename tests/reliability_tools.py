@@ -276,8 +276,9 @@ def store_problems(origin_home: Path, *, claude_files: list[Path], reference: Re
     must equal the clean reference.  Every log mirror must equal its source
     up to its last complete line, every event's locator must point at the
     start of its line inside the committed part of its mirror, the raw
-    directory must hold exactly the mirrors the store names, and SQLite must
-    find the file sound.
+    directory must hold exactly the mirrors the store names, the search index
+    must hold exactly the visible indexed events, and SQLite must find the
+    file sound.
     """
     bad: list[str] = []
     conn = sqlite3.connect(f"file:{origin_home / origin.DB_NAME}?mode=ro", uri=True)
@@ -308,6 +309,18 @@ def store_problems(origin_home: Path, *, claude_files: list[Path], reference: Re
                 bad.append(f"{source}: {len(want - got)} lost, {len(got - want)} unexpected")
         if ids:
             bad.append(f"events of unexpected sources: {sorted(ids)}")
+        for part, (file, fts, kinds) in origin.EVENT_INDEXES.items():
+            # The search index holds exactly the visible indexed events.
+            ix = sqlite3.connect(f"file:{origin_home / origin.INDEX_DIR / file}?mode=ro", uri=True)
+            try:
+                held = {r[0] for r in ix.execute(f"SELECT id FROM {fts}_docsize")}
+            finally:
+                ix.close()
+            want = {r[0] for r in conn.execute(
+                f"SELECT seq FROM event e WHERE indexed = 1 AND kind IN ({','.join('?' * len(kinds))}) "
+                "AND NOT EXISTS (SELECT 1 FROM excluded_event x WHERE x.event_id = e.id)", kinds)}
+            if held != want:
+                bad.append(f"{part} index: {len(want - held)} events missing, {len(held - want)} extra")
         rows = conn.execute("SELECT * FROM raw_file").fetchall()
         mirrors = {}
         for r in rows:

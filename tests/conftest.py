@@ -94,3 +94,24 @@ def read_line(path: Path, lineno: int) -> bytes:
             if i == lineno:
                 return line.rstrip(b"\n")
     raise AssertionError(f"{path} has no line {lineno}")
+
+
+def index_rows(store) -> dict[str, set[int]]:
+    """Return the event seqs each part of the index holds, after an integrity check."""
+    out = {}
+    for part, (_file, fts, _kinds) in origin.EVENT_INDEXES.items():
+        store.reader.execute("PRAGMA query_only = OFF")
+        store.reader.execute(f"INSERT INTO ix_{part}.{fts} ({fts}) VALUES ('integrity-check')")
+        store.reader.execute("PRAGMA query_only = ON")
+        out[part] = {r[0] for r in store.reader.execute(f"SELECT id FROM ix_{part}.{fts}_docsize")}
+    return out
+
+
+def expected_rows(store) -> dict[str, set[int]]:
+    """Return the seqs each part should hold: indexed, visible events of its kinds."""
+    out = {}
+    for part, (_file, _fts, kinds) in origin.EVENT_INDEXES.items():
+        out[part] = {r[0] for r in store.conn.execute(
+            f"SELECT seq FROM event e WHERE indexed = 1 AND kind IN ({','.join('?' * len(kinds))}) "
+            "AND NOT EXISTS (SELECT 1 FROM excluded_event x WHERE x.event_id = e.id)", kinds)}
+    return out

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
 import origin
-from conftest import read_line
+from conftest import expected_rows, index_rows, read_line
 from test_entries import ClaudeLog, counts, ids, run  # noqa: F401  (run is a fixture)
 
 # ---------------------------------------------------------------------------
@@ -37,15 +37,7 @@ def index_hits(store, word: str) -> list[int]:
 
 def check_index(store) -> None:
     """The index passes FTS5's integrity check and holds exactly the visible indexed events."""
-    for part, (_f, fts, kinds) in origin.EVENT_INDEXES.items():
-        store.reader.execute("PRAGMA query_only = OFF")
-        store.reader.execute(f"INSERT INTO ix_{part}.{fts} ({fts}) VALUES ('integrity-check')")
-        store.reader.execute("PRAGMA query_only = ON")
-        held = {r[0] for r in store.reader.execute(f"SELECT id FROM ix_{part}.{fts}_docsize")}
-        want = {r[0] for r in store.conn.execute(
-            f"SELECT seq FROM event e WHERE indexed = 1 AND kind IN ({','.join('?' * len(kinds))}) "
-            "AND NOT EXISTS (SELECT 1 FROM excluded_event x WHERE x.event_id = e.id)", kinds)}
-        assert held == want, part
+    assert index_rows(store) == expected_rows(store)
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ import sqlite3
 import pytest
 
 import origin
+from conftest import expected_rows, index_rows
 
 
 def test_every_design_table_exists_and_schema_is_idempotent(origin_home):
@@ -123,27 +124,6 @@ def test_corrupt_database_file_gives_a_clear_error(tmp_path):
     (home / "origin.db").write_bytes(b"this is not a database" * 100)
     with pytest.raises(origin.StoreError, match="not a usable Origin store"):
         origin.open_store(home)
-
-
-def index_rows(store) -> dict[str, set[int]]:
-    """Return the event seqs each part of the index holds, after an integrity check."""
-    out = {}
-    for part, (_file, fts, _kinds) in origin.EVENT_INDEXES.items():
-        store.reader.execute("PRAGMA query_only = OFF")
-        store.reader.execute(f"INSERT INTO ix_{part}.{fts} ({fts}) VALUES ('integrity-check')")
-        store.reader.execute("PRAGMA query_only = ON")
-        out[part] = {r[0] for r in store.reader.execute(f"SELECT id FROM ix_{part}.{fts}_docsize")}
-    return out
-
-
-def expected_rows(store) -> dict[str, set[int]]:
-    """Return the seqs each part should hold: indexed, visible events of its kinds."""
-    out = {}
-    for part, (_file, _fts, kinds) in origin.EVENT_INDEXES.items():
-        out[part] = {r[0] for r in store.conn.execute(
-            f"SELECT seq FROM event e WHERE indexed = 1 AND kind IN ({','.join('?' * len(kinds))}) "
-            "AND NOT EXISTS (SELECT 1 FROM excluded_event x WHERE x.event_id = e.id)", kinds)}
-    return out
 
 
 def test_the_event_index_stays_in_step_with_the_events(claude_root, store):

@@ -1788,12 +1788,15 @@ def sync(store: Store, *, env: dict | None = None, home: Path | None = None, sou
         writers = IndexWriters(store.home)
     try:
         _ingest_todo(store, todo, report, progress, writers)
-    finally:
-        if writers is not None and writers is index:
-            writers.poke()
-        elif writers is not None:
-            for err in writers.close():
-                report.problems.append({"source": "index", "path": str(store.home / INDEX_DIR), "error": err})
+    except BaseException:
+        if writers is not None and writers is not index:
+            writers.close(wait=False)  # interrupted: the next sync finishes the catch-up
+        raise
+    if writers is not None and writers is index:
+        writers.poke()
+    elif writers is not None:
+        for err in writers.close():
+            report.problems.append({"source": "index", "path": str(store.home / INDEX_DIR), "error": err})
     if todo:
         # Copy what this sync wrote into the database now, without waiting
         # for readers (PASSIVE): the next write can then restart the WAL and

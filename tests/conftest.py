@@ -109,9 +109,6 @@ def index_rows(store) -> dict[str, set[int]]:
 
 def expected_rows(store) -> dict[str, set[int]]:
     """Return the seqs each part should hold: indexed, visible events of its kinds."""
-    out = {}
-    for part, (_file, _fts, kinds) in origin.EVENT_INDEXES.items():
-        out[part] = {r[0] for r in store.conn.execute(
-            f"SELECT seq FROM event e WHERE indexed = 1 AND kind IN ({','.join('?' * len(kinds))}) "
-            "AND NOT EXISTS (SELECT 1 FROM excluded_event x WHERE x.event_id = e.id)", kinds)}
-    return out
+    from reliability_tools import index_should_hold
+
+    return index_should_hold(store.conn)

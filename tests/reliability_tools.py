@@ -267,6 +267,16 @@ def line_starts(data: bytes) -> list[int]:
     return starts
 
 
+def index_should_hold(conn: sqlite3.Connection) -> dict[str, set[int]]:
+    """Return the event seqs each part of the index should hold: indexed, visible events of its kinds."""
+    out = {}
+    for part, (_file, _fts, kinds) in origin.EVENT_INDEXES.items():
+        out[part] = {r[0] for r in conn.execute(
+            f"SELECT seq FROM event e WHERE indexed = 1 AND kind IN ({','.join('?' * len(kinds))}) "
+            "AND NOT EXISTS (SELECT 1 FROM excluded_event x WHERE x.event_id = e.id)", kinds)}
+    return out
+
+
 def store_problems(origin_home: Path, *, claude_files: list[Path], reference: Reference,
                    max_generation: int = 0) -> list[str]:
     """Check a store against the oracles; return what is wrong (empty when all is well).
@@ -309,16 +319,14 @@ def store_problems(origin_home: Path, *, claude_files: list[Path], reference: Re
                 bad.append(f"{source}: {len(want - got)} lost, {len(got - want)} unexpected")
         if ids:
             bad.append(f"events of unexpected sources: {sorted(ids)}")
-        for part, (file, fts, kinds) in origin.EVENT_INDEXES.items():
+        for part, want in index_should_hold(conn).items():
             # The search index holds exactly the visible indexed events.
+            file, fts, _kinds = origin.EVENT_INDEXES[part]
             ix = sqlite3.connect(f"file:{origin_home / origin.INDEX_DIR / file}?mode=ro", uri=True)
             try:
                 held = {r[0] for r in ix.execute(f"SELECT id FROM {fts}_docsize")}
             finally:
                 ix.close()
-            want = {r[0] for r in conn.execute(
-                f"SELECT seq FROM event e WHERE indexed = 1 AND kind IN ({','.join('?' * len(kinds))}) "
-                "AND NOT EXISTS (SELECT 1 FROM excluded_event x WHERE x.event_id = e.id)", kinds)}
             if held != want:
                 bad.append(f"{part} index: {len(want - held)} events missing, {len(held - want)} extra")
         rows = conn.execute("SELECT * FROM raw_file").fetchall()

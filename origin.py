@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import errno
 import hashlib
 import json
 import os
@@ -1797,6 +1798,8 @@ def sync(store: Store, *, env: dict | None = None, home: Path | None = None, sou
     elif writers is not None:
         for err in writers.close():
             report.problems.append({"source": "index", "path": str(store.home / INDEX_DIR), "error": err})
+    if changed_since is None:
+        _record_sync_run(store, src or set(ADAPTERS), report)
     if todo:
         # Copy what this sync wrote into the database now, without waiting
         # for readers (PASSIVE): the next write can then restart the WAL and
@@ -1804,6 +1807,33 @@ def sync(store: Store, *, env: dict | None = None, home: Path | None = None, sou
         # connection open for hours.
         store.conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
     return report
+
+
+#: Key in the setting table of the last full sync run of each source.
+SYNC_RUNS_KEY = "sync_runs"
+
+
+def sync_runs(conn: sqlite3.Connection) -> dict:
+    """Return {source: {"at": epoch ms, "files": n}} of the last full syncs."""
+    row = conn.execute("SELECT value FROM setting WHERE key = ?", (SYNC_RUNS_KEY,)).fetchone()
+    try:
+        runs = json.loads(row[0]) if row else {}
+    except ValueError:
+        return {}
+    return runs if isinstance(runs, dict) else {}
+
+
+def _record_sync_run(store: Store, sources: Iterable[str], report: SyncReport) -> None:
+    """Record when each source was last synced and how many files it had.
+
+    ``origin status`` shows this run, not the time a file last changed, and
+    can tell a store never synced from one whose sync found no logs.
+    """
+    with transaction(store.conn) as conn:
+        runs = sync_runs(conn)
+        for name in sources:
+            runs[name] = {"at": now_ms(), "files": report.sources.get(name, {}).get("files", 0)}
+        conn.execute("INSERT OR REPLACE INTO setting (key, value) VALUES (?, ?)", (SYNC_RUNS_KEY, json.dumps(runs)))
 
 
 def _ingest_todo(store: Store, todo: list, report: SyncReport, progress, writers: IndexWriters | None) -> None:
@@ -2638,12 +2668,16 @@ def status(store: Store) -> dict:
     size = sum(p.stat().st_size for p in (db, Path(str(db) + "-wal")) if p.exists())
     index_size = sum(p.stat().st_size for p in (store.home / INDEX_DIR).glob("*.db*") if p.is_file())
     sources: dict = {}
+    runs = sync_runs(conn)
     for r in conn.execute(
         "SELECT source, count(*) AS files, sum(parse_errors) AS errs, sum(unknown_records) AS unk, max(last_sync) AS last "
         "FROM raw_file GROUP BY source"
     ):
+        # The last sync run of the source; a store from before runs were
+        # recorded shows when a file of it was last ingested.
+        last = (runs.get(r["source"]) or {}).get("at") or r["last"]
         sources[r["source"]] = {"files": r["files"], "sessions": 0, "events": 0, "parse_errors": r["errs"] or 0,
-                                "unknown_records": r["unk"] or 0, "last_sync": iso_local(r["last"])}
+                                "unknown_records": r["unk"] or 0, "last_sync": iso_local(last)}
     for r in conn.execute("SELECT source, count(*) AS n, sum(events) AS ev FROM session WHERE events > 0 GROUP BY source"):
         sources.setdefault(r["source"], {"files": 0, "sessions": 0, "events": 0, "parse_errors": 0,
                                          "unknown_records": 0, "last_sync": None})
@@ -2660,6 +2694,7 @@ def status(store: Store) -> dict:
         "sessions": sum(s["sessions"] for s in sources.values()),
         "entries": entries,
         "tombstones": conn.execute("SELECT count(*) FROM tombstone").fetchone()[0],
+        "last_sync": iso_local(max((r.get("at") or 0 for r in runs.values() if isinstance(r, dict)), default=None)),
         "sources": sources,
     }
 
@@ -3635,6 +3670,11 @@ def _print_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, ensure_ascii=False, indent=2) + "\n")
 
 
+def _n(count: int, noun: str, plural: str | None = None) -> str:
+    """``1 entry``, ``2 entries``: a count with its noun in the right number."""
+    return f"{count} {noun if count == 1 else plural or noun + 's'}"
+
+
 def _progress_printer():
     """Return a progress callback for a terminal, or None when piped."""
     if not sys.stderr.isatty():
@@ -3668,7 +3708,7 @@ def cmd_sync(args) -> int:
     if args.json:
         _print_json(report.as_json())
         return 0
-    print(f"added {report.events_added} events")
+    print(f"added {_n(report.events_added, 'event')}")
     for name, s in sorted(report.sources.items()):
         print(f"  {name:12} {s['files']:6} files  {s['bytes_added'] / 1e6:9.2f} MB new  "
               f"{s['events_added']:8} events  {s['parse_errors']} parse errors")
@@ -3702,7 +3742,10 @@ def cmd_status(args) -> int:
     for name, s in sorted(st["sources"].items()):
         print(f"  {name:12} {s['files']:6} files {s['sessions']:6} sessions {s['events']:9} events "
               f"{s['parse_errors']:5} parse errors   last sync {s['last_sync'] or '-'}")
-    if not st["sources"]:
+    if not st["sources"] and st["last_sync"]:
+        print(f"nothing archived: the last sync ({st['last_sync']}) found no agent logs; "
+              "`origin path` shows where it looks")
+    elif not st["sources"]:
         print("nothing archived yet: run `origin sync`")
     agents = [f"{n} ({'connected' if a['registered'] else 'not connected'})"
               for n, a in sorted(st["agents"].items()) if a["installed"]]
@@ -3806,16 +3849,21 @@ def cmd_show(args) -> int:
 
 
 def cmd_path(args) -> int:
-    """Print where Origin keeps its data.
+    """Print where Origin keeps its data and where it looks for each agent's logs.
 
     Example: origin path
     """
     home = resolve_home()
-    info = {"home": str(home), "db": str(home / DB_NAME), "raw": str(home / "raw"), "looked_in": looked_in()}
+    info = {"home": str(home), "db": str(home / DB_NAME), "raw": str(home / "raw"),
+            "index": str(home / INDEX_DIR), "looked_in": looked_in()}
     if args.json:
         _print_json(info)
-    else:
-        print(info["home"])
+        return 0
+    for key in ("home", "db", "raw", "index"):
+        print(f"{key:9} {info[key]}")
+    print("agent logs are looked for in:")
+    for name, dirs in sorted(info["looked_in"].items()):
+        print(f"  {name:12} {', '.join(dirs) or '-'}")
     return 0
 
 
@@ -3875,14 +3923,18 @@ def cmd_remember(args) -> int:
 def cmd_correct(args) -> int:
     """Supersede an entry with a corrected version (history stays linear).
 
+    Kind, project, confidence and validity stay as they were unless given.
+
     Example: origin correct ent_… "We keep SQLite, with WAL, for the archive." --quote "WAL mode"
     """
-    precheck_entry(text=args.text, sources=_cli_sources(args) or None, author="user", confidence=args.confidence,
-                   valid_from=args.valid_from, valid_to=args.valid_to, correcting=True)
+    precheck_entry(kind=args.kind, text=args.text, sources=_cli_sources(args) or None, author="user",
+                   confidence=args.confidence, project=args.project, valid_from=args.valid_from,
+                   valid_to=args.valid_to, correcting=True)
     with _open(args) as store:
         sync(store)
         e = correct(store, args.id, text=args.text, author="user", sources=_cli_sources(args) or None,
-                    confidence=args.confidence, valid_from=args.valid_from, valid_to=args.valid_to)
+                    confidence=args.confidence, kind=args.kind, project=args.project, valid_from=args.valid_from,
+                    valid_to=args.valid_to)
     _print_entry(e, args.json)
     return 0
 
@@ -3902,8 +3954,9 @@ def cmd_forget(args) -> int:
             if args.json:
                 _print_json({"done": False, **preview})
             else:
-                print(f"forgetting {preview['target']} would forget {len(preview['would_forget_entries'])} entries "
-                      f"and hide {len(preview['would_exclude_events'])} events:")
+                print(f"forgetting {preview['target']} would forget "
+                      f"{_n(len(preview['would_forget_entries']), 'entry', 'entries')} "
+                      f"and hide {_n(len(preview['would_exclude_events']), 'event')}:")
                 for e in preview["would_forget_entries"]:
                     print(f"  entry {e['id']} ({e['kind']}): {e['snippet']}")
                 for e in preview["would_exclude_events"]:
@@ -3914,8 +3967,8 @@ def cmd_forget(args) -> int:
     if args.json:
         _print_json({"done": True, **res})
     else:
-        print(f"forgot {len(res['forgotten_entries'])} entries and hid {len(res['excluded_events'])} events "
-              f"(tombstone {res['tombstone']})")
+        print(f"forgot {_n(len(res['forgotten_entries']), 'entry', 'entries')} and hid "
+              f"{_n(len(res['excluded_events']), 'event')} (tombstone {res['tombstone']})")
     return 0
 
 
@@ -3983,11 +4036,43 @@ def add_mcp_commands(sub, command, add_json) -> None:
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse that keeps each command's docstring layout in --help."""
+    """argparse that keeps each command's docstring layout in --help.
+
+    Abbreviated long options are refused, so a script cannot silently bind
+    to the wrong flag; with --json on the command line, a usage error is
+    printed as JSON like every other error.
+    """
+
+    #: Set by main() when the command line asks for JSON.
+    json_errors = False
 
     def __init__(self, *a, **kw):
         kw.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        kw.setdefault("allow_abbrev", False)
         super().__init__(*a, **kw)
+
+    def error(self, message: str):
+        if _Parser.json_errors:
+            _print_error(f"{message}; see `{self.prog} --help`", 2, as_json=True)
+            self.exit(2)
+        super().error(message)
+
+
+def _print_error(message: str, code: int, *, as_json: bool) -> None:
+    """Print an error to stderr: `origin: …`, or {"error", "code"} for --json."""
+    if as_json:
+        sys.stderr.write(json.dumps({"error": message, "code": code}, ensure_ascii=False) + "\n")
+    else:
+        sys.stderr.write(f"origin: {message}\n")
+
+
+def _help_text(doc: str) -> str:
+    """A docstring as --help shows it: no indentation, no ``literal`` markup."""
+    return doc.strip().replace("\n    ", "\n").replace("``", "")
+
+
+#: Help of every --limit option.
+_LIMIT_HELP = f"most items to list (default %(default)s, at most {MAX_LIMIT})"
 
 
 def _limit(value: str) -> int:
@@ -4012,14 +4097,14 @@ def _confidence(value: str) -> float:
 
 def build_parser() -> argparse.ArgumentParser:
     """Return the argument parser of the `origin` command."""
-    p = _Parser(prog="origin", description=__doc__.split("\n\n")[1] if __doc__ else None,
+    p = _Parser(prog="origin", description=_help_text(__doc__.split("\n\n")[1]) if __doc__ else None,
                 epilog="Data lives in $ORIGIN_HOME (default ~/.origin).  Run `origin <command> --help` for details.")
     p.add_argument("--version", action="version", version=f"origin {__version__}")
     sub = p.add_subparsers(dest="command", metavar="<command>")
 
     def command(name, func, help_):
         doc = func.__doc__ or ""
-        sp = sub.add_parser(name, help=help_, description=doc.strip().replace("\n    ", "\n"))
+        sp = sub.add_parser(name, help=help_, description=_help_text(doc))
         sp.set_defaults(func=func)
         return sp
 
@@ -4045,16 +4130,19 @@ def build_parser() -> argparse.ArgumentParser:
     add_filters(sp)
     sp.add_argument("--session", help="only this session")
     sp.add_argument("--recent", action="store_true", help="newest first instead of by relevance")
-    sp.add_argument("--scope", choices=("all", "entries", "events"), default="all")
+    sp.add_argument("--scope", choices=("all", "entries", "events"), default="all",
+                    help="search entries, events or both (default: all)")
     sp.add_argument("--kind", choices=ENTRY_KINDS, help="only entries of this kind")
     sp.add_argument("--history", action="store_true", help="include superseded entry versions")
-    sp.add_argument("--limit", type=_limit, default=DEFAULT_LIMIT)
+    sp.add_argument("--limit", type=_limit, default=DEFAULT_LIMIT, help=_LIMIT_HELP)
     add_json(sp)
 
     sp = command("timeline", cmd_timeline, "sessions in a window, or one session's events")
     sp.add_argument("--session", help="list this session's events in order")
     add_filters(sp)
-    sp.add_argument("--limit", type=_limit, default=None)
+    sp.add_argument("--limit", type=_limit, default=None,
+                    help=f"most sessions (default {DEFAULT_LIMIT}) or events of a session (default "
+                         f"{SESSION_EVENTS_MAX}) to list, at most {MAX_LIMIT} sessions")
     add_json(sp)
 
     sp = command("show", cmd_show, "an event with its original line, or an entry with its sources")
@@ -4065,10 +4153,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_json(sp)
 
     sp = command("entries", cmd_entries, "list entries")
-    sp.add_argument("--kind", choices=ENTRY_KINDS)
-    sp.add_argument("--project")
+    sp.add_argument("--kind", choices=ENTRY_KINDS, help="only entries of this kind")
+    sp.add_argument("--project", help="only entries of this project")
     sp.add_argument("--history", action="store_true", help="every version, not only active ones")
-    sp.add_argument("--limit", type=_limit, default=DEFAULT_LIMIT)
+    sp.add_argument("--limit", type=_limit, default=DEFAULT_LIMIT, help=_LIMIT_HELP)
     add_json(sp)
 
     for name, func, help_ in (("remember", cmd_remember, "record a cited entry"),
@@ -4078,11 +4166,17 @@ def build_parser() -> argparse.ArgumentParser:
             sp.add_argument("id", help="the entry to correct (ent_…)")
         sp.add_argument("text", help="the self-contained statement")
         if name == "remember":
-            sp.add_argument("--kind", choices=ENTRY_KINDS, required=True)
-            sp.add_argument("--project", help="default: the project of the first cited event")
+            sp.add_argument("--kind", choices=ENTRY_KINDS, required=True,
+                            help="memory (what happened), knowledge (a stable fact) or cognition (a preference, "
+                                 "method or goal)")
+            sp.add_argument("--project", help="the project it belongs to (default: that of the first cited event)")
+        else:
+            sp.add_argument("--kind", choices=ENTRY_KINDS, help="a new kind (default: unchanged)")
+            sp.add_argument("--project", help="a new project (default: unchanged)")
         sp.add_argument("--event", action="append", help="cite this event id (repeatable)")
         sp.add_argument("--quote", action="append", help="cite the newest message containing this exact text (repeatable)")
-        sp.add_argument("--confidence", type=_confidence, default=1.0 if name == "remember" else None)
+        sp.add_argument("--confidence", type=_confidence, default=1.0 if name == "remember" else None,
+                        help="how sure, from 0 to 1 (default: " + ("1)" if name == "remember" else "unchanged)"))
         sp.add_argument("--valid-from", help="ISO date/time the statement starts to hold")
         sp.add_argument("--valid-to", help="ISO date/time the statement stops holding")
         add_json(sp)
@@ -4098,21 +4192,49 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the `origin` command; return its exit code."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    _Parser.json_errors = "--json" in argv or "--nl" in argv
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    as_json = bool(getattr(args, "json", False) or getattr(args, "nl", False))
     try:
-        return args.func(args)
+        code = args.func(args)
+        sys.stdout.flush()
+        return code
     except OriginError as e:
-        print(f"origin: {e}", file=sys.stderr)
+        _print_error(str(e), e.exit_code, as_json=as_json)
         return e.exit_code
     except KeyboardInterrupt:
-        print("origin: interrupted", file=sys.stderr)
+        _print_error("interrupted", 130, as_json=as_json)
         return 130
     except BrokenPipeError:
+        _drop_stdout()
         return 0
+    except OSError as e:
+        # A full disk or a closed file behind stdout: say so, no traceback.
+        # (Errors of files Origin reads name the file, or are OriginErrors.)
+        if e.filename is not None or e.errno not in _OUTPUT_ERRNOS:
+            raise
+        _drop_stdout()
+        _print_error(f"cannot write the output: {e.strerror or e}", 1, as_json=as_json)
+        return 1
+
+
+#: errno values of a failed write to stdout (full disk, quota, hang-up).
+_OUTPUT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.EPIPE}
+
+
+def _drop_stdout() -> None:
+    """Point stdout at /dev/null, so the flush at exit cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
 
 
 if __name__ == "__main__":

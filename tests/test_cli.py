@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -105,3 +106,101 @@ def test_piped_sync_prints_only_the_summary(claude_root, origin_home, user_home)
     p = subprocess.run([sys.executable, str(ROOT / "origin.py"), "sync"], env=env, capture_output=True, text=True)
     assert p.returncode == 0
     assert p.stdout.startswith("added ") and "\r" not in p.stdout + p.stderr
+
+
+# Issue 13, items 15 and 16: one behaviour per operation, and the small things a user hit.
+
+def test_abbreviated_long_options_are_refused(cli, capsys):
+    with pytest.raises(SystemExit) as e:
+        origin.main(["search", "--lim", "3", "word"])  # argparse would have taken --lim for --limit
+    assert e.value.code == 2
+    assert "--lim" in capsys.readouterr().err
+
+
+def test_json_errors_are_one_json_object_on_stderr(cli, capsys):
+    code, out = cli("show", "claude-code:nope", "--json")
+    assert code == 3 and out == ""
+    err = json.loads(cli.err)
+    assert err["code"] == 3 and "no event 'claude-code:nope'" in err["error"]
+    with pytest.raises(SystemExit) as e:
+        origin.main(["search", "word", "--limit", "0", "--json"])
+    assert e.value.code == 2
+    err = json.loads(capsys.readouterr().err)
+    assert err["code"] == 2 and "limit is from 1 to" in err["error"]
+
+
+def _subcommands():
+    parser = origin.build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    return parser, sub.choices
+
+
+def test_every_argument_has_help_and_help_shows_no_markup():
+    parser, commands = _subcommands()
+    assert "``" not in parser.format_help()
+    for name, sp in commands.items():
+        assert "``" not in sp.format_help(), name
+        for action in sp._actions:
+            if action.dest != "help":
+                assert action.help, f"origin {name} {action.option_strings or action.dest} has no help"
+    assert f"at most {origin.MAX_LIMIT}" in commands["search"].format_help()
+
+
+def test_correct_takes_kind_and_project_like_the_mcp_tool(claude_root, cli):
+    cli("sync")
+    code, first = cli("remember", "Demo keeps CLAUDE.md short.", "--kind", "memory", "--quote", "CLAUDE.md",
+                      "--json")
+    assert code == 0
+    code, fixed = cli("correct", first["id"], "Demo keeps CLAUDE.md short and current.", "--kind", "cognition",
+                      "--project", "demo-site", "--json")
+    assert code == 0, cli.err
+    assert fixed["kind"] == "cognition" and fixed["project"] == "demo-site" and fixed["supersedes"] == first["id"]
+
+
+def test_counts_use_the_right_number(claude_root, cli):
+    cli("sync")
+    code, e = cli("remember", "Demo keeps CLAUDE.md short.", "--kind", "memory", "--quote", "CLAUDE.md", "--json")
+    code, out = cli("forget", e["id"])
+    assert code == 1 and "would forget 1 entry and hide 1 event:" in out
+    code, out = cli("forget", e["id"], "--yes")
+    assert code == 0 and out.startswith("forgot 1 entry and hid 1 event ")
+
+
+def test_path_shows_each_agents_folders(cli, user_home):
+    code, out = cli("path")
+    assert code == 0
+    for name in origin.ADAPTERS:
+        assert f"  {name}" in out
+    assert str(user_home / ".codex") in out and "index" in out
+
+
+def test_show_to_a_full_disk_says_so_without_a_traceback(claude_root, cli, origin_home, user_home):
+    if not Path("/dev/full").exists():
+        pytest.skip("this system has no /dev/full")
+    cli("sync")
+    code, res = cli("search", "CLAUDE.md", "--json")
+    env = {**os.environ, "ORIGIN_HOME": str(origin_home), "HOME": str(user_home)}
+    with open("/dev/full", "w") as full:
+        p = subprocess.run([sys.executable, str(ROOT / "origin.py"), "show", res["events"][0]["id"]], env=env,
+                           stdout=full, stderr=subprocess.PIPE, text=True)
+    assert p.returncode == 1
+    assert "Traceback" not in p.stderr and "Exception ignored" not in p.stderr
+    assert p.stderr.startswith("origin: cannot write the output: No space left on device")
+
+
+def test_status_shows_the_last_sync_run_not_a_files_change_time(claude_root, cli, monkeypatch):
+    cli("sync")
+    later = origin.now_ms() + 3 * 86400 * 1000
+    monkeypatch.setattr(origin, "now_ms", lambda: later)
+    code, res = cli("sync", "--json")
+    assert res["events_added"] == 0  # nothing changed: no file was ingested in this run
+    code, st = cli("status", "--json")
+    assert st["sources"]["claude-code"]["last_sync"] == st["last_sync"] == origin.iso_local(later)
+
+
+def test_status_after_a_sync_that_found_nothing_does_not_ask_for_a_sync(cli):
+    code, out = cli("status")
+    assert "run `origin sync`" in out
+    cli("sync")
+    code, out = cli("status")
+    assert "run `origin sync`" not in out and "found no agent logs" in out and "origin path" in out

@@ -2605,6 +2605,26 @@ def read_raw(store: Store, mirror: str, offset: int, span: int = 1) -> str:
     return b"".join(lines).rstrip(b"\n").decode("utf-8", "replace")
 
 
+#: Said instead of a raw line that also holds a forgotten event's text.
+WITHHELD_NOTE = ("the original line is withheld because it also holds forgotten text; "
+                 "this is the event's own text")
+
+
+def shares_forgotten_line(conn: sqlite3.Connection, raw_file_id: int, line: int, span: int, event_id: str) -> bool:
+    """True when another, excluded event comes from one of these mirror lines.
+
+    One raw line can give several events (a Claude text block and its
+    ``tool_use``, a Grok answer and its ``tool_calls``, a Cursor tool call
+    and its result); reading that line back for a visible neighbour would
+    show the forgotten one's text.  Excluded events are few, so they are
+    walked rather than every event of the mirror.
+    """
+    return conn.execute(
+        "SELECT 1 FROM excluded_event x JOIN event o ON o.id = x.event_id WHERE o.raw_file_id = ? "
+        "AND o.line <= ? AND o.line + o.span > ? AND o.id <> ? LIMIT 1",
+        (raw_file_id, line + max(1, span) - 1, line, event_id)).fetchone() is not None
+
+
 def get_event(store: Store, event_id: str) -> dict:
     """Return one visible event with its full text and provenance."""
     if not isinstance(event_id, str) or not event_id:
@@ -2620,13 +2640,17 @@ def get_event(store: Store, event_id: str) -> dict:
         # Invariant 2 (sticky forget): excluded events are never shown.
         raise Forgotten(f"event {event_id} was forgotten")
     s = conn.execute("SELECT title FROM session WHERE source = ? AND id = ?", (r["source"], r["session"])).fetchone()
+    provenance = {"file": r["path"], "generation": r["generation"], "mirror": r["mirror"], "line": r["line"],
+                  "lines": r["span"], "offset": r["offset"]}
+    if shares_forgotten_line(conn, r["raw_file_id"], r["line"], r["span"], r["id"]):
+        # Invariant 2 (sticky forget): a neighbour never shows the raw line
+        # it shares with a forgotten event.
+        provenance["raw_withheld"] = WITHHELD_NOTE
     return {
         "id": r["id"], "source": r["source"], "session": r["session"], "session_title": s["title"] if s else None,
         "time": iso_local(r["ts"]), "time_approximate": bool(r["ts_approx"]), "project": r["project"],
         "cwd": r["cwd"], "branch": r["branch"], "model": r["model"], "role": r["role"], "kind": r["kind"],
-        "text": r["text"],
-        "provenance": {"file": r["path"], "generation": r["generation"], "mirror": r["mirror"], "line": r["line"],
-                       "lines": r["span"], "offset": r["offset"]},
+        "text": r["text"], "provenance": provenance,
     }
 
 
@@ -2652,6 +2676,10 @@ def raw_sources(store: Store, item_id: str) -> list[dict]:
              "file": p["file"], "mirror": p["mirror"], "line": p["line"], "lines": p["lines"]}
         if quote is not None:
             d["quote"] = quote
+        if p.get("raw_withheld"):
+            d["raw"], d["text"], d["withheld"] = None, ev["text"], p["raw_withheld"]
+            out.append(d)
+            continue
         try:
             d["raw"] = read_raw(store, p["mirror"], p["offset"], p["lines"])
         except OSError as e:
@@ -2933,12 +2961,13 @@ def mcp_sources(store: Store, args: dict, author: str) -> dict:
     limit = args.get("limit", MCP_SOURCES_DEFAULT)
     max_chars = args.get("max_chars", MCP_RAW_CHARS)
     for row in rows[:limit]:
-        if row.get("raw"):
-            full = len(row["raw"])
-            row["raw"], cut = _cut(row["raw"], max_chars, row.get("quote"))
+        key = "text" if row.get("withheld") else "raw"
+        if row.get(key):
+            full = len(row[key])
+            row[key], cut = _cut(row[key], max_chars, row.get("quote"))
             if cut:
-                row["raw_truncated"] = True
-                row["raw_chars"] = full
+                row[f"{key}_truncated"] = True
+                row[f"{key}_chars"] = full
     out = {"id": args["id"], "sources": rows[:limit]}
     if len(rows) > limit:
         out["more"] = len(rows) - limit
@@ -3013,7 +3042,8 @@ MCP_TOOLS = {t.name: t for t in (
         "Show the original log lines behind an entry or an event, exactly as the agent wrote them: the file, "
         "Origin's mirror copy of it, the line number and the raw text. Use it to verify something or to quote it "
         f"exactly. Each raw line is cut to `max_chars` (default {MCP_RAW_CHARS:,}) around the cited quote and then "
-        "marked raw_truncated with its full length in raw_chars.",
+        "marked raw_truncated with its full length in raw_chars. A line that also holds forgotten text is "
+        "withheld: `raw` is null, `withheld` says why and `text` gives the event's own text instead.",
         _SOURCES_SCHEMA, mcp_sources),
     McpTool(
         "remember", "Record a cited entry",
@@ -3844,7 +3874,10 @@ def cmd_show(args) -> int:
     print(f"session   {ev['session']}  {ev['session_title'] or ''}")
     print(f"file      {p['file']}  (generation {p['generation']})")
     print(f"mirror    {p['mirror']}  line {p['line']}" + (f"-{p['line'] + p['lines'] - 1}" if p["lines"] > 1 else ""))
-    print(f"\n{ev['text']}\n\noriginal line:\n{raw[0]['raw'] if raw else ''}")
+    if raw and raw[0].get("withheld"):
+        print(f"\n{ev['text']}\n\noriginal line withheld: it also holds forgotten text (the event's own text is above)")
+    else:
+        print(f"\n{ev['text']}\n\noriginal line:\n{raw[0]['raw'] if raw else ''}")
     return 0
 
 

@@ -368,7 +368,7 @@ def stat_signature(path: str, kind: str) -> str | None:
 ###############################################################################
 # Storage #####################################################################
 ###############################################################################
-# Owns: schema, connections, transactions.  Upholds: Invariant 3, 4.
+# Owns: schema, connections, transactions, backup and restore.  Upholds: Invariant 3, 4.
 
 #: Every table of the store, created by idempotent statements on each open.
 #: Before the first release there are no versioned migrations: a schema
@@ -1009,6 +1009,261 @@ class IndexWriters:
             for t in self.threads:
                 t.join()
         return self.errors
+
+
+#: Marks a finished backup folder: written last, after every file in it is
+#: on disk.  A folder without it is an interrupted backup.
+BACKUP_MANIFEST = "backup.json"
+BACKUP_FORMAT = "origin-backup"
+BACKUP_VERSION = 1
+#: Files at the top of ORIGIN_HOME that a backup carries as they are.
+BACKUP_TOP_FILES = ("tombstones.log",)
+#: Folder a restore fills before moving its files into ORIGIN_HOME.
+RESTORE_STAGING = ".restore-partial"
+
+
+def _copy_prefix(src: Path, dst: Path, size: int | None = None) -> tuple[int, str]:
+    """Copy the first ``size`` bytes of src (all when None) to a new file dst.
+
+    Returns (bytes, sha256).  The copy is fsynced before this returns, so a
+    manifest written afterwards never names bytes still in a page cache.
+    """
+    digest = hashlib.sha256()
+    done = 0
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    with open(src, "rb") as fin, open(dst, "xb") as fout:
+        while size is None or done < size:
+            chunk = fin.read(READ_CHUNK if size is None else min(READ_CHUNK, size - done))
+            if not chunk:
+                break
+            fout.write(chunk)
+            digest.update(chunk)
+            done += len(chunk)
+        fout.flush()
+        os.fsync(fout.fileno())
+    if size is not None and done < size:
+        raise StoreError(f"{src} holds {done} bytes but the store records {size}: the archive was damaged "
+                         "outside Origin; nothing was backed up")
+    return done, digest.hexdigest()
+
+
+def _fsync_dirs(root: Path) -> None:
+    for d in [root, *(p for p in root.rglob("*") if p.is_dir())]:
+        fd = os.open(d, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _inside(root: Path, rel: str) -> Path:
+    """root / rel, refusing a relative path that leaves root."""
+    path = (root / rel).resolve()
+    if not path.is_relative_to(root.resolve()) or path == root.resolve():
+        raise StoreError(f"refusing the path {rel!r}: it points outside {root}")
+    return path
+
+
+def _snapshot_db(src: Path, dst: Path) -> None:
+    """Copy one SQLite file with the online backup API, in one step.
+
+    One step is one read transaction: the copy is a consistent snapshot
+    while writers go on (WAL lets them), and no write restarts it.
+    """
+    source = sqlite3.connect(_uri(src, mode="ro"), uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
+    target = sqlite3.connect(str(dst))
+    try:
+        source.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        source.backup(target)
+        # A backup is one self-contained file: no -wal beside it.
+        target.execute("PRAGMA journal_mode = DELETE")
+    finally:
+        target.close()
+        source.close()
+
+
+def _store_counts(conn: sqlite3.Connection) -> dict:
+    return dict(zip(("events", "entries", "tombstones", "excluded_events", "files"), conn.execute(
+        "SELECT (SELECT count(*) FROM event), (SELECT count(*) FROM entry), (SELECT count(*) FROM tombstone), "
+        "(SELECT count(*) FROM excluded_event), (SELECT count(*) FROM raw_file)").fetchone()))
+
+
+def _empty_target(path: Path, what: str, allow: tuple[str, ...] = ()) -> None:
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"{what} {path} is a file; name a new or empty directory")
+    if path.is_dir():
+        extra = sorted(p.name for p in path.iterdir() if p.name not in allow)
+        if extra:
+            raise UsageError(f"{what} {path} is not empty (it holds {', '.join(extra[:3])}"
+                             f"{', …' if len(extra) > 3 else ''}); name a new or empty directory")
+
+
+def backup(store: Store, dest: Path) -> dict:
+    """Write a consistent copy of a live store into dest (new or empty).
+
+    Syncs, pushes and MCP servers may keep writing meanwhile.  The index
+    parts are copied first and ``origin.db`` after them, each with SQLite's
+    online backup API, so the copied index is never ahead of the copied
+    events (its next catch-up takes in what it lacks).  Each mirror is then
+    copied up to the size the copied database records: mirrors only grow,
+    and bytes past that size belong to commits the copy does not hold.
+    Returns the manifest, which is written last.
+    """
+    dest = Path(dest).absolute()
+    _empty_target(dest, "backup folder")
+    if dest.resolve().is_relative_to(store.home.resolve()):
+        raise UsageError(f"the backup folder {dest} is inside ORIGIN_HOME {store.home}; put it elsewhere")
+    started = time.monotonic()
+    created = not dest.exists()
+    dest.mkdir(mode=0o700, parents=True, exist_ok=True)
+    files: list[dict] = []
+    try:
+        for part in EVENT_INDEXES:
+            src = _index_path(store.home, part)
+            if src.exists():
+                rel = f"{INDEX_DIR}/{src.name}"
+                (dest / INDEX_DIR).mkdir(exist_ok=True)
+                _snapshot_db(src, dest / rel)
+                files.append({"path": rel})
+        _snapshot_db(store.home / DB_NAME, dest / DB_NAME)
+        files.append({"path": DB_NAME})
+        snap = sqlite3.connect(_uri(dest / DB_NAME, mode="ro"), uri=True)
+        try:
+            counts = _store_counts(snap)
+            mirrors = snap.execute("SELECT mirror, bytes_ingested FROM raw_file ORDER BY id").fetchall()
+        finally:
+            snap.close()
+        for rel, size in mirrors:
+            src = _inside(store.home, rel)
+            if not size and not src.exists():
+                continue  # registered, never written
+            n, sha = _copy_prefix(src, _inside(dest, rel), size)
+            files.append({"path": rel, "bytes": n, "sha256": sha})
+        for name in BACKUP_TOP_FILES:
+            src = store.home / name
+            if src.exists():
+                # Invariant 2 (sticky forget): copied after the database, the
+                # log holds every forget of the copy, and a later one replays
+                # on restore.
+                data = src.read_bytes()
+                data = data[: data.rfind(b"\n") + 1]  # a torn last line is not part of the log yet
+                (dest / name).write_bytes(data)
+                files.append({"path": name})
+        for f in files:
+            if "sha256" not in f:
+                f["bytes"], f["sha256"] = _file_digest(dest / f["path"])
+        manifest = {
+            "format": BACKUP_FORMAT, "version": BACKUP_VERSION, "origin": __version__,
+            "created": iso_local(now_ms()), "home": str(store.home), **counts,
+            "bytes": sum(f["bytes"] for f in files), "files": files,
+        }
+        _fsync_dirs(dest)
+        tmp = dest / (BACKUP_MANIFEST + ".tmp")
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(manifest, fh, ensure_ascii=False, indent=1)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, dest / BACKUP_MANIFEST)
+        _fsync_dirs(dest)
+    except BaseException:
+        # Leave no half backup that could be mistaken for one.
+        if created:
+            shutil.rmtree(dest, ignore_errors=True)
+        else:
+            for p in dest.iterdir():
+                if p.is_dir():
+                    shutil.rmtree(p, ignore_errors=True)
+                else:
+                    p.unlink(missing_ok=True)
+        raise
+    manifest["seconds"] = round(time.monotonic() - started, 3)
+    return manifest
+
+
+def _file_digest(path: Path) -> tuple[int, str]:
+    digest = hashlib.sha256()
+    n = 0
+    with open(path, "rb") as fh:
+        while chunk := fh.read(READ_CHUNK):
+            digest.update(chunk)
+            n += len(chunk)
+    return n, digest.hexdigest()
+
+
+def read_backup_manifest(src: Path) -> dict:
+    """Return the manifest of a finished backup folder, or explain why not."""
+    path = Path(src) / BACKUP_MANIFEST
+    if not path.exists():
+        if (Path(src) / DB_NAME).exists():
+            raise UsageError(f"{src} has no {BACKUP_MANIFEST}: it is an interrupted backup or a store, not a "
+                             "finished `origin backup`; make a new backup")
+        raise UsageError(f"{src} is not an Origin backup (no {BACKUP_MANIFEST}); name the folder `origin backup` wrote")
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise StoreError(f"{path} cannot be read ({e}); the backup is damaged") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != BACKUP_FORMAT \
+            or not isinstance(manifest.get("files"), list):
+        raise StoreError(f"{path} is not an Origin backup manifest")
+    if manifest.get("version") != BACKUP_VERSION:
+        raise StoreError(f"{path} is a backup of format version {manifest.get('version')}; this Origin "
+                         f"({__version__}) restores version {BACKUP_VERSION}: use a matching Origin")
+    return manifest
+
+
+def restore(src: Path, home: Path) -> dict:
+    """Restore a backup folder into an empty ORIGIN_HOME and check it.
+
+    Every file is checked against the manifest's size and SHA-256 while it is
+    copied into a staging folder inside home; nothing is moved into place
+    until all of them match and the database passes ``integrity_check``.
+    ``origin.db`` is moved last, so an interrupted restore never looks like
+    a store.  Opening the restored store replays its tombstone log.
+    """
+    src, home = Path(src).absolute(), Path(home).absolute()
+    manifest = read_backup_manifest(src)
+    _empty_target(home, "ORIGIN_HOME", allow=(RESTORE_STAGING,))
+    started = time.monotonic()
+    home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    staging = home / RESTORE_STAGING
+    shutil.rmtree(staging, ignore_errors=True)  # what an interrupted restore left
+    staging.mkdir(mode=0o700)
+    try:
+        for f in manifest["files"]:
+            rel = f.get("path")
+            if not isinstance(rel, str):
+                raise StoreError(f"{src / BACKUP_MANIFEST} names a file without a path; the backup is damaged")
+            source = _inside(src, rel)
+            if not source.exists():
+                raise StoreError(f"the backup lacks {rel}, which its manifest lists; the backup is incomplete")
+            n, sha = _copy_prefix(source, _inside(staging, rel))
+            if (n, sha) != (f.get("bytes"), f.get("sha256")):
+                raise StoreError(f"{source} does not match the backup's manifest ({n} bytes, expected "
+                                 f"{f.get('bytes')}; or its checksum differs): the backup is damaged")
+        check = sqlite3.connect(_uri(staging / DB_NAME, mode="ro"), uri=True)
+        try:
+            result = check.execute("PRAGMA integrity_check").fetchone()[0]
+        finally:
+            check.close()
+        if result != "ok":
+            raise StoreError(f"the backed-up {DB_NAME} fails SQLite's integrity check ({result})")
+        _fsync_dirs(staging)
+        names = sorted((p.name for p in staging.iterdir()), key=lambda n: n == DB_NAME)
+        for name in names:
+            os.replace(staging / name, home / name)
+        staging.rmdir()
+        _fsync_dirs(home)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    (home / "raw").mkdir(exist_ok=True)
+    with open_store(home) as store:
+        update_index(store)
+        integrity = store.conn.execute("PRAGMA integrity_check").fetchone()[0]
+        counts = _store_counts(store.conn)
+    return {"home": str(home), "backup": str(src), "created": manifest.get("created"), **counts,
+            "integrity": integrity, "bytes": manifest.get("bytes"), "files": len(manifest["files"]),
+            "seconds": round(time.monotonic() - started, 3)}
 
 
 ###############################################################################
@@ -4005,6 +4260,43 @@ def cmd_forget(args) -> int:
     return 0
 
 
+def cmd_backup(args) -> int:
+    """Write a consistent copy of the store into a new or empty folder.
+
+    Safe while syncs, pushes and MCP servers keep running.  The folder holds
+    origin.db, the search index, the mirrors up to what the copy records, the
+    tombstone log and backup.json (sizes and SHA-256 of every file).
+
+    Example: origin backup /mnt/usb/origin-2026-12-01
+    """
+    with _open(args) as store:
+        m = backup(store, Path(args.dest))
+    if args.json:
+        _print_json({k: v for k, v in m.items() if k != "files"} | {"files": len(m["files"]), "dest": args.dest})
+        return 0
+    print(f"backed up {m['events']} events, {m['entries']} entries, {m['tombstones']} forgets: "
+          f"{len(m['files'])} files, {m['bytes'] / 1e6:.1f} MB in {m['seconds']:.1f} s to {args.dest}")
+    return 0
+
+
+def cmd_restore(args) -> int:
+    """Restore a backup into ORIGIN_HOME, which must be empty or absent.
+
+    Every file is checked against backup.json before anything is moved into
+    place; the restored store must pass SQLite's integrity check.
+
+    Example: ORIGIN_HOME=~/.origin origin restore /mnt/usb/origin-2026-12-01
+    """
+    r = restore(Path(args.src), resolve_home())
+    if args.json:
+        _print_json(r)
+        return 0
+    print(f"restored {r['events']} events, {r['entries']} entries, {r['tombstones']} forgets "
+          f"({r['files']} files, {(r['bytes'] or 0) / 1e6:.1f} MB, integrity {r['integrity']}) "
+          f"into {r['home']} in {r['seconds']:.1f} s")
+    return 0
+
+
 def cmd_mcp(args) -> int:
     """Serve the archive to an agent over MCP on stdin and stdout.
 
@@ -4218,6 +4510,13 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("id", help="an entry id (ent_…) or an event id")
     sp.add_argument("--reason", help="why (kept in the tombstone; never the forgotten text)")
     sp.add_argument("--yes", action="store_true", help="really forget (without it, only preview)")
+    add_json(sp)
+    sp = command("backup", cmd_backup, "copy the live store into a new or empty folder")
+    sp.add_argument("dest", help="the folder to create (or an empty one)")
+    add_json(sp)
+
+    sp = command("restore", cmd_restore, "restore a backup into an empty ORIGIN_HOME")
+    sp.add_argument("src", help="a folder written by `origin backup`")
     add_json(sp)
     add_mcp_commands(sub, command, add_json)
     return p

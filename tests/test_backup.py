@@ -1,0 +1,264 @@
+"""`origin backup` and `origin restore`: a consistent copy of a live store, and back."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import origin
+from conftest import ROOT, expected_rows, index_rows
+from reliability_tools import lay_mixed_corpus, origin_argv, origin_env, run_sync
+
+#: A writer process: grows Claude files, syncs and remembers in rounds until
+#: the stop file appears; writes the number of finished rounds to a file.
+LOADER = r"""
+import json, random, sys
+from pathlib import Path
+sys.path[:0] = [sys.argv[1], sys.argv[1] + "/tests"]
+import origin
+from reliability_tools import grow_claude_files, origin_env
+home, store_home, files, rounds, stop = Path(sys.argv[2]), Path(sys.argv[3]), json.loads(sys.argv[4]), \
+    Path(sys.argv[5]), Path(sys.argv[6])
+rng = random.Random(5)
+env = origin_env(home, store_home)
+n = 0
+with origin.open_store(store_home) as store:
+    while not stop.exists():
+        grow_claude_files([Path(f) for f in files], rng, turns=3)
+        origin.sync(store, env=env, home=home)
+        hit = origin.search_events(store, "schema", limit=1)
+        if hit:
+            origin.remember(store, kind="memory", text=f"round {n} note", sources=[{"event": hit[0]["id"]}],
+                            author="loader")
+        n += 1
+        rounds.write_text(str(n))
+"""
+
+
+def _rows(home: Path, sql: str) -> list:
+    conn = sqlite3.connect(f"file:{home / origin.DB_NAME}?mode=ro", uri=True)
+    try:
+        return conn.execute(sql).fetchall()
+    finally:
+        conn.close()
+
+
+def _events(home: Path, upto: int | None = None) -> list:
+    where = f" WHERE seq <= {int(upto)}" if upto is not None else ""
+    return _rows(home, f"SELECT seq, id, text, raw_file_id, line, offset FROM event{where} ORDER BY seq")
+
+
+def _wait_for(predicate, what: str, timeout: float = 300) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up waiting for {what}")
+        time.sleep(0.05)
+
+
+def _rounds(path: Path) -> int:
+    try:
+        return int(path.read_text() or 0)
+    except (OSError, ValueError):
+        return 0
+
+
+def _mcp_server(home: Path, origin_home: Path) -> subprocess.Popen:
+    """Start `origin mcp` and finish the handshake, so it holds the store open."""
+    p = subprocess.Popen(origin_argv("mcp"), env=origin_env(home, origin_home), stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                       "clientInfo": {"name": "backup-test", "version": "1"}}}
+    p.stdin.write(json.dumps(init) + "\n")
+    p.stdin.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n")
+    p.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                              "params": {"name": "search", "arguments": {"query": "schema"}}}) + "\n")
+    p.stdin.flush()
+    answers = [json.loads(p.stdout.readline()) for _ in range(2)]
+    assert all("result" in a for a in answers), answers
+    return p
+
+
+def test_backup_of_a_store_under_load_restores_to_an_identical_store(tmp_path, user_home, origin_home):
+    env, claude = lay_mixed_corpus(user_home, claude_files=40, claude_turns=(10, 30))
+    run_sync(user_home, origin_home, env)
+    with origin.open_store(origin_home) as store:
+        gone = origin.search_events(store, "schema", limit=1)[0]["id"]
+        origin.forget(store, gone, reason="backup test")
+    rounds, stop = tmp_path / "rounds", tmp_path / "stop"
+    loader = subprocess.Popen([sys.executable, "-c", LOADER, str(ROOT), str(user_home), str(origin_home),
+                               json.dumps([str(f) for f in claude]), str(rounds), str(stop)],
+                              env=origin_env(user_home, origin_home, env), stderr=subprocess.PIPE)
+    mcp = None
+    try:
+        _wait_for(lambda: _rounds(rounds) >= 1 or loader.poll() is not None, "the loader's first round")
+        assert loader.poll() is None, loader.stderr.read().decode()[-2000:]
+        mcp = _mcp_server(user_home, origin_home)
+        before = _rounds(rounds)
+        with origin.open_store(origin_home) as store:
+            manifest = origin.backup(store, tmp_path / "backup")
+        # The writer went on during and after the copy: wait for one more
+        # round, so the live store is surely ahead of the backup.
+        after = _rounds(rounds)
+        _wait_for(lambda: _rounds(rounds) > after or loader.poll() is not None, "another round")
+    finally:
+        stop.touch()
+        if mcp is not None:
+            mcp.stdin.close()
+            mcp.wait(timeout=120)
+        loader.wait(timeout=300)
+    assert loader.returncode == 0, loader.stderr.read().decode()[-2000:]
+    assert _rounds(rounds) > before >= 1
+
+    restored = tmp_path / "restored"
+    result = origin.restore(tmp_path / "backup", restored)
+    assert result["integrity"] == "ok"
+    assert result["events"] == manifest["events"] > 0
+
+    # Events: exactly the live store's events up to the copy's last one.
+    top = _rows(restored, "SELECT max(seq) FROM event")[0][0]
+    assert _events(restored) == _events(origin_home, top)
+    assert len(_events(origin_home)) > top, "the live store should have moved on after the backup"
+    # Entries and their sources, up to the copy's last one; forgets all.
+    top_entry = _rows(restored, "SELECT max(seq) FROM entry")[0][0]
+    assert _rows(restored, "SELECT * FROM entry ORDER BY seq") == \
+        _rows(origin_home, f"SELECT * FROM entry WHERE seq <= {top_entry} ORDER BY seq")
+    assert _rows(restored, "SELECT * FROM entry_source ORDER BY 1, 2") == \
+        _rows(origin_home, "SELECT s.* FROM entry_source s JOIN entry e ON e.id = s.entry_id "
+                           f"WHERE e.seq <= {top_entry} ORDER BY 1, 2")
+    for table in ("tombstone", "excluded_event", "forgotten_entry"):
+        assert _rows(restored, f"SELECT * FROM {table} ORDER BY 1") == \
+            _rows(origin_home, f"SELECT * FROM {table} ORDER BY 1")
+    # Every mirror is the live mirror's first bytes, as many as the copy records.
+    for mirror, size in _rows(restored, "SELECT mirror, bytes_ingested FROM raw_file"):
+        copy = restored / mirror
+        data = copy.read_bytes() if copy.exists() else b""
+        assert len(data) == size
+        with open(origin_home / mirror, "rb") as fh:
+            assert fh.read(size) == data, mirror
+    with origin.open_store(restored) as store:
+        assert index_rows(store) == expected_rows(store)
+        with pytest.raises(origin.Forgotten):
+            origin.get_event(store, gone)
+    # The restored store catches up from the same logs to the live store.
+    run_sync(user_home, restored, env)
+    run_sync(user_home, origin_home, env)
+    assert {r[1] for r in _events(restored)} == {r[1] for r in _events(origin_home)}
+
+
+@pytest.fixture
+def forgotten_home(claude_root, origin_home, tmp_path):
+    """A synced fixture home with one message forgotten and one entry; return (event id, its words)."""
+    with origin.open_store(origin_home) as store:
+        origin.sync(store)
+        hit = origin.search_events(store, "CLAUDE.md", limit=1)[0]
+        text = origin.get_event(store, hit["id"])["text"]
+        origin.remember(store, kind="knowledge", text="kept across backups", sources=[{"quote": "CLAUDE.md"}],
+                        author="user")
+        origin.forget(store, hit["id"], reason="private")
+    return hit["id"], text
+
+
+def test_invariant_2_a_forgotten_event_stays_forgotten_after_restore(forgotten_home, origin_home, tmp_path):
+    gone, text = forgotten_home
+    words = " ".join(text.split()[:4])
+    with origin.open_store(origin_home) as store:
+        origin.backup(store, tmp_path / "b")
+    restored = tmp_path / "restored"
+    origin.restore(tmp_path / "b", restored)
+    for _ in range(2):  # as restored, and after a re-sync of the same logs
+        with origin.open_store(restored) as store:
+            with pytest.raises(origin.Forgotten):
+                origin.get_event(store, gone)
+            hits = origin.search_events(store, words, limit=50, include_tools=True)
+            assert gone not in {h["id"] for h in hits}
+            assert index_rows(store) == expected_rows(store)
+            assert store.conn.execute("SELECT count(*) FROM excluded_event WHERE event_id = ?",
+                                      (gone,)).fetchone()[0] == 1
+            origin.sync(store)
+
+
+def test_backup_and_restore_through_the_cli(forgotten_home, origin_home, tmp_path, cli, monkeypatch):
+    _, live = cli("status", "--json")
+    code, out = cli("backup", str(tmp_path / "b"), "--json")
+    assert code == 0, cli.err
+    assert out["events"] > 0 and out["tombstones"] == 1 and out["entries"] == 1
+    manifest = json.loads((tmp_path / "b" / "backup.json").read_text())
+    assert {f["path"] for f in manifest["files"]} >= {"origin.db", "index/messages.db", "index/tools.db"}
+    monkeypatch.setenv("ORIGIN_HOME", str(tmp_path / "new"))
+    code, out = cli("restore", str(tmp_path / "b"), "--json")
+    assert code == 0, cli.err
+    assert (out["events"], out["entries"], out["tombstones"], out["integrity"]) == \
+        (manifest["events"], 1, 1, "ok")
+    code, st = cli("status", "--json")
+    assert st["index_behind"] is False
+    assert {k: st[k] for k in ("events", "sessions", "entries", "tombstones")} == \
+        {k: live[k] for k in ("events", "sessions", "entries", "tombstones")}
+
+
+def test_restore_refuses_a_home_that_is_not_empty(forgotten_home, origin_home, tmp_path, cli, monkeypatch):
+    with origin.open_store(origin_home) as store:
+        origin.backup(store, tmp_path / "b")
+    before = sorted(p.name for p in origin_home.iterdir())
+    with pytest.raises(origin.UsageError, match="not empty"):
+        origin.restore(tmp_path / "b", origin_home)
+    assert sorted(p.name for p in origin_home.iterdir()) == before
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("mine")
+    monkeypatch.setenv("ORIGIN_HOME", str(other))
+    code, _ = cli("restore", str(tmp_path / "b"))
+    assert code == origin.UsageError.exit_code and "not empty" in cli.err
+    assert sorted(p.name for p in other.iterdir()) == ["notes.txt"]
+
+
+def test_backup_refuses_a_folder_that_is_not_empty_or_inside_the_store(forgotten_home, origin_home, tmp_path):
+    dest = tmp_path / "full"
+    dest.mkdir()
+    (dest / "keep").write_text("x")
+    with origin.open_store(origin_home) as store:
+        with pytest.raises(origin.UsageError, match="not empty"):
+            origin.backup(store, dest)
+        with pytest.raises(origin.UsageError, match="inside ORIGIN_HOME"):
+            origin.backup(store, origin_home / "backups" / "one")
+        empty = tmp_path / "empty"
+        empty.mkdir()
+        assert origin.backup(store, empty)["events"] > 0
+    assert (dest / "keep").read_text() == "x" and sorted(p.name for p in dest.iterdir()) == ["keep"]
+
+
+def test_a_damaged_or_unfinished_backup_is_refused_and_leaves_the_home_empty(forgotten_home, origin_home, tmp_path):
+    with origin.open_store(origin_home) as store:
+        manifest = origin.backup(store, tmp_path / "b")
+    mirror = next(f for f in manifest["files"] if f["path"].startswith("raw/") and f["bytes"] > 10)
+    path = tmp_path / "b" / mirror["path"]
+    data = bytearray(path.read_bytes())
+    data[5] ^= 0x20
+    path.write_bytes(bytes(data))
+    target = tmp_path / "restored"
+    with pytest.raises(origin.StoreError, match="does not match the backup's manifest"):
+        origin.restore(tmp_path / "b", target)
+    assert list(target.iterdir()) == []
+    (tmp_path / "b" / "backup.json").unlink()
+    with pytest.raises(origin.UsageError, match="interrupted backup"):
+        origin.restore(tmp_path / "b", target)
+    assert list(target.iterdir()) == []
+
+
+def test_backup_stops_when_a_mirror_is_shorter_than_the_store_records(forgotten_home, origin_home, tmp_path):
+    with origin.open_store(origin_home) as store:
+        mirror = store.conn.execute("SELECT mirror FROM raw_file WHERE bytes_ingested > 100 LIMIT 1").fetchone()[0]
+        with open(origin_home / mirror, "r+b") as fh:
+            fh.truncate(50)
+        with pytest.raises(origin.StoreError, match="damaged outside Origin"):
+            origin.backup(store, tmp_path / "b")
+    assert not (tmp_path / "b").exists()

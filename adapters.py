@@ -1617,7 +1617,7 @@ def _read_db_once(db: Path, reader: Callable[[sqlite3.Connection], Any], stream:
             return _run_reader(_db_uri(db, "mode=ro"), reader)
         except sqlite3.OperationalError:
             return _read_copy(db, reader, stream)
-    if wal.exists() or _side(db, "-journal").exists():
+    if _has_frames(wal) or _side(db, "-journal").exists():
         # A WAL without its index, or a hot journal, needs a writer to
         # recover; a read-only open would create the index beside the agent's
         # database.  Recover a private copy instead.
@@ -1630,7 +1630,7 @@ def _read_db_once(db: Path, reader: Callable[[sqlite3.Connection], Any], stream:
         return _stream_immutable(db, reader)
     before = _stamp(db)
     result = _run_reader(_db_uri(db, "immutable=1"), reader)
-    if _stamp(db) != before or wal.exists():
+    if _stamp(db) != before or _has_frames(wal):
         raise _Changed(str(db))
     return result
 
@@ -1650,7 +1650,7 @@ def _stream_shared(db: Path, reader) -> Iterator:
 def _stream_immutable(db: Path, reader) -> Iterator:
     before = _stamp(db)
     yield from _stream_reader(_db_uri(db, "immutable=1"), reader)
-    if _stamp(db) != before or _side(db, "-wal").exists():
+    if _stamp(db) != before or _has_frames(_side(db, "-wal")):
         raise _Changed(str(db))
 
 
@@ -1676,30 +1676,103 @@ def _read_copy(db: Path, reader: Callable[[sqlite3.Connection], Any], stream: bo
     try:
         return _run_reader(_db_uri(Path(tmp) / db.name, "mode=rw"), reader)
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        _drop_snapshot(tmp)
 
 
 def _stream_copy(tmp: str, db: Path, reader) -> Iterator:
     try:
         yield from _stream_reader(_db_uri(Path(tmp) / db.name, "mode=rw"), reader)
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        _drop_snapshot(tmp)
+
+
+#: Where private copies of agent databases are made: a folder under
+#: ORIGIN_HOME that ``use_scratch_dir`` names (the system temp folder only
+#: when no store named one).  Copies hold an agent's whole database, access
+#: tokens included, so they are owner-only and never outlive their reader.
+_SCRATCH: dict[str, Path | None] = {"dir": None}
+_SNAPSHOT_PREFIX = "origin-snapshot-"
+#: Leftover copies in the system temp folder (made before copies moved under
+#: ORIGIN_HOME) are removed once they are this old (seconds).
+_LEGACY_SNAPSHOT_AGE_S = 3600
+_MADE_HERE: set[str] = set()
+
+
+def use_scratch_dir(path: Path) -> int:
+    """Make private database copies under path; remove copies left by dead runs.
+
+    A run killed while it read a copy leaves it behind; the next run that
+    uses the same folder removes it (a copy of a live run, named after its
+    process, stays).  Return how many leftovers were removed.
+    """
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if path.stat().st_mode & 0o077:
+        os.chmod(path, 0o700)
+    _SCRATCH["dir"] = path
+    removed = 0
+    for entry in _listing(path, lambda e: e.name.startswith(_SNAPSHOT_PREFIX)):
+        if str(entry) not in _MADE_HERE and not _alive(_snapshot_pid(entry.name)):
+            shutil.rmtree(entry, ignore_errors=True)
+            removed += 1
+    legacy = Path(tempfile.gettempdir())
+    for entry in _listing(legacy, lambda e: e.name.startswith(_SNAPSHOT_PREFIX) and e.is_dir()):
+        try:
+            st = entry.stat()
+            if st.st_uid == os.getuid() and time.time() - st.st_mtime > _LEGACY_SNAPSHOT_AGE_S:
+                shutil.rmtree(entry, ignore_errors=True)
+                removed += 1
+        except OSError:
+            continue
+    return removed
+
+
+def _snapshot_pid(name: str) -> int | None:
+    head = name[len(_SNAPSHOT_PREFIX):].split("-", 1)[0]
+    return int(head) if head.isdigit() else None
+
+
+def _alive(pid: int | None) -> bool:
+    """Tell whether process pid exists (a copy named after it may be in use)."""
+    if pid is None or pid <= 0:
+        return False
+    if pid == os.getpid():
+        return False  # this process's own copies are all in _MADE_HERE
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # it exists, run by someone else
+    return True
 
 
 def _snapshot(db: Path) -> str:
-    """Copy db and its WAL or journal to a new temp dir; return the dir."""
-    tmp = tempfile.mkdtemp(prefix="origin-snapshot-")
+    """Copy db and its WAL or journal to a new private folder; return it.
+
+    Only the database and the one side file SQLite needs to recover it are
+    copied, owner-only, into the scratch folder.
+    """
+    tmp = tempfile.mkdtemp(prefix=f"{_SNAPSHOT_PREFIX}{os.getpid()}-", dir=_SCRATCH["dir"])
+    _MADE_HERE.add(tmp)
     try:
-        files = [db] + [s for s in (_side(db, "-wal"), _side(db, "-journal")) if s.exists()]
+        side = _side(db, "-wal") if _side(db, "-wal").exists() else _side(db, "-journal")
+        files = [db] + [side] * side.exists()
         before = [_stamp(f) for f in files]
         for f in files:
-            shutil.copyfile(f, Path(tmp) / f.name)
+            with open(f, "rb") as src, os.fdopen(
+                    os.open(Path(tmp) / f.name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
         if [_stamp(f) for f in files] != before:
             raise _Changed(str(db))
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        _drop_snapshot(tmp)
         raise
     return tmp
+
+
+def _drop_snapshot(tmp: str) -> None:
+    shutil.rmtree(tmp, ignore_errors=True)
+    _MADE_HERE.discard(tmp)
 
 
 def _run_reader(uri: str, reader: Callable[[sqlite3.Connection], Any]) -> Any:
@@ -1712,6 +1785,18 @@ def _run_reader(uri: str, reader: Callable[[sqlite3.Connection], Any]) -> Any:
         return reader(conn)
     finally:
         conn.close()
+
+
+def _has_frames(wal: Path) -> bool:
+    """Tell whether a WAL file exists and holds more than its header.
+
+    An empty WAL (left by a clean close) adds nothing to the database, which
+    is then read in place rather than through a copy.
+    """
+    try:
+        return wal.stat().st_size > 32
+    except OSError:
+        return False
 
 
 def _side(db: Path, suffix: str) -> Path:

@@ -577,13 +577,103 @@ TABLES = (
 )
 
 
+#: Modes of everything Origin keeps under ORIGIN_HOME.  The archive holds a
+#: whole history of prompts, code and pasted secrets: only its owner may
+#: read it, whatever the umask of the shell that ran Origin.
+PRIVATE_DIR_MODE = 0o700
+PRIVATE_FILE_MODE = 0o600
+#: Folder under ORIGIN_HOME for private copies of agent databases.
+SCRATCH_DIR = "tmp"
+#: Folders under ORIGIN_HOME that hold only Origin's own files.
+STORE_DIRS = ("raw", INDEX_DIR, SCRATCH_DIR)
+
+
+class private_umask:
+    """``with private_umask():`` creates files and folders for their owner only.
+
+    The CLI runs every command inside it, so whatever a command creates
+    under ORIGIN_HOME (the store, WAL and SHM files, index parts, mirrors,
+    logs) starts private.  Code that may run outside the CLI also creates
+    its files through ``private_dir`` and ``private_file``.
+    """
+
+    def __enter__(self) -> None:
+        self._old = os.umask(0o077)
+
+    def __exit__(self, *exc) -> None:
+        os.umask(self._old)
+
+
+def private_dir(path: Path) -> None:
+    """Create a folder (and its missing parents) owner-only; tighten it if looser."""
+    if not path.parent.exists():
+        private_dir(path.parent)
+    path.mkdir(exist_ok=True, mode=PRIVATE_DIR_MODE)
+    _tighten(path, PRIVATE_DIR_MODE)
+
+
+def private_file(path: Path) -> Path:
+    """Create an empty file owner-only unless it exists; tighten it if it is looser.
+
+    SQLite gives a new database's -wal and -shm files the mode of the
+    database file, so creating the database file first covers those too.
+    """
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT, PRIVATE_FILE_MODE))
+    _tighten(path, PRIVATE_FILE_MODE)
+    return path
+
+
+def _tighten(path: Path, mode: int) -> bool:
+    """Drop group and other permissions from path; True if it had any."""
+    try:
+        st = os.lstat(path)
+        if st.st_mode & 0o077 == 0 or os.path.islink(path):
+            return False
+        os.chmod(path, mode)
+        return True
+    except OSError:
+        return False  # not ours to change (another owner, a read-only disk)
+
+
+def tighten_store(home: Path) -> int:
+    """Make an existing store owner-only; return how many paths were looser.
+
+    Only Origin's own things are touched: the home when it holds the store,
+    the files at its top level, and everything under its own folders, so
+    an ORIGIN_HOME pointed at a folder that also holds other files does not
+    change those folders' modes.
+    """
+    count = 0
+    if (home / DB_NAME).exists():
+        count += _tighten(home, PRIVATE_DIR_MODE)
+        for entry in os.scandir(home):
+            if entry.is_file(follow_symlinks=False):
+                count += _tighten(Path(entry.path), PRIVATE_FILE_MODE)
+    for name in STORE_DIRS:
+        top = home / name
+        if not top.is_dir():
+            continue
+        count += _tighten(top, PRIVATE_DIR_MODE)
+        for folder, dirs, files in os.walk(top):
+            for d in dirs:
+                count += _tighten(Path(folder, d), PRIVATE_DIR_MODE)
+            for f in files:
+                count += _tighten(Path(folder, f), PRIVATE_FILE_MODE)
+    return count
+
+
 @dataclass
 class Store:
-    """An open ORIGIN_HOME: the directory and one SQLite connection."""
+    """An open ORIGIN_HOME: the directory and one SQLite connection.
+
+    ``tightened`` counts the paths of an older store that other users could
+    read when it was opened (they are owner-only now); the CLI says so once.
+    """
 
     home: Path
     conn: sqlite3.Connection
     _reader: sqlite3.Connection | None = field(default=None, repr=False)
+    tightened: int = 0
 
     @property
     def raw_dir(self) -> Path:
@@ -633,14 +723,28 @@ def check_sqlite(conn: sqlite3.Connection) -> None:
         ) from None
 
 
+def tightened_notice(store: Store) -> str:
+    """Say what opening an older, readable store changed."""
+    return (f"{store.home} was readable by other users; made it private "
+            f"({store.tightened} files and folders are now owner-only)")
+
+
 def open_store(home: Path | None = None) -> Store:
     """Open (creating if needed) the store under home and apply the schema."""
     home = resolve_home() if home is None else Path(home)
     # Invariant 4 (local data): the store and every mirror live under
     # ORIGIN_HOME on this machine; nothing here opens a network connection.
     try:
-        home.mkdir(parents=True, exist_ok=True)
-        (home / "raw").mkdir(exist_ok=True)
+        existed = (home / DB_NAME).exists()
+        home.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR_MODE)
+        # A store made before its files were private is tightened once: its
+        # home is then owner-only, so later opens cost one stat here.
+        tightened = 0
+        if os.stat(home).st_mode & 0o077:
+            tightened = tighten_store(home) if existed else 0
+            _tighten(home, PRIVATE_DIR_MODE)
+        private_dir(home / "raw")
+        private_file(home / DB_NAME)
     except OSError as e:
         raise StoreError(f"cannot create {home}: {e.strerror}; set {ENV_HOME} to a writable directory") from None
     try:
@@ -677,7 +781,7 @@ def open_store(home: Path | None = None) -> Store:
     except BaseException:
         conn.close()
         raise
-    return Store(home=home, conn=conn)
+    return Store(home=home, conn=conn, tightened=tightened)
 
 
 def _apply_schema(conn: sqlite3.Connection) -> None:
@@ -752,7 +856,8 @@ def _open_index(home: Path, part: str) -> sqlite3.Connection:
     """
     path = _index_path(home, part)
     try:
-        path.parent.mkdir(exist_ok=True)
+        private_dir(path.parent)
+        private_file(path)
         conn = sqlite3.connect(_uri(path), uri=True, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
                                check_same_thread=False)
     except (OSError, sqlite3.Error) as e:
@@ -785,7 +890,8 @@ def _open_index(home: Path, part: str) -> sqlite3.Connection:
 def _open_reader(home: Path) -> sqlite3.Connection:
     """Open the store read-only with every part of the event index attached."""
     for part in EVENT_INDEXES:
-        if not _index_path(home, part).exists():
+        path = _index_path(home, part)
+        if not path.exists() or not path.stat().st_size:
             _open_index(home, part).close()
     try:
         conn = sqlite3.connect(_uri(home / DB_NAME), uri=True, timeout=BUSY_TIMEOUT_MS / 1000,
@@ -1396,8 +1502,8 @@ def _open_mirror(store: Store, row: sqlite3.Row):
     its commit; they were never recorded, so they go (Invariant 1).
     """
     path = store.home / row["mirror"]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fh = open(path, "ab")
+    private_dir(path.parent)
+    fh = open(private_file(path), "ab")
     size = fh.seek(0, os.SEEK_END)
     if size > row["bytes_ingested"]:
         # Invariant 3 (append-only): only never-committed bytes are cut.
@@ -2001,6 +2107,9 @@ def sync(store: Store, *, env: dict | None = None, home: Path | None = None, sou
     """
     report = SyncReport()
     src = set(sources) if sources else None
+    # Private copies of agent databases live under ORIGIN_HOME; a run killed
+    # while reading one left it behind, and this removes it.
+    adapters.use_scratch_dir(store.home / SCRATCH_DIR)
     files = list(discover_all(env, home, src))
     known = {}
     for r in store.conn.execute("SELECT id, source, path, src_sig, last_sync FROM raw_file ORDER BY generation"):
@@ -3402,6 +3511,8 @@ class McpService:
     def __init__(self, home: Path, sync_fn: Callable[..., Any], *, sync_interval: float = MCP_SYNC_INTERVAL):
         self.home = home
         self.store = open_store(home)
+        if self.store.tightened:
+            sys.stderr.write(f"origin mcp: {tightened_notice(self.store)}\n")
         self._sync = sync_fn
         self._interval = sync_interval
         self._lock = threading.Lock()  # one tool at a time on the shared connection
@@ -3980,7 +4091,10 @@ def _progress_printer():
 
 
 def _open(args) -> Store:
-    return open_store(resolve_home())
+    store = open_store(resolve_home())
+    if store.tightened:
+        print(f"origin: {tightened_notice(store)}", file=sys.stderr)
+    return store
 
 
 def cmd_sync(args) -> int:
@@ -4533,8 +4647,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     as_json = bool(getattr(args, "json", False) or getattr(args, "nl", False))
     try:
-        code = args.func(args)
-        sys.stdout.flush()
+        with private_umask():
+            code = args.func(args)
+            sys.stdout.flush()
         return code
     except OriginError as e:
         _print_error(str(e), e.exit_code, as_json=as_json)

@@ -1170,6 +1170,9 @@ GROK_PENDING_MAX = 100_000
 #: Characters of an open Cursor TXT block kept in the parse state.
 CURSOR_BLOCK_MAX = 20_000
 GROK_OPEN_TOOLS_MAX = 32
+#: Distinct chat records per turn whose hash the parse state remembers, to
+#: number identical ones; past it, records are told apart by position.
+GROK_TURN_SEEN_MAX = 2048
 
 
 def _grok_group_cwd(group: Path) -> str | None:
@@ -1264,10 +1267,11 @@ class Grok(Adapter):
     turn completes.  Ids: ``<session>:<eventId>`` of the first line, else
     ``<session>:line<n>``; tools ``<session>:<toolCallId>`` (``#result``).
 
-    chat_history.jsonl is rewritten on compaction, so its ids never use the
-    line number: ``<session>:<turn>.<k>:<hash>``, where the turn is the
-    prompt index, k counts records since that prompt and the hash covers
-    the record's text, so records a rewrite keeps get the same ids.
+    chat_history.jsonl is rewritten on compaction, so its ids never use a
+    position: ``<session>:<turn>:<hash>``, where the turn is the prompt
+    index and the hash covers the record's text (``~n`` numbers identical
+    records of one turn), so a rewrite that drops or inserts records
+    leaves the ids of the records it keeps unchanged.
     """
 
     name = "grok"
@@ -1469,7 +1473,7 @@ class Grok(Adapter):
             index = _int(obj.get("prompt_index"))
             st["prompts"] = st.get("prompts", 0) + 1
             st["turn"] = f"p{index}" if index is not None else f"u{st['prompts']}"
-            st["k"] = 0
+            st["k"], st["seen"] = 0, {}
         else:
             st["k"] = st.get("k", 0) + 1
         events: list[tuple[str, str, str, bool]] = []  # (kind, role, text, indexed)
@@ -1499,7 +1503,17 @@ class Grok(Adapter):
         elif kind != "reasoning":
             st["unknown"] = st.get("unknown", 0) + 1
         digest = short_hash(*(f"{k}\x00{r}\x00{t}" for k, r, t, _ in events), n=8)
-        base = f"{session}:{st.get('turn', 's')}.{st['k']}:{digest}"
+        base = f"{session}:{st.get('turn', 's')}:{digest}"
+        seen = st.setdefault("seen", {})
+        if digest in seen:
+            # The same record again in this turn (an identical tool result):
+            # its occurrence tells the copies apart.
+            seen[digest] += 1
+            base += f"~{seen[digest]}"
+        elif len(seen) < GROK_TURN_SEEN_MAX:
+            seen[digest] = 1
+        elif events:
+            base += f"@{st['k']}"  # a turn too long to track: position, as a last resort
         out = []
         for i, (ekind, role, text, indexed) in enumerate(events):
             if text or ekind != "message":

@@ -3764,14 +3764,61 @@ def _is_origin_script(path: Path) -> bool:
         return False
 
 
-def _entry_for(target: AgentTarget, command: list[str]) -> dict:
-    entry = {"command": command[0], "args": command[1:]}
-    return {"type": "stdio", **entry} if target.stdio_type else entry
+#: Variables a registration carries when setup ran with them pointing
+#: somewhere other than their default: the store, and the agents' folders.
+#: Agents start `origin mcp` with their own environment, so without them the
+#: server would read another store (or look for logs elsewhere).
+REGISTERED_VARS = (ENV_HOME, "CLAUDE_CONFIG_DIR", "CODEX_HOME", "GROK_HOME", "ORIGIN_CURSOR_USER_DIR",
+                   "ORIGIN_CURSOR_HOME", "ORIGIN_ZCODE_HOME")
 
 
-def _is_current(entry: Any, command: list[str]) -> bool:
+def registered_env(env: dict, home: Path) -> dict[str, str]:
+    """Return the variables of env that setup writes into each registration.
+
+    ``ORIGIN_HOME`` when it is not ``~/.origin``, and each agent-folder
+    variable that changes where discovery looks, with absolute paths (the
+    agent may start the server from any directory).
+    """
+    out = {}
+    if env.get(ENV_HOME):
+        store = Path(os.path.expanduser(env[ENV_HOME])).absolute()
+        if store != (home / ".origin").absolute():
+            out[ENV_HOME] = str(store)
+    roots = looked_in(env, home)
+    for var in REGISTERED_VARS[1:]:
+        if env.get(var) and looked_in({k: v for k, v in env.items() if k != var}, home) != roots:
+            out[var] = ",".join(str(p.absolute()) for p in adapters.env_dirs(env, var, []))
+    return out
+
+
+def _entry_for(target: AgentTarget, command: list[str], old: Any = None, reg_env: dict | None = None) -> dict:
+    """Return our entry: command, args and the registered environment.
+
+    Keys the user added to an existing entry (timeouts, other variables)
+    stay; of the variables setup manages, exactly those of reg_env remain.
+    """
+    old, reg_env = (old if isinstance(old, dict) else {}), reg_env or {}
+    env = {k: reg_env.get(k, v) for k, v in _dict_or_empty(old.get("env")).items()
+           if k not in REGISTERED_VARS or k in reg_env}
+    env.update({k: v for k, v in reg_env.items() if k not in env})
+    entry = {**old, "command": command[0], "args": command[1:]}
+    if target.stdio_type:
+        entry = {"type": "stdio", **entry}
+    entry.pop("env", None)
+    return {**entry, "env": env} if env else entry
+
+
+def _dict_or_empty(value: Any) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+def _managed_env(entry: dict) -> dict:
+    return {k: v for k, v in _dict_or_empty(entry.get("env")).items() if k in REGISTERED_VARS}
+
+
+def _is_current(entry: Any, command: list[str], reg_env: dict | None = None) -> bool:
     return (isinstance(entry, dict) and entry.get("command") == command[0] and entry.get("args") == command[1:]
-            and entry.get("type", "stdio") == "stdio")
+            and entry.get("type", "stdio") == "stdio" and _managed_env(entry) == (reg_env or {}))
 
 
 def _refuse(path: Path, why: str) -> AgentConfigError:
@@ -3836,13 +3883,12 @@ def _our_entry(target: AgentTarget, data: dict, path: Path) -> Any:
     return None if servers is None else servers.get(MCP_SERVER_NAME)
 
 
-def _plan_json(target: AgentTarget, text: str, data: dict, path: Path, command: list[str]) -> str:
+def _plan_json(target: AgentTarget, text: str, data: dict, path: Path, command: list[str],
+               reg_env: dict) -> str:
     """Return the file's new text with our entry set to command."""
     servers = _servers_of(data, target.keys, path, create=True)
-    old = servers.get(MCP_SERVER_NAME)
     # Keep any keys the user added to our entry (env, timeouts), in place.
-    servers[MCP_SERVER_NAME] = {**old, **_entry_for(target, command)} if isinstance(old, dict) \
-        else _entry_for(target, command)
+    servers[MCP_SERVER_NAME] = _entry_for(target, command, servers.get(MCP_SERVER_NAME), reg_env)
     return json.dumps(data, indent=_json_indent(text), ensure_ascii=False) + "\n"
 
 
@@ -3875,13 +3921,36 @@ def _toml_key(text: str) -> tuple[str, ...] | None:
         pos += 1
 
 
-def _toml_body(command: list[str]) -> list[str]:
-    # A JSON string is a valid TOML basic string; the result is re-parsed
-    # before anything is written.
-    def dump(s: str) -> str:
-        return json.dumps(s, ensure_ascii=False)
+def _toml_value(value: Any) -> str:
+    """Write one TOML value (inline): what tomllib reads back as value.
 
-    return [f"command = {dump(command[0])}", f"args = [{', '.join(dump(a) for a in command[1:])}]"]
+    A JSON string is a valid TOML basic string; the result is re-parsed
+    before anything is written.
+    """
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, (int, float)):
+        return repr(value) if not isinstance(value, float) or value == value else "nan"
+    if isinstance(value, (dt.datetime, dt.date, dt.time)):
+        return value.isoformat()
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{_toml_name(k)} = {_toml_value(v)}" for k, v in value.items()) + " }" \
+            if value else "{}"
+    raise ValueError(f"cannot write {type(value).__name__} as TOML")
+
+
+def _toml_name(key: str) -> str:
+    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else json.dumps(key, ensure_ascii=False)
+
+
+def _toml_body(table: dict, skip: set[str] = frozenset()) -> list[str]:
+    """Write a table's keys (command and args first) as ``key = value`` lines."""
+    order = [k for k in ("command", "args") if k in table] + [k for k in table if k not in ("command", "args")]
+    return [f"{_toml_name(k)} = {_toml_value(table[k])}" for k in order if k not in skip]
 
 
 def _without_ours(data: dict, keys: tuple[str, ...]) -> dict:
@@ -3897,16 +3966,20 @@ def _without_ours(data: dict, keys: tuple[str, ...]) -> dict:
     return data
 
 
-def _plan_toml(target: AgentTarget, text: str, data: dict, path: Path, command: list[str]) -> str:
+def _plan_toml(target: AgentTarget, text: str, data: dict, path: Path, command: list[str],
+               reg_env: dict) -> str:
     """Return the file's new text with our table set to command.
 
-    TOML is edited as text so that comments and layout survive: only the
-    body of our own ``[mcp_servers.origin]`` table is replaced, or the table
-    is appended.  Its sub-tables are kept; other keys in it are dropped.
-    The result must parse to the same data outside our table.
+    TOML is edited as text so that comments and layout outside our table
+    survive: only the body of our own ``[mcp_servers.origin]`` table (and of
+    its ``env`` sub-table, when the variables live there) is written again,
+    or the table is appended.  Keys the user added to the table stay, with
+    their values; other sub-tables are left as they are.  The result must
+    parse to our entry and to the same data outside it.
     """
     ours = (*target.keys, MCP_SERVER_NAME)
     name = ".".join(ours)
+    want = _entry_for(target, command, _our_entry(target, data, path), reg_env)
     lines = text.splitlines()
     headers = [(i, _toml_key(m.group("key"))) for i, line in enumerate(lines) if (m := _TOML_HEADER.match(line))]
     start = next((i for i, key in headers if key == ours), None)
@@ -3915,25 +3988,39 @@ def _plan_toml(target: AgentTarget, text: str, data: dict, path: Path, command: 
             raise _refuse(path, f"{name} is not written as a [{name}] table")
         tail = "" if not text or text.endswith("\n") else "\n"
         gap = "\n" if text.strip() else ""
-        new = text + tail + gap + "\n".join([f"[{name}]", *_toml_body(command)]) + "\n"
+        new = text + tail + gap + "\n".join([f"[{name}]", *_toml_body(want)]) + "\n"
     else:
-        end = next((i for i, _ in headers if i > start), len(lines))
-        while end > start + 1 and (not lines[end - 1].strip() or lines[end - 1].lstrip().startswith("#")):
-            end -= 1  # blank lines and comments before the next table stay with it
+        # Keys written as sub-tables ([mcp_servers.origin.env]) stay there.
+        subs = {key[len(ours)] for _, key in headers if key and len(key) > len(ours) and key[:len(ours)] == ours}
+        bodies = {start: _toml_body(want, subs)}
+        env_at = next((i for i, key in headers if key == (*ours, "env")), None)
+        if env_at is not None:
+            bodies[env_at] = _toml_body(_dict_or_empty(want.get("env")))
+        for at in sorted(bodies, reverse=True):
+            end = next((i for i, _ in headers if i > at), len(lines))
+            while end > at + 1 and (not lines[end - 1].strip() or lines[end - 1].lstrip().startswith("#")):
+                end -= 1  # blank lines and comments before the next table stay with it
+            lines[at + 1:end] = bodies[at]
         newline = "\r\n" if "\r\n" in text else "\n"
-        new = newline.join(lines[:start + 1] + _toml_body(command) + lines[end:])
-        new += newline if text.endswith(("\n", "\r")) else ""
+        new = newline.join(lines) + (newline if text.endswith(("\n", "\r")) else "")
     try:
         after = tomllib.loads(new)
     except tomllib.TOMLDecodeError as e:
         raise _refuse(path, f"adding [{name}] would not give valid TOML ({e})") from None
-    if not _is_current(_our_entry(target, after, path), command) \
-            or _without_ours(after, target.keys) != _without_ours(data, target.keys):
+    if _without_ours(after, target.keys) != _without_ours(data, target.keys) \
+            or _no_empty_env(_our_entry(target, after, path)) != want:
         raise _refuse(path, f"its [{name}] table cannot be replaced without touching other content")
     return new
 
 
-def _plan_file(target: AgentTarget, path: Path, command: list[str]) -> dict:
+def _no_empty_env(entry: Any) -> Any:
+    """Drop an ``env`` left empty (a sub-table whose variables setup removed)."""
+    if isinstance(entry, dict) and entry.get("env") == {}:
+        return {k: v for k, v in entry.items() if k != "env"}
+    return entry
+
+
+def _plan_file(target: AgentTarget, path: Path, command: list[str], reg_env: dict) -> dict:
     """Plan one configuration file: its bytes now, its new text, a status."""
     try:
         raw = path.read_bytes()
@@ -3947,20 +4034,21 @@ def _plan_file(target: AgentTarget, path: Path, command: list[str]) -> dict:
         raise _refuse(path, "it is not UTF-8 text") from None
     data = _parse_config(target, text, path)
     old = _our_entry(target, data, path)
-    if _is_current(old, command):
+    if _is_current(old, command, reg_env):
         return {"status": "unchanged", "raw": raw, "new": None}
     plan = _plan_json if target.fmt == "json" else _plan_toml
     status = "created" if raw is None else "updated" if old is not None else "added"
-    return {"status": status, "raw": raw, "new": plan(target, text, data, path, command)}
+    return {"status": status, "raw": raw, "new": plan(target, text, data, path, command, reg_env)}
 
 
 def plan_setup(env: dict, home: Path, command: list[str], agents: list[str] | None = None) -> list[dict]:
     """Work out, without writing, what setup would change for each agent.
 
-    Raise AgentConfigError (naming every problem) when any configuration of
-    a selected agent cannot be read or changed safely.
+    A configuration that cannot be read or changed safely gets the status
+    "refused" and the reason; it never stops the plans of the others.
     """
-    plans, problems = [], []
+    plans = []
+    reg_env = registered_env(env, home)
     for name, target in AGENT_TARGETS.items():
         if agents and name not in agents:
             continue
@@ -3970,11 +4058,9 @@ def plan_setup(env: dict, home: Path, command: list[str], agents: list[str] | No
         for path in target.configs(env, home):
             try:
                 plans.append({"agent": name, "config": str(path), "note": target.note,
-                              **_plan_file(target, path, command)})
+                              **_plan_file(target, path, command, reg_env)})
             except AgentConfigError as e:
-                problems.append(str(e))
-    if problems:
-        raise AgentConfigError("\n".join(problems))
+                plans.append({"agent": name, "config": str(path), "status": "refused", "error": str(e)})
     return plans
 
 
@@ -4020,7 +4106,11 @@ def setup_agents(env: dict, home: Path, command: list[str], *, dry_run: bool = F
     """Register command as the `origin` MCP server with every installed agent.
 
     Idempotent: an agent already pointing at command is left alone.  With
-    dry_run nothing is written.  Return what was (or would be) done.
+    dry_run nothing is written, and each change comes with ``diff``, the
+    exact text that would be written, as a unified diff of the file.  A
+    file refused (unreadable, or not safely editable) is listed with its
+    reason and the others are set up; ``refused`` counts them.  Return what
+    was (or would be) done.
     """
     plans = plan_setup(env, home, command, agents)
     stamp = time.strftime("%Y%m%dT%H%M%S")
@@ -4030,28 +4120,87 @@ def setup_agents(env: dict, home: Path, command: list[str], *, dry_run: bool = F
         if new is not None:
             if dry_run:
                 p["status"] = "would be " + p["status"]
+                p["diff"] = _diff(p["config"], raw, new)
             else:
-                p["backup"] = _write_config(Path(p["config"]), raw, new, stamp)
+                try:
+                    p["backup"] = _write_config(Path(p["config"]), raw, new, stamp)
+                except (OSError, Conflict) as e:
+                    why = e if isinstance(e, Conflict) else f"{p['config']}: it cannot be written ({e.strerror})"
+                    p.update(status="refused", error=str(why))
         report.append({k: v for k, v in p.items() if v is not None})
-    changed = sum(1 for p in report if p["status"] not in ("unchanged", "not installed"))
-    return {"command": command, "dry_run": dry_run, "changed": changed, "agents": report}
+    changed = sum(1 for p in report if p["status"] not in ("unchanged", "not installed", "refused"))
+    refused = sum(1 for p in report if p["status"] == "refused")
+    return {"command": command, "env": registered_env(env, home), "dry_run": dry_run, "changed": changed,
+            "refused": refused, "agents": report}
 
 
-def connected_agents(env: dict, home: Path) -> dict:
-    """Return, per agent, whether it is installed and has Origin registered."""
+def _diff(config: str, raw: bytes | None, new: str) -> str:
+    """Return a unified diff from a file's bytes now to its new text."""
+    import difflib
+
+    old = "" if raw is None else raw.decode("utf-8")
+    lines = difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
+                                 config if raw is not None else "/dev/null", config)
+    # As diff(1) writes it, so that patch(1) applies it exactly.
+    return "".join(d if d.endswith("\n") else d + "\n\\ No newline at end of file\n" for d in lines)
+
+
+def connected_agents(env: dict, home: Path, command: list[str] | None = None) -> dict:
+    """Return, per agent, whether it is installed and how Origin is registered.
+
+    ``state`` is "connected" when the registration starts this Origin on
+    this store, "stale" (with ``stale``, the reason) when its command no
+    longer exists or it starts another program or serves another store, and
+    "not connected" without a registration.
+    """
+    command = origin_command(env) if command is None else command
+    reg_env = registered_env(env, home)
     out = {}
     for name, target in AGENT_TARGETS.items():
         info: dict = {"installed": target.installed(env, home), "registered": False,
-                      "configs": [str(p) for p in target.configs(env, home)]}
+                      "configs": [str(p) for p in target.configs(env, home)], "state": "not connected"}
         for path in target.configs(env, home):
             try:
-                if path.exists():
-                    data = _parse_config(target, path.read_text(encoding="utf-8"), path)
-                    info["registered"] |= _our_entry(target, data, path) is not None
+                if not path.exists():
+                    continue
+                data = _parse_config(target, path.read_text(encoding="utf-8"), path)
+                entry = _our_entry(target, data, path)
             except (OriginError, OSError, UnicodeDecodeError) as e:
                 info["error"] = str(e)
+                continue
+            if entry is None:
+                continue
+            info["registered"] = True
+            why = _stale_reason(entry, command, reg_env)
+            if why is None:
+                info["state"] = "connected"
+                info.pop("stale", None)
+            elif info["state"] != "connected":
+                info.update(state="stale", stale=f"{path}: {why}; run `origin setup`")
         out[name] = info
     return out
+
+
+def _stale_reason(entry: Any, command: list[str], reg_env: dict) -> str | None:
+    """Say why a registration would not start this Origin on this store, or None."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("command"), str):
+        return "the entry has no command"
+    program = entry["command"]
+    found = program if os.path.isabs(program) else shutil.which(program)
+    if not found or not os.path.isfile(found):
+        return f"its command {program} no longer exists"
+    args = entry.get("args") if isinstance(entry.get("args"), list) else []
+    script = next((a for a in args if isinstance(a, str) and a.endswith((".py", ".pyz"))), None)
+    if script and not os.path.isfile(script):
+        return f"its script {script} no longer exists"
+    if [program, *args] != command:
+        return f"it starts {' '.join(map(str, [program, *args]))}, not this Origin ({' '.join(command)})"
+    theirs = _managed_env(entry)
+    if theirs.get(ENV_HOME) != reg_env.get(ENV_HOME):
+        return f"it serves the store {theirs.get(ENV_HOME) or DEFAULT_HOME}, not {reg_env.get(ENV_HOME) or DEFAULT_HOME}"
+    if theirs != reg_env:
+        return "it looks for agent logs in other folders than this environment names"
+    return None
 
 
 ###############################################################################
@@ -4146,9 +4295,11 @@ def cmd_status(args) -> int:
               "`origin path` shows where it looks")
     elif not st["sources"]:
         print("nothing archived yet: run `origin sync`")
-    agents = [f"{n} ({'connected' if a['registered'] else 'not connected'})"
-              for n, a in sorted(st["agents"].items()) if a["installed"]]
+    agents = [f"{n} ({a['state']})" for n, a in sorted(st["agents"].items()) if a["installed"]]
     print("agents    " + (", ".join(agents) if agents else "none found; `origin setup` registers Origin with them"))
+    for n, a in sorted(st["agents"].items()):
+        if a.get("stale"):
+            print(f"  {n:12} stale: {a['stale']}")
     return 0
 
 
@@ -4444,24 +4595,36 @@ def cmd_setup(args) -> int:
     if not args.dry_run:
         with _open(args) as store:
             result["sync"] = sync(store, progress=None if args.json else _progress_printer()).as_json()
+    # One refused file does not stop the others; it makes the exit non-zero.
+    code = AgentConfigError.exit_code if result["refused"] else 0
     if args.json:
         _print_json(result)
-        return 0
+        return code
     print(f"{'would register' if args.dry_run else 'registered'}: {' '.join(result['command'])}")
+    if result["env"]:
+        print("  with " + " ".join(f"{k}={v}" for k, v in result["env"].items()))
     for a in result["agents"]:
         line = f"  {a['agent']:12} {a['status']:20} {a.get('config', '')}".rstrip()
         print(line + (f"  (backup {a['backup']})" if a.get("backup") else ""))
-        if a.get("note") and a["status"] != "not installed":
+        if a.get("note") and a["status"] not in ("not installed", "refused"):
             print(f"  {'':12} note: {a['note']}")
+        if a.get("diff"):
+            print("".join(f"  {'':12} | {d}" for d in a["diff"].splitlines(keepends=True)), end="")
+    for a in result["agents"]:
+        if a["status"] == "refused":
+            print(f"origin: {a['error']}", file=sys.stderr)
     if not any(a["status"] != "not installed" for a in result["agents"]):
         print("no supported agent found (Claude Code, Codex, Cursor, Grok Build, ZCode)")
-    elif not result["changed"]:
+    elif not result["changed"] and not result["refused"]:
         print("nothing to change: Origin is already registered with every installed agent")
-    elif not args.dry_run:
+    elif result["changed"] and not args.dry_run:
         print("restart running agents so they start Origin")
     if "sync" in result:
         print(f"first sync: {result['sync']['events_added']} new events archived")
-    return 0
+    if result["refused"]:
+        print(f"origin: {result['refused']} configuration file(s) refused (see above); the others are set up",
+              file=sys.stderr)
+    return code
 
 
 def add_mcp_commands(sub, command, add_json) -> None:

@@ -139,17 +139,65 @@ def test_second_run_changes_nothing_and_says_so(agents, user_home, monkeypatch, 
     assert snapshot(user_home) == after_first  # no rewrite, no new backup
 
 
-def test_unparsable_config_is_refused_and_nothing_is_written(agents, user_home, capsys, monkeypatch):
-    agents["cursor"].write_text('{"mcpServers": {"fs": {"command": "npx",}}}')
-    before = snapshot(user_home)
-    with pytest.raises(origin.AgentConfigError, match="mcp.json: it is not valid JSON"):
-        origin.setup_agents(env_of(user_home), user_home, COMMAND)
+def test_one_unparsable_config_refuses_only_that_file(agents, user_home, capsys, monkeypatch):
+    """Repro: a broken ~/.cursor/mcp.json made setup (and --dry-run) exit 7 showing nothing for the others."""
+    broken = '{"mcpServers": {"fs": {"command": "npx",}}}'
+    agents["cursor"].write_text(broken)
     monkeypatch.setenv("PATH", "")
-    code, out, err = run_cli(capsys, "setup")
-    assert code == origin.AgentConfigError.exit_code and "nothing was changed" in err and "--agent" in err
+    before = snapshot(user_home)
+    code, out, err = run_cli(capsys, "setup", "--dry-run")
+    assert code == origin.AgentConfigError.exit_code
+    assert statuses(out) == ["would", "would", "refused", "would", "would"]  # "would be added"
+    assert "mcp.json: it is not valid JSON" in err and "1 configuration file(s) refused" in err
     assert snapshot(user_home) == before
-    code, out, _ = run_cli(capsys, "setup", "--agent", "codex")  # the way round a broken file
-    assert code == 0 and "added" in statuses(out)
+    code, out, err = run_cli(capsys, "setup")
+    assert code == origin.AgentConfigError.exit_code
+    assert statuses(out) == ["added", "added", "refused", "added", "added"]
+    assert "first sync" in out and "restart running agents" in out
+    assert agents["cursor"].read_text() == broken  # never written
+    for name in ("claude-code", "codex", "grok", "zcode"):
+        assert "origin" in servers(name, parsed(agents[name]))
+    res = origin.setup_agents(env_of(user_home), user_home, COMMAND)
+    assert res["refused"] == 1
+    refused = next(a for a in res["agents"] if a["status"] == "refused")
+    assert refused["agent"] == "cursor" and "nothing was changed" in refused["error"]
+
+
+def test_dry_run_shows_the_exact_text_it_would_write(agents, user_home, capsys, monkeypatch):
+    monkeypatch.setenv("PATH", "")
+    before = {name: f.read_text() for name, f in agents.items()}
+    code, res, _ = run_cli(capsys, "setup", "--dry-run", "--json")
+    assert code == 0
+    diffs = {a["agent"]: a["diff"] for a in json.loads(res)["agents"]}
+    code, out, _ = run_cli(capsys, "setup", "--dry-run")
+    assert diffs["codex"].splitlines()[0] in out  # the text output shows the same diff
+    run_cli(capsys, "setup")
+    for name, f in agents.items():
+        old, new = before[name].splitlines(), f.read_text().splitlines()
+        diff = diffs[name].splitlines()
+        assert diff[0] == f"--- {f}" and diff[1] == f"+++ {f}"
+        # Replaying the diff on the old text gives exactly what was written.
+        assert apply_unified(old, diff[2:]) == new, name
+
+
+def apply_unified(old: list[str], hunks: list[str]) -> list[str]:
+    out, pos = [], 0
+    for line in hunks:
+        if line.startswith("\\"):
+            continue  # "\ No newline at end of file"
+        if line.startswith("@@"):
+            start = int(line.split()[1][1:].split(",")[0])
+            start = start - 1 if start else 0
+            out += old[pos:start]
+            pos = start
+        elif line.startswith("+"):
+            out.append(line[1:])
+        elif line.startswith("-"):
+            pos += 1
+        else:
+            out.append(old[pos])
+            pos += 1
+    return out + old[pos:]
 
 
 @pytest.mark.parametrize("content, why", [
@@ -159,41 +207,123 @@ def test_unparsable_config_is_refused_and_nothing_is_written(agents, user_home, 
 ])
 def test_json_that_cannot_be_rewritten_faithfully_is_refused(agents, user_home, content, why):
     agents["claude-code"].write_text(content)
-    with pytest.raises(origin.AgentConfigError, match=why):
-        origin.setup_agents(env_of(user_home), user_home, COMMAND, agents=["claude-code"])
+    res = origin.setup_agents(env_of(user_home), user_home, COMMAND, agents=["claude-code"])
+    assert res["refused"] == 1 and why in res["agents"][0]["error"]
     assert agents["claude-code"].read_text() == content
 
 
 @pytest.mark.parametrize("content, why", [
     ('model = "x"\n[mcp_servers\n', "not valid TOML"),
-    ('mcp_servers = { origin = { command = "old" } }\n', "is not written as a \\[mcp_servers.origin\\] table"),
+    ('mcp_servers = { origin = { command = "old" } }\n', "is not written as a [mcp_servers.origin] table"),
     ('mcp_servers = { docs = { command = "d" } }\n', "would not give valid TOML"),
 ])
 def test_toml_that_cannot_be_edited_safely_is_refused(agents, user_home, content, why):
     agents["codex"].write_text(content)
-    with pytest.raises(origin.AgentConfigError, match=why):
-        origin.setup_agents(env_of(user_home), user_home, COMMAND, agents=["codex"])
+    res = origin.setup_agents(env_of(user_home), user_home, COMMAND, agents=["codex"])
+    assert res["refused"] == 1 and why in res["agents"][0]["error"]
     assert agents["codex"].read_text() == content
 
 
 def test_an_outdated_registration_is_updated_in_place(agents, user_home):
+    """Repro (TOML): rewriting an outdated [mcp_servers.origin] dropped the keys the user added."""
     claude = dict(CLAUDE, mcpServers={**CLAUDE["mcpServers"],
                                       "origin": {"type": "stdio", "command": "/old/origin", "args": ["mcp"],
-                                                 "env": {"ORIGIN_HOME": "/data/origin"}}})
+                                                 "timeout": 30, "env": {"ORIGIN_HOME": "/data/origin"}}})
     agents["claude-code"].write_text(json.dumps(claude, indent=2))
     codex = CODEX.replace("[profiles.fast]", '[mcp_servers.origin]\ncommand = "/old/origin"\nargs = ["mcp"]\n'
-                                             'startup_timeout_sec = 20\n\n# env for Origin\n'
-                                             '[mcp_servers.origin.env]\nORIGIN_HOME = "/data/origin"\n\n'
-                                             '[profiles.fast]')
+                                             'startup_timeout_sec = 20\ntool_timeout_sec = 90.5\n'
+                                             'enabled_tools = ["search", "get"]\n\n# env for Origin\n'
+                                             '[mcp_servers.origin.env]\nORIGIN_HOME = "/data/origin"\n'
+                                             'RUST_LOG = "warn"\n\n[profiles.fast]')
     agents["codex"].write_text(codex)
-    res = origin.setup_agents(env_of(user_home), user_home, COMMAND, agents=["claude-code", "codex"])
+    env = {**env_of(user_home), "ORIGIN_HOME": "/data/origin"}
+    res = origin.setup_agents(env, user_home, COMMAND, agents=["claude-code", "codex"])
     assert [a["status"] for a in res["agents"]] == ["updated", "updated"]
     entry = json.loads(agents["claude-code"].read_text())["mcpServers"]["origin"]
-    assert entry == {"type": "stdio", "command": COMMAND[0], "args": ["mcp"], "env": {"ORIGIN_HOME": "/data/origin"}}
+    assert entry == {"type": "stdio", "command": COMMAND[0], "args": ["mcp"], "timeout": 30,
+                     "env": {"ORIGIN_HOME": "/data/origin"}}
     text = agents["codex"].read_text()
-    assert text == codex.replace('command = "/old/origin"\nargs = ["mcp"]\nstartup_timeout_sec = 20\n',
-                                 f'command = "{COMMAND[0]}"\nargs = ["mcp"]\n')
-    assert tomllib.loads(text)["mcp_servers"]["origin"]["env"] == {"ORIGIN_HOME": "/data/origin"}
+    assert text == codex.replace('command = "/old/origin"\n', f'command = "{COMMAND[0]}"\n')
+    ours = tomllib.loads(text)["mcp_servers"]["origin"]
+    assert ours == {"command": COMMAND[0], "args": ["mcp"], "startup_timeout_sec": 20, "tool_timeout_sec": 90.5,
+                    "enabled_tools": ["search", "get"], "env": {"ORIGIN_HOME": "/data/origin", "RUST_LOG": "warn"}}
+    again = origin.setup_agents(env, user_home, COMMAND, agents=["claude-code", "codex"])
+    assert [a["status"] for a in again["agents"]] == ["unchanged", "unchanged"]
+
+
+def test_setup_registers_the_environment_it_ran_with(agents, user_home, tmp_path):
+    """Repro: with ORIGIN_HOME=/x the entry had only command/args, so the agent's server read ~/.origin."""
+    store, codex_home = tmp_path / "elsewhere" / "store", tmp_path / "cx"
+    codex_home.mkdir()
+    (codex_home / "config.toml").write_text(CODEX)
+    env = {**env_of(user_home), "ORIGIN_HOME": str(store), "CODEX_HOME": str(codex_home),
+           "GROK_HOME": str(user_home / ".grok")}  # the default: nothing to register
+    res = origin.setup_agents(env, user_home, COMMAND)
+    want = {"ORIGIN_HOME": str(store), "CODEX_HOME": str(codex_home)}
+    assert res["env"] == want
+    for name, f in agents.items():
+        f = codex_home / "config.toml" if name == "codex" else f
+        assert servers(name, parsed(f))["origin"]["env"] == want, name
+    assert origin.setup_agents(env, user_home, COMMAND)["changed"] == 0
+    # Run again without them: the registration follows, a variable the user added stays.
+    data = json.loads(agents["cursor"].read_text())
+    data["mcpServers"]["origin"]["env"]["ORIGIN_LOG"] = "1"
+    agents["cursor"].write_text(json.dumps(data))
+    origin.setup_agents(env_of(user_home), user_home, COMMAND, agents=["cursor"])
+    assert json.loads(agents["cursor"].read_text())["mcpServers"]["origin"]["env"] == {"ORIGIN_LOG": "1"}
+
+
+def test_the_registered_command_uses_the_registered_store(agents, user_home, tmp_path, monkeypatch):
+    """Start the registered program the way an agent does: its own minimal environment plus the entry's."""
+    import subprocess
+    import sys
+
+    store = tmp_path / "custom-store"
+    monkeypatch.setattr("sys.argv", ["pytest"])
+    env = {**env_of(user_home), "ORIGIN_HOME": str(store)}
+    command = origin.origin_command(env)
+    origin.setup_agents(env, user_home, command, agents=["claude-code"])
+    entry = servers("claude-code", parsed(agents["claude-code"]))["origin"]
+    assert entry["args"][-1] == "mcp"
+    argv = [entry["command"], *entry["args"][:-1], "path", "--json"]
+    proc = subprocess.run(argv, env={"HOME": str(user_home), "PATH": os.environ["PATH"], **entry.get("env", {})},
+                          capture_output=True, text=True, timeout=120, cwd="/")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["home"] == str(store)
+    assert sys.executable == entry["command"]
+
+
+def test_status_reports_a_registration_that_no_longer_works_as_stale(agents, user_home, tmp_path, cli,
+                                                                      monkeypatch):
+    """Repro: a registration whose command was gone or pointed elsewhere counted as "connected"."""
+    monkeypatch.setenv("PATH", "")
+    monkeypatch.setattr("sys.argv", ["pytest"])
+    command = origin.origin_command(dict(os.environ))
+    origin.setup_agents(dict(os.environ), user_home, command)
+    code, st = cli("status", "--json")
+    assert code == 0 and {n: a["state"] for n, a in st["agents"].items()} == dict.fromkeys(agents, "connected")
+
+    def edit(name, **changes):
+        data = json.loads(agents[name].read_text())
+        servers(name, data)["origin"].update(changes)
+        agents[name].write_text(json.dumps(data))
+
+    edit("claude-code", command=str(tmp_path / "uninstalled" / "origin"))
+    other = tmp_path / "old-venv" / "bin" / "origin"
+    other.parent.mkdir(parents=True)
+    other.write_text("#!/bin/sh\n")
+    other.chmod(0o755)
+    edit("cursor", command=str(other), args=["mcp"])
+    edit("zcode", env={"ORIGIN_HOME": str(tmp_path / "another-store")})
+    code, st = cli("status", "--json")
+    state = {n: a["state"] for n, a in st["agents"].items()}
+    assert state == {"claude-code": "stale", "codex": "connected", "cursor": "stale", "grok": "connected",
+                     "zcode": "stale"}
+    assert "no longer exists" in st["agents"]["claude-code"]["stale"]
+    assert "not this Origin" in st["agents"]["cursor"]["stale"]
+    assert "another-store" in st["agents"]["zcode"]["stale"]
+    code, out = cli("status")
+    assert "claude-code (stale)" in out and "codex (connected)" in out and "run `origin setup`" in out
 
 
 def test_missing_config_is_created_and_absent_agents_are_skipped(user_home):

@@ -210,36 +210,6 @@ def truncate(text: str, limit: int) -> str:
     return text[: limit - 1] + "…"
 
 
-def as_text(value: Any) -> str:
-    """Render a JSON value (string, list of blocks, object) as plain text."""
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list):
-        parts = []
-        for item in value:
-            if isinstance(item, dict):
-                t = item.get("type")
-                if t in ("image", "input_image") or "data" in item and t != "text":
-                    parts.append("[image]")
-                elif isinstance(item.get("text"), str):
-                    parts.append(item["text"])
-                elif "content" in item:
-                    parts.append(as_text(item["content"]))
-                else:
-                    parts.append(json.dumps(item, ensure_ascii=False, sort_keys=True))
-            else:
-                parts.append(as_text(item))
-        return "\n".join(p for p in parts if p)
-    if isinstance(value, (int, float, bool)):
-        return json.dumps(value)
-    try:
-        return json.dumps(value, ensure_ascii=False, sort_keys=True)
-    except (TypeError, ValueError):
-        return str(value)
-
-
 def load_json_line(line: str) -> Any:
     """Parse one JSON line, turning every failure into ParseError."""
     try:
@@ -260,10 +230,17 @@ def last_segment(path: str | None) -> str | None:
 
 
 def env_dirs(env: Mapping[str, str], var: str, defaults: Iterable[Path]) -> list[Path]:
-    """Return the directories named by an env var, else the defaults."""
+    """Return the directories named by an env var, else the defaults.
+
+    The value is a comma-separated list; each item is stripped, so
+    ``"/a, /b"`` names /a and /b, and ``~`` is expanded.  Discovery and
+    ``origin setup`` both read the agents' variables through this one helper.
+    """
     value = env.get(var)
     if value:
-        return [Path(os.path.expanduser(v)) for v in value.split(",") if v.strip()]
+        dirs = [Path(os.path.expanduser(v.strip())) for v in value.split(",") if v.strip()]
+        if dirs:
+            return dirs
     return list(defaults)
 
 
@@ -333,8 +310,8 @@ def _is_image(item: dict) -> bool:
 def _plain(value: Any, depth: int = 0) -> str:
     """Render message or tool content as text, images as "[image]".
 
-    Unlike as_text it never dumps an image block (whose JSON would carry
-    base64 data) and stops at a fixed depth, so hostile nesting is cheap.
+    An image block is never dumped (its JSON would carry base64 data), and
+    rendering stops at a fixed depth, so hostile nesting is cheap.
     """
     if value is None or depth > 20:
         return ""
@@ -371,15 +348,20 @@ def _output_text(value: Any) -> str:
     return _plain(value)
 
 
-def _clean(text: str | None) -> str | None:
-    """Replace lone UTF-16 surrogates, which SQLite cannot store."""
+def clean_text(text: str) -> str:
+    """Make text storable as UTF-8: a lone UTF-16 surrogate becomes U+FFFD.
+
+    A high and low surrogate that sit side by side are joined into the one
+    character they encode.  The one helper for this in Origin: parsed
+    records, entries and arguments all pass through it.
+    """
     if not text or text.isascii():
         return text
     try:
         text.encode("utf-8")
+        return text
     except UnicodeEncodeError:
-        return "".join("\ufffd" if "\ud800" <= ch <= "\udfff" else ch for ch in text)
-    return text
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
 #: A JSON escape of a UTF-16 surrogate: only lines holding one need scrubbing.
@@ -389,11 +371,11 @@ _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 def _scrub(value: Any) -> Any:
     """Return a JSON value with lone surrogates replaced in every string."""
     if isinstance(value, str):
-        return _clean(value)
+        return clean_text(value)
     if isinstance(value, list):
         return [_scrub(v) for v in value]
     if isinstance(value, dict):
-        return {_clean(k): _scrub(v) for k, v in value.items()}
+        return {clean_text(k): _scrub(v) for k, v in value.items()}
     return value
 
 

@@ -58,7 +58,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 import adapters
-from adapters import ADAPTERS, Context, ParseError, Record, SessionInfo, SourceFile
+from adapters import ADAPTERS, Context, ParseError, Record, SessionInfo, SourceFile, clean_text
 
 __version__ = "0.1.0"
 
@@ -237,15 +237,6 @@ def parse_when(value: str | None, *, field_name: str = "time") -> int | None:
     return int(d.timestamp() * 1000)
 
 
-def clean_text(s: str) -> str:
-    """Replace lone UTF-16 surrogates so the text can be stored as UTF-8."""
-    try:
-        s.encode("utf-8")
-        return s
-    except UnicodeEncodeError:
-        return s.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-
-
 def like_escape(s: str) -> str:
     """Escape a term for a LIKE pattern written with ESCAPE '\\'."""
     return s.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
@@ -256,23 +247,39 @@ def squash(s: str) -> str:
     return re.sub(r"\s+", "", s).casefold()
 
 
+def excerpt(text: str, limit: int, at: int | None = None, lead: int = 3) -> str:
+    """Cut text to limit characters around position at, marking each cut.
+
+    The window starts about limit // lead characters before at (at its
+    start when at is None or negative); "…" stands for each cut-off side.
+    The one cutter of stored text for display: snippets, MCP texts, raw lines.
+    """
+    if len(text) <= limit:
+        return text
+    if at is None or at < 0:
+        return text[: limit - 1] + "…"
+    start = max(0, min(at - limit // lead, len(text) - limit))
+    end = start + limit
+    return ("…" if start else "") + text[start:end] + ("…" if end < len(text) else "")
+
+
 def snippet(text: str, terms: list[str], width: int = SNIPPET_CHARS) -> str:
     """Return a short one-line excerpt of text around the first term found."""
     flat = " ".join(text.split())
     if len(flat) <= width:
         return flat
     low = flat.casefold()
-    pos = -1
-    for t in terms:
-        p = low.find(t.casefold())
-        if p >= 0 and (pos < 0 or p < pos):
-            pos = p
-    if pos < 0:
-        return flat[: width - 1] + "…"
-    start = max(0, pos - width // 3)
-    end = min(len(flat), start + width)
-    start = max(0, end - width)
-    return ("…" if start else "") + flat[start:end] + ("…" if end < len(flat) else "")
+    found = [p for p in (low.find(t.casefold()) for t in terms) if p >= 0]
+    return excerpt(flat, width, min(found, default=None))
+
+
+def _check_limit(limit: Any, most: int = MAX_LIMIT) -> int:
+    """Return a list size asked for: DEFAULT_LIMIT for None, at most most."""
+    if limit is None:
+        return DEFAULT_LIMIT
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise UsageError(f"limit is a whole number from 1 to {most}")
+    return min(limit, most)
 
 
 def new_id(prefix: str) -> str:
@@ -349,20 +356,55 @@ class LineReader:
         return got
 
 
-def stat_signature(path: str, kind: str) -> str | None:
-    """Return size:mtime:inode of a file (plus its WAL for a database)."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    sig = f"{st.st_size}:{st.st_mtime_ns}:{st.st_ino}"
-    if kind == "db":
+class FileStat:
+    """What stat says about a source file: size, mtime and inode, and for a
+    database also its WAL's size and mtime.
+
+    ``key`` is the text kept in ``raw_file.src_sig``; a file whose key has
+    not changed since its last ingest has nothing new.
+    """
+
+    __slots__ = ("size", "mtime_ns", "inode", "wal_size", "wal_mtime_ns", "key")
+
+    def __init__(self, size: int, mtime_ns: int, inode: int, wal_size: int | None = None,
+                 wal_mtime_ns: int | None = None):
+        self.size, self.mtime_ns, self.inode = size, mtime_ns, inode
+        self.wal_size, self.wal_mtime_ns = wal_size, wal_mtime_ns
+        self.key = f"{size}:{mtime_ns}:{inode}" + ("" if wal_size is None else f"|{wal_size}:{wal_mtime_ns}")
+
+    @classmethod
+    def of(cls, path: str, kind: str) -> "FileStat | None":
+        """Stat path (and its -wal for a database); None when it is gone."""
         try:
-            wal = os.stat(path + "-wal")
-            sig += f"|{wal.st_size}:{wal.st_mtime_ns}"
+            st = os.stat(path)
         except OSError:
-            pass
-    return sig
+            return None
+        wal = None
+        if kind == "db":
+            try:
+                wal = os.stat(path + "-wal")
+            except OSError:
+                pass
+        return cls(st.st_size, st.st_mtime_ns, st.st_ino, wal and wal.st_size, wal and wal.st_mtime_ns)
+
+    @property
+    def mtime_ms(self) -> int:
+        """The file's own mtime in epoch ms."""
+        return self.mtime_ns // 1_000_000
+
+    def quiet(self, now: int) -> bool:
+        """True when neither the file nor its WAL changed for QUIET_MS."""
+        newest = max(self.mtime_ns, self.wal_mtime_ns or 0) // 1_000_000
+        return now - newest >= QUIET_MS
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, FileStat) and other.key == self.key
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+    def __repr__(self) -> str:
+        return f"FileStat({self.key!r})"
 
 
 ###############################################################################
@@ -1752,16 +1794,6 @@ def _sync_close(fh) -> None:
         fh.close()
 
 
-def ingest_file(store: Store, adapter, sf: SourceFile) -> FileResult:
-    """Bring one source file's mirror and events up to date."""
-    res = FileResult()
-    for _attempt in range(3):
-        res = ingest_files(store, [(adapter, sf, None)], _Durable())[0]
-        if not res.retry:
-            break
-    return res
-
-
 def ingest_files(store: Store, items: list, durable: _Durable, sigs: list | None = None) -> list[FileResult]:
     """Bring a group of source files up to date in one write transaction.
 
@@ -1779,14 +1811,14 @@ def ingest_files(store: Store, items: list, durable: _Durable, sigs: list | None
     conn = store.conn
     results = [FileResult() for _ in items]
     if sigs is None:
-        sigs = [stat_signature(sf.path, sf.kind) for _, sf, _ in items]
+        sigs = [FileStat.of(sf.path, sf.kind) for _, sf, _ in items]
     with transaction(conn):
         for i, (adapter, sf, _) in enumerate(items):
             if sigs[i] is None:
                 results[i].error = "vanished"
                 continue
             row = _current_row(conn, adapter.name, sf.path)
-            if row is not None and row["src_sig"] == sigs[i]:
+            if row is not None and row["src_sig"] == sigs[i].key:
                 continue
             try:
                 rewritten = row is not None and sf.kind == "log" and _is_rewritten(row, sf, _log_size(sf, sigs[i]))
@@ -1819,8 +1851,8 @@ def ingest_files(store: Store, items: list, durable: _Durable, sigs: list | None
     return results
 
 
-def _log_size(sf: SourceFile, sig: str) -> int | None:
-    return int(sig.split(":", 1)[0]) if sf.compressed is None and sf.kind == "log" else None
+def _log_size(sf: SourceFile, sig: FileStat) -> int | None:
+    return sig.size if sf.compressed is None and sf.kind == "log" else None
 
 
 def _os_error(e: OSError) -> str:
@@ -1831,29 +1863,29 @@ def _os_error(e: OSError) -> str:
     return f"{e.strerror or e}: {getattr(e, 'filename', '') or ''}"
 
 
-def _ingest_one(store: Store, adapter, sf: SourceFile, sig: str, res: FileResult, prepared,
+def _ingest_one(store: Store, adapter, sf: SourceFile, sig: FileStat, res: FileResult, prepared,
                 durable: _Durable) -> None:
     """Ingest one file inside the open transaction (see ingest_files)."""
     row = _current_row(store.conn, adapter.name, sf.path)
     if row is None:
         res.retry = True
         return
-    if row["src_sig"] == sig:
+    if row["src_sig"] == sig.key:
         return
     if sf.kind == "log" and _is_rewritten(row, sf, _log_size(sf, sig)):
         res.retry = True  # rewritten since its generation was chosen
         return
-    settled = _settled(sig)
+    settled = sig.quiet(now_ms())
     # A database may hold back unfinished rows, and a log may end in an open
     # block: until the source is quiet, leave its signature unrecorded so the
     # next sync visits it again.
-    keep = sig if settled or (sf.kind == "log" and not hasattr(adapter, "flush")) else None
+    keep = sig.key if settled or (sf.kind == "log" and not hasattr(adapter, "flush")) else None
     if sf.kind == "db":
         _ingest_export(store, adapter, sf, row, keep, res, durable)
     else:
         _ingest_log(store, adapter, sf, row, keep, res, durable, flush=settled,
                     prepared=prepared() if prepared is not None else None,
-                    mtime=int(sig.split(":")[1]) // 1_000_000)
+                    mtime=sig.mtime_ms)
     _crash_point("before-commit")
 
 
@@ -1910,12 +1942,6 @@ def _mtime_ms(path: str) -> int | None:
         return os.stat(path).st_mtime_ns // 1_000_000
     except OSError:
         return None
-
-
-def _settled(sig: str) -> bool:
-    """True when neither the source nor its WAL changed for QUIET_MS."""
-    newest = max(int(part.split(":")[1]) for part in sig.split("|")) // 1_000_000
-    return now_ms() - newest >= QUIET_MS
 
 
 def _ingest_log(store: Store, adapter, sf: SourceFile, row: sqlite3.Row, sig: str | None, res: FileResult,
@@ -2119,7 +2145,7 @@ def sync(store: Store, *, env: dict | None = None, home: Path | None = None, sou
     seen: set[tuple[str, str]] = set()
     for adapter, sf in files:
         counts = report.source(adapter.name)
-        sig = stat_signature(sf.path, sf.kind)
+        sig = FileStat.of(sf.path, sf.kind)
         if sig is None:
             continue
         # One file reached through symlinks under several names has one
@@ -2128,18 +2154,18 @@ def sync(store: Store, *, env: dict | None = None, home: Path | None = None, sou
             continue
         seen.add((adapter.name, sig))
         last_sig, row_id, last_sync = known.get((adapter.name, sf.path), (None, None, None))
-        if last_sig == sig:
+        if last_sig == sig.key:
             counts["files"] += 1
             continue
         if (revisit_db_ms and sf.kind == "db" and last_sync and now - last_sync < revisit_db_ms
-                and not _settled(sig)):
+                and not sig.quiet(now)):
             # An agent's database that is still being written exports
             # nothing new until it has been quiet for QUIET_MS; reading it
             # at every sync (an MCP server syncs every few seconds) would
             # cost a full scan each time for nothing.
             counts["files"] += 1
             continue
-        if changed_since is not None and int(sig.split(":")[1]) // 1_000_000 < changed_since:
+        if changed_since is not None and sig.mtime_ms < changed_since:
             continue
         basis = (0, 0, None)
         if row_id is not None:
@@ -2250,7 +2276,7 @@ def _groups(todo: list) -> Iterator[list[int]]:
     group: list[int] = []
     size = 0
     for i, (_adapter, _sf, basis, sig) in enumerate(todo):
-        pending = max(0, int(sig.split(":", 1)[0]) - basis[0])
+        pending = max(0, sig.size - basis[0])
         if group and (size + pending > GROUP_BYTES or len(group) >= GROUP_FILES):
             yield group
             group, size = [], 0
@@ -2776,14 +2802,6 @@ _MESSAGE_KINDS = ("message",)
 _TOOL_KINDS = ("message", "tool_call", "tool_result")
 
 
-def _check_limit(limit: Any, most: int = MAX_LIMIT) -> int:
-    if limit is None:
-        return DEFAULT_LIMIT
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise UsageError(f"limit is a whole number from 1 to {most}")
-    return min(limit, most)
-
-
 def _split_query(query: str) -> tuple[list[str], list[str], list[str]]:
     """Split a query into index terms, LIKE patterns and all its terms.
 
@@ -3146,7 +3164,8 @@ _WHEN = ("ISO 8601 date or time (2026-11-02, 2026-11-02T14:00) or an age such as
          "7d, 24h or 30m")
 
 
-def _str(description: str, max_length: int = 500) -> dict:
+def _text_arg(description: str, max_length: int = 500) -> dict:
+    """Return the JSON schema of a non-empty string argument."""
     return {"type": "string", "minLength": 1, "maxLength": max_length, "description": description}
 
 
@@ -3169,16 +3188,16 @@ _SOURCES_ARG = {
     "type": "array", "minItems": 1, "maxItems": 20,
     "description": "Evidence, at least one item. " + _SOURCE_FORMS,
     "items": {"type": "object", "additionalProperties": False, "properties": {
-        "event": _str("Event id from search, timeline or get.", 300),
-        "quote": _str("Exact words from the message, at least 3 characters.", MAX_QUOTE),
+        "event": _text_arg("Event id from search, timeline or get.", 300),
+        "quote": _text_arg("Exact words from the message, at least 3 characters.", MAX_QUOTE),
     }},
 }
 _ENTRY_ARGS = {
     "confidence": {"type": "number", "minimum": 0, "maximum": 1,
                    "description": "How sure you are, from 0 to 1 (default 1)."},
-    "project": _str("Project the entry belongs to (default: the project of the first cited event).", 200),
-    "valid_from": _str("ISO 8601 date or time from which the statement holds.", 40),
-    "valid_to": _str("ISO 8601 date or time until which the statement holds.", 40),
+    "project": _text_arg("Project the entry belongs to (default: the project of the first cited event).", 200),
+    "valid_from": _text_arg("ISO 8601 date or time from which the statement holds.", 40),
+    "valid_to": _text_arg("ISO 8601 date or time until which the statement holds.", 40),
 }
 
 _SEARCH_SCHEMA = _schema({
@@ -3188,12 +3207,12 @@ _SEARCH_SCHEMA = _schema({
     "scope": {"type": "string", "enum": ["all", "entries", "events"], "default": "all",
               "description": "all (default), entries only, or events only."},
     "kind": {**_KIND_ARG, "description": "Only entries of this kind: " + _KIND_ARG["description"]},
-    "project": _str("Only this project: the last segment of its working directory, e.g. \"api\".", 200),
-    "source": _str("Only events from this agent: claude-code, codex, cursor, zcode or grok "
+    "project": _text_arg("Only this project: the last segment of its working directory, e.g. \"api\".", 200),
+    "source": _text_arg("Only events from this agent: claude-code, codex, cursor, zcode or grok "
                    "(entries are then left out).", 50),
-    "session": _str("Only events of this session id (entries are then left out).", 300),
-    "since": _str("From this time: " + _WHEN + ".", 40),
-    "until": _str("Up to this time: " + _WHEN + ".", 40),
+    "session": _text_arg("Only events of this session id (entries are then left out).", 300),
+    "since": _text_arg("From this time: " + _WHEN + ".", 40),
+    "until": _text_arg("Up to this time: " + _WHEN + ".", 40),
     "include_tools": {"type": "boolean", "default": False,
                       "description": "Also search tool calls and tool results (default: messages only)."},
     "recent": {"type": "boolean", "default": False, "description": "Newest first instead of best match first."},
@@ -3201,11 +3220,11 @@ _SEARCH_SCHEMA = _schema({
     "limit": _limit_arg(MCP_DEFAULT_LIMIT),
 })
 _TIMELINE_SCHEMA = _schema({
-    "session": _str("List this session's events in order instead of listing sessions.", 300),
-    "since": _str("From this time (default for sessions: 7 days ago): " + _WHEN + ".", 40),
-    "until": _str("Up to this time: " + _WHEN + ".", 40),
-    "source": _str("Only this agent: claude-code, codex, cursor, zcode or grok.", 50),
-    "project": _str("Only this project (last segment of its working directory).", 200),
+    "session": _text_arg("List this session's events in order instead of listing sessions.", 300),
+    "since": _text_arg("From this time (default for sessions: 7 days ago): " + _WHEN + ".", 40),
+    "until": _text_arg("Up to this time: " + _WHEN + ".", 40),
+    "source": _text_arg("Only this agent: claude-code, codex, cursor, zcode or grok.", 50),
+    "project": _text_arg("Only this project (last segment of its working directory).", 200),
     "include_tools": {"type": "boolean", "default": False,
                       "description": "In a session, also list tool calls and results (default: messages only)."},
     "limit": {**_limit_arg(MCP_DEFAULT_LIMIT),
@@ -3214,11 +3233,11 @@ _TIMELINE_SCHEMA = _schema({
 })
 _GET_SCHEMA = _schema({
     "ids": {"type": "array", "minItems": 1, "maxItems": MCP_MAX_IDS,
-            "items": _str("An entry id (ent_…) or an event id (<agent>:<id>).", 300),
+            "items": _text_arg("An entry id (ent_…) or an event id (<agent>:<id>).", 300),
             "description": f"Ids to open, 1 to {MCP_MAX_IDS}: entries (ent_…) and events may be mixed."},
 }, ("ids",))
 _SOURCES_SCHEMA = _schema({
-    "id": _str("An entry id (ent_…) or an event id.", 300),
+    "id": _text_arg("An entry id (ent_…) or an event id.", 300),
     "max_chars": {"type": "integer", "minimum": 200, "maximum": MCP_RAW_MAX, "default": MCP_RAW_CHARS,
                   "description": f"Characters of each raw line to return (default {MCP_RAW_CHARS}, "
                                  f"at most {MCP_RAW_MAX})."},
@@ -3226,23 +3245,23 @@ _SOURCES_SCHEMA = _schema({
 }, ("id",))
 _REMEMBER_SCHEMA = _schema({
     "kind": _KIND_ARG,
-    "text": _str("One self-contained statement that still makes sense months from now without this "
+    "text": _text_arg("One self-contained statement that still makes sense months from now without this "
                  "conversation: name the project and the thing, and for a decision give its reason.",
                  MAX_ENTRY_TEXT),
     "sources": _SOURCES_ARG,
     **_ENTRY_ARGS,
 }, ("kind", "text", "sources"))
 _CORRECT_SCHEMA = _schema({
-    "id": _str("The entry to correct (ent_…); it must be the newest version.", 300),
-    "text": _str("The whole corrected statement; it replaces the old text.", MAX_ENTRY_TEXT),
+    "id": _text_arg("The entry to correct (ent_…); it must be the newest version.", 300),
+    "text": _text_arg("The whole corrected statement; it replaces the old text.", MAX_ENTRY_TEXT),
     "sources": {**_SOURCES_ARG, "description": "Further evidence; the old version's sources are kept. "
                                                + _SOURCE_FORMS},
     "kind": {**_KIND_ARG, "description": "New kind (default: unchanged): " + _KIND_ARG["description"]},
     **_ENTRY_ARGS,
 }, ("id", "text"))
 _FORGET_SCHEMA = _schema({
-    "id": _str("The entry (ent_…) or event to forget.", 300),
-    "reason": _str("Why, in the user's words (kept; the forgotten text is not).", 500),
+    "id": _text_arg("The entry (ent_…) or event to forget.", 300),
+    "reason": _text_arg("Why, in the user's words (kept; the forgotten text is not).", 500),
     "preview": {"type": "boolean", "default": False,
                 "description": "Only show what would be forgotten; change nothing."},
 }, ("id",))
@@ -3265,17 +3284,14 @@ def _cut(text: str, limit: int, around: str | None = None) -> tuple[str, bool]:
     """Cut text to about limit characters, centred on around when it occurs."""
     if len(text) <= limit:
         return text, False
-    start = 0
+    pos = None
     if around:
         # Raw lines are JSON, so look for the quote as JSON would escape it.
         needle = json.dumps(around[:40], ensure_ascii=False)[1:-1]
         pos = text.find(needle)
         if pos < 0:
             pos = text.find(around[:40])
-        if pos > 0:
-            start = max(0, min(pos - limit // 4, len(text) - limit))
-    end = start + limit
-    return ("…" if start else "") + text[start:end] + ("…" if end < len(text) else ""), True
+    return excerpt(text, limit, pos, lead=4), True
 
 
 def mcp_search(store: Store, args: dict, author: str) -> dict:
@@ -3680,11 +3696,6 @@ class AgentConfigError(OriginError):
     exit_code = 7
 
 
-def _env_dirs(env: dict, var: str, default: Path) -> list[Path]:
-    value = env.get(var)
-    return [Path(os.path.expanduser(p.strip())) for p in value.split(",") if p.strip()] if value else [default]
-
-
 @dataclass(frozen=True, slots=True)
 class AgentTarget:
     """Where and how one agent reads its MCP servers.
@@ -3712,19 +3723,19 @@ AGENT_TARGETS = {t.name: t for t in (
     # Claude Code keeps user-scope servers in .claude.json beside (not in)
     # its config dir: ~/.claude.json, or $CLAUDE_CONFIG_DIR/.claude.json.
     AgentTarget("claude-code", "json", ("mcpServers",),
-                lambda env, home: [d / ".claude.json" for d in _env_dirs(env, "CLAUDE_CONFIG_DIR", home)],
-                lambda env, home: _env_dirs(env, "CLAUDE_CONFIG_DIR", home / ".claude"),
+                lambda env, home: [d / ".claude.json" for d in adapters.env_dirs(env, "CLAUDE_CONFIG_DIR", [home])],
+                lambda env, home: adapters.env_dirs(env, "CLAUDE_CONFIG_DIR", [home / ".claude"]),
                 ("claude",), stdio_type=True),
     AgentTarget("codex", "toml", ("mcp_servers",),
-                lambda env, home: [d / "config.toml" for d in _env_dirs(env, "CODEX_HOME", home / ".codex")],
-                lambda env, home: _env_dirs(env, "CODEX_HOME", home / ".codex"), ("codex",)),
+                lambda env, home: [d / "config.toml" for d in adapters.env_dirs(env, "CODEX_HOME", [home / ".codex"])],
+                lambda env, home: adapters.env_dirs(env, "CODEX_HOME", [home / ".codex"]), ("codex",)),
     AgentTarget("cursor", "json", ("mcpServers",),
                 lambda env, home: [home / ".cursor" / "mcp.json"],
                 lambda env, home: [home / ".cursor"], ("cursor", "cursor-agent")),
     # Grok Build documents [mcp_servers.<name>] in $GROK_HOME/config.toml.
     AgentTarget("grok", "toml", ("mcp_servers",),
-                lambda env, home: [d / "config.toml" for d in _env_dirs(env, "GROK_HOME", home / ".grok")],
-                lambda env, home: _env_dirs(env, "GROK_HOME", home / ".grok"), ("grok",)),
+                lambda env, home: [d / "config.toml" for d in adapters.env_dirs(env, "GROK_HOME", [home / ".grok"])],
+                lambda env, home: adapters.env_dirs(env, "GROK_HOME", [home / ".grok"]), ("grok",)),
     # ZCode publishes no reference for this file; its CLI (0.16) was seen to
     # read servers from "mcp" -> "servers" in ~/.zcode/cli/config.json.
     AgentTarget("zcode", "json", ("mcp", "servers"),

@@ -288,3 +288,23 @@ def test_a_reverted_codex_rollout_with_the_same_thread_keeps_its_own_lines(user_
         revert_lines = [r[0] for r in s.conn.execute(
             "SELECT e.line FROM event e JOIN raw_file f ON f.id = e.raw_file_id WHERE f.path = ?", (str(revert),))]
         assert revert_lines and min(revert_lines) > keep
+
+
+def test_a_list_of_agent_folders_with_spaces_after_the_commas_is_synced_and_set_up_alike(user_home, tmp_path,
+                                                                                         origin_home):
+    # Issue 13 item 6: "/a, /b" named "/a" and " /b" for discovery, so the
+    # second folder (and with it Claude Code) was left out of the sync.
+    first, second = tmp_path / "cc-one", tmp_path / "cc-two"
+    shutil.copytree(FIXTURES / "claude-code" / "claude-code-viewer" / "sample-project",
+                    first / "projects" / "-path-to-Demo")
+    shutil.copytree(FIXTURES / "claude-code" / "agent-sessions" / "subagent", second / "projects" / "-tmp")
+    env = {"HOME": str(user_home), "PATH": "", "CLAUDE_CONFIG_DIR": f" {first} , {second}, "}
+    assert adapters.ADAPTERS["claude-code"].roots(env, user_home) == [first, second]
+    with origin.open_store(origin_home) as s:
+        origin.sync(s, env=env, home=user_home)
+        files = {r[0] for r in s.conn.execute("SELECT path FROM raw_file WHERE source = 'claude-code'")}
+    assert any(p.startswith(str(first) + os.sep) for p in files)
+    assert any(p.startswith(str(second) + os.sep) for p in files)
+    origin.setup_agents(env, user_home, ["/usr/bin/origin"], agents=["claude-code"])
+    for d in (first, second):
+        assert "origin" in json.loads((d / ".claude.json").read_text())["mcpServers"]

@@ -1430,17 +1430,16 @@ LOG_TOKENS = {
     "anthropic": "sk-ant-api03-" + "Q" * 40 + "-planted0001",
     "openai": "sk-proj-" + "R" * 40 + "planted0002",
     "github": "ghp_" + "S" * 36,
-    "aws": "AKIA" + "PLANTED0000000003",
+    "aws-access-key": "AKIA" + "PLANTED000000003",
     "slack": "xoxb-1111-2222-planted0004",
 }
 
 
-def test_tokens_inside_log_lines_are_kept_verbatim_in_the_mirror_and_the_index(user_home, origin_home, cli):
-    """Current behaviour, asserted so that a change is visible.
-
-    The raw mirror is a copy of the user's own log and keeps every byte; today
-    events and the search index keep the text as well (no redaction).
-    """
+def test_tokens_inside_log_lines_stay_in_the_mirror_and_are_masked_in_events_and_the_index(user_home, origin_home,
+                                                                                           cli):
+    """The raw mirror is a copy of the user's own log and keeps every byte
+    (Invariant 3); event text, the search index and every read-out hold the
+    masked form instead, so a search for a token finds nothing."""
     folder = user_home / ".claude" / "projects" / "-w"
     folder.mkdir(parents=True)
     lines = []
@@ -1459,11 +1458,15 @@ def test_tokens_inside_log_lines_are_kept_verbatim_in_the_mirror_and_the_index(u
         texts = [r[0] for r in s.conn.execute("SELECT text FROM event ORDER BY seq")]
     for family, token in LOG_TOKENS.items():
         assert mirror.count(token.encode()) == 2, family
-        assert sum(token in t for t in texts) == 2, family
+        assert not any(token in t for t in texts), family
+        assert sum(f"[secret:{family}…{token[-4:]}]" in t for t in texts) == 2, family
         code, res = cli("search", token, "--all", "--json")
-        assert code == 0 and len(res["events"]) == 2, family
-    db = (origin_home / origin.DB_NAME).read_bytes()
-    assert all(token.encode() in db for token in LOG_TOKENS.values())
+        assert code == 0 and res["events"] == [], family
+    for part in origin.EVENT_INDEXES:
+        with sqlite3.connect(origin_home / origin.INDEX_DIR / origin.EVENT_INDEXES[part][0]) as c:
+            c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    stored = b"".join(p.read_bytes() for p in origin_home.rglob("*.db*") if p.is_file())
+    assert not any(token.encode() in stored for token in LOG_TOKENS.values())
 
 
 ###############################################################################

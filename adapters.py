@@ -30,6 +30,7 @@ The module ends with the registry ``ADAPTERS``.
 from __future__ import annotations
 
 import base64
+import contextvars
 import datetime as _dt
 import functools
 import hashlib
@@ -434,7 +435,7 @@ def _labelled(roots: list[Path], home: Path) -> list[tuple[str, Path]]:
     for root in roots:
         try:
             key = root.resolve()
-            if not root.is_dir() or key in seen:
+            if not _is_dir(root) or key in seen:
                 continue
         except OSError:
             continue
@@ -494,7 +495,8 @@ def _split_listing(path: Path, suffix: str) -> tuple[list[str], list[Path]]:
                     folders.append(e.name)
                 elif e.name.endswith(suffix) and _safe(lambda x: x.is_file(), e):
                     files.append(e.name)
-    except OSError:
+    except OSError as e:
+        _unreadable(path, e)
         return [], []
     return sorted(files), [path / n for n in sorted(folders)]
 
@@ -505,7 +507,8 @@ def _listing(path: Path, keep) -> list[Path]:
     try:
         with os.scandir(path) as it:
             names = sorted(e.name for e in it if _safe(keep, e))
-    except OSError:
+    except OSError as e:
+        _unreadable(path, e)
         return []
     return [path / n for n in names]
 
@@ -513,8 +516,67 @@ def _listing(path: Path, keep) -> list[Path]:
 def _safe(keep, entry) -> bool:
     try:
         return bool(keep(entry))
-    except OSError:
+    except OSError as e:
+        _unreadable(Path(entry.path), e)
         return False
+
+
+# The discovery guard ----------------------------------------------------------
+#
+# A folder or file discovery may not read (another user's session folder,
+# a mount that went away) is reported and skipped; everything else is still
+# found.  Every check discovery makes on a path goes through ``_is_dir``,
+# ``_is_file`` or the listings above, which note such a path in the list of
+# the discovery that runs (``discover_guarded``); ``discover_guarded`` also
+# catches what an adapter let escape, so no adapter can lose its whole
+# discovery to one path.
+
+_UNREADABLE: contextvars.ContextVar[list | None] = contextvars.ContextVar("origin_unreadable", default=None)
+
+
+def _unreadable(path: Path | str, e: OSError) -> None:
+    """Note a path discovery may not read; a path that vanished is no problem."""
+    sink = _UNREADABLE.get()
+    if sink is None or isinstance(e, (FileNotFoundError, NotADirectoryError)):
+        return
+    why = f"cannot be read ({e.strerror or type(e).__name__}); everything else was archived"
+    if (str(path), why) not in sink:
+        sink.append((str(path), why))
+
+
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except OSError as e:
+        _unreadable(path, e)
+        return False
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except OSError as e:
+        _unreadable(path, e)
+        return False
+
+
+def discover_guarded(adapter: "Adapter", env: Mapping[str, str], home: Path) -> tuple[list, list[tuple[str, str]]]:
+    """Run an adapter's discovery; return (files found, unreadable paths with why).
+
+    The one guard every adapter's discovery runs under: a path it may not
+    read costs that path, reported, never the rest.
+    """
+    problems: list[tuple[str, str]] = []
+    files: list = []
+    token = _UNREADABLE.set(problems)
+    try:
+        for sf in adapter.discover(env, home):
+            files.append(sf)
+    except OSError as e:
+        _unreadable(e.filename or adapter.display, e)
+    finally:
+        _UNREADABLE.reset(token)
+    return files, problems
 
 
 ###############################################################################
@@ -624,7 +686,7 @@ class ClaudeCode(Adapter):
         found: dict[str, SourceFile] = {}
         for prefix, root in _labelled(self.roots(env, home), home):
             projects = root / "projects"
-            if not projects.is_dir():
+            if not _is_dir(projects):
                 continue
             for project in _subdirs(projects):
                 files, folders = _split_listing(project, ".jsonl")
@@ -783,15 +845,15 @@ def _claude_subagents(session: Path) -> Iterator[tuple[Path, dict]]:
     The parent session id is the folder name above ``subagents/``.
     """
     top = session / "subagents"
-    if not top.is_dir():
+    if not _is_dir(top):
         return
-    for folder, dirs, names in os.walk(top):
+    for folder, dirs, names in os.walk(top, onerror=lambda e: _unreadable(e.filename, e)):
         dirs.sort()
         for name in sorted(names):
             if not name.endswith(".jsonl") or name == "journal.jsonl":
                 continue
             path = Path(folder) / name
-            if not path.is_file():
+            if not _is_file(path):
                 continue
             meta = {"parent": session.name}
             sidecar = _read_json_file(path.with_name(path.stem + ".meta.json"), 1 << 16)
@@ -1103,13 +1165,13 @@ def _codex_ids(obj: dict, ctx: Context, line: str) -> Iterator[str]:
 
 def _codex_rollouts(folder: Path) -> list[Path]:
     """Return every rollout JSONL (plain or .zst) under folder, any depth."""
-    if not folder.is_dir():
+    if not _is_dir(folder):
         return []
     found = []
     seen: set[str] = set()
     # Symlinked date folders are followed; a folder already walked (a link
     # loop, or two links to one place) is not entered again.
-    for dirpath, dirs, names in os.walk(folder, followlinks=True):
+    for dirpath, dirs, names in os.walk(folder, followlinks=True, onerror=lambda e: _unreadable(e.filename, e)):
         real = os.path.realpath(dirpath)
         if real in seen:
             dirs[:] = []
@@ -1119,7 +1181,7 @@ def _codex_rollouts(folder: Path) -> list[Path]:
         for name in sorted(names):
             if name.startswith("rollout-") and name.endswith((".jsonl", ".jsonl.zst")):
                 path = Path(dirpath) / name
-                if path.is_file():
+                if _is_file(path):
                     found.append(path)
     return found
 
@@ -1279,7 +1341,7 @@ class Grok(Adapter):
             for folder, cwd in listing:
                 for name, fmt in (("updates.jsonl", "updates"), ("chat_history.jsonl", "chat")):
                     path = folder / name
-                    if path.is_file():
+                    if _is_file(path):
                         meta = _grok_meta(folder, cwd, fmt, parents.get(folder.name))
                         yield SourceFile(str(path), _rel(prefix, root, path), meta=meta)
                         break
@@ -2039,11 +2101,11 @@ def _cursor_state_dbs(prefix: str, root: Path, folders: list[str]) -> list[Sourc
     """
     out = []
     db = root / "globalStorage" / "state.vscdb"
-    if db.is_file():
+    if _is_file(db):
         out.append(SourceFile(str(db), _rel(prefix, root, db), kind="db", meta={"store": "global"}))
     for ws in _subdirs(root / "workspaceStorage"):
         db = ws / "state.vscdb"
-        if not db.is_file():
+        if not _is_file(db):
             continue
         folder = _workspace_folder(ws)
         meta = {"store": "workspace"}
@@ -2064,7 +2126,7 @@ def _cursor_transcripts(prefix: str, root: Path, folders: list[str]) -> list[Sou
     out = []
     for project in _subdirs(root / "projects"):
         folder = project / "agent-transcripts"
-        if not folder.is_dir():
+        if not _is_dir(folder):
             continue
         cwd = _cursor_slug_path(project.name)
         base = {"cwd": cwd} if cwd else {}
@@ -2098,7 +2160,7 @@ def _cursor_agent_stores(prefix: str, root: Path, folders: list[str]) -> list[So
     for group in _subdirs(root / "chats"):
         for chat in _subdirs(group):
             db = chat / "store.db"
-            if not db.is_file():
+            if not _is_file(db):
                 continue
             meta = {"store": "agent", "agent": chat.name}
             if group.name in by_hash:
@@ -2848,7 +2910,7 @@ class ZCode(Adapter):
         """Yield the session database of each root."""
         for prefix, root in _labelled(self.roots(env, home), home):
             db = root / "cli" / "db" / "db.sqlite"
-            if db.is_file():
+            if _is_file(db):
                 yield SourceFile(str(db), _rel(prefix, root, db), kind="db")
 
     @_guarded

@@ -2380,18 +2380,23 @@ def _ingest_export(store: Store, adapter, sf: SourceFile, row: sqlite3.Row, sig:
     _finish_file(store, adapter, sf, row, sig, res, writer, state, written, lines, errors, edges)
 
 
-def discover_all(env: dict | None = None, home: Path | None = None, sources: Iterable[str] | None = None):
-    """Yield (adapter, SourceFile) for every file of every selected agent."""
+def discover_all(env: dict | None = None, home: Path | None = None, sources: Iterable[str] | None = None,
+                 problems: list | None = None):
+    """Yield (adapter, SourceFile) for every file of every selected agent.
+
+    A folder or file an agent's discovery may not read is skipped and, when
+    ``problems`` is given, added to it as ``{source, path, error}``.
+    """
     env = dict(os.environ if env is None else env)
     home = Path(env.get("HOME") or Path.home()) if home is None else home
     for name, adapter in ADAPTERS.items():
         if sources and name not in sources:
             continue
-        try:
-            for sf in adapter.discover(env, home):
-                yield adapter, sf
-        except OSError:
-            continue
+        files, unreadable = adapters.discover_guarded(adapter, env, home)
+        if problems is not None:
+            problems += [{"source": name, "path": path, "error": why} for path, why in unreadable]
+        for sf in files:
+            yield adapter, sf
 
 
 def looked_in(env: dict | None = None, home: Path | None = None) -> dict:
@@ -2421,7 +2426,7 @@ def sync(store: Store, *, env: dict | None = None, home: Path | None = None, sou
     # Private copies of agent databases live under ORIGIN_HOME; a run killed
     # while reading one left it behind, and this removes it.
     adapters.use_scratch_dir(store.home / SCRATCH_DIR)
-    files = list(discover_all(env, home, src))
+    files = list(discover_all(env, home, src, report.problems))
     known = {}
     for r in store.conn.execute("SELECT id, source, path, src_sig, last_sync FROM raw_file ORDER BY generation"):
         known[(r[1], r[2])] = (r[3], r[0], r[4])

@@ -29,10 +29,28 @@ soak: $(VENV)/.installed  ## the long reliability tier
 bench: $(VENV)/.installed  ## ingest, re-sync and search figures (BENCH_MB=2000 for full scale)
 	BENCH_MB=$(BENCH_MB) $(BIN)/python tests/bench.py
 
-pyz: $(VENV)/.installed  ## dist/origin.pyz (for this platform and Python minor), then smoke-run it
+# The pyz carries the compiled wheels of every CPython minor in PYZ_PYTHONS for
+# this machine's architecture; CPython picks each .so by its ABI tag.
+PYZ_PYTHONS ?= 3.11 3.12 3.13
+PYZ_ARCH ?= $(shell uname -m)
+PYZ_PLATFORMS := $(foreach p,manylinux2014 manylinux_2_17 manylinux_2_28,--platform $(p)_$(PYZ_ARCH))
+PYZ_BUILD := build/pyz
+
+pyz: $(VENV)/.installed  ## dist/origin.pyz for CPython $(PYZ_PYTHONS) on Linux $(PYZ_ARCH), then smoke-run it
 	$(BIN)/pip install -q 'shiv>=1.0.8'
-	mkdir -p dist
-	$(BIN)/shiv -c origin -o dist/origin.pyz -p '/usr/bin/env python3' --reproducible .
+	rm -rf $(PYZ_BUILD) dist/origin.pyz
+	mkdir -p $(PYZ_BUILD)/merged dist
+	$(BIN)/pip wheel -q --no-deps -w $(PYZ_BUILD)/wheel .
+	for v in $(PYZ_PYTHONS); do \
+	  $(BIN)/pip install -q --target $(PYZ_BUILD)/py$$v --python-version $$v --implementation cp \
+	    --only-binary=:all: $(PYZ_PLATFORMS) $(PYZ_BUILD)/wheel/*.whl || exit 1; \
+	  cp -a $(PYZ_BUILD)/py$$v/. $(PYZ_BUILD)/merged/; \
+	done
+	find $(PYZ_BUILD)/merged -name __pycache__ -prune -exec rm -rf {} +
+	# CPython loads zstandard's C backend; its cffi backend (12 MB per minor) is for PyPy.
+	rm -f $(PYZ_BUILD)/merged/zstandard/_cffi.*.so
+	$(BIN)/shiv --site-packages $(PYZ_BUILD)/merged -e origin:main -o dist/origin.pyz \
+	  -p '/usr/bin/env python3' --reproducible --preamble packaging/pyz_preamble.py
 	$(BIN)/python -m pytest -q -m slow tests/test_pyz.py
 
 version:  ## print the version

@@ -1,12 +1,23 @@
-"""Smoke-run the shiv zipapp that `make pyz` builds (marked slow)."""
+"""The zipapp `make pyz` builds, run as a user would: one file and a bare python3 (marked slow).
+
+Each test copies dist/origin.pyz into an empty folder and runs it with
+``python3 -I -S`` (no site-packages, no PYTHON* variables, no venv) under a
+bare environment, on every CPython this machine has whose minor the pyz
+carries: pyenv's interpreters, ``python3.X`` on PATH and the system's
+``/usr/bin/python3``.
+"""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+import time
+import zipfile
+from pathlib import Path
 
 import pytest
 
@@ -17,6 +28,37 @@ PYZ = ROOT / "dist" / "origin.pyz"
 pytestmark = pytest.mark.slow
 
 
+def carried_minors(pyz: Path) -> set[str]:
+    """CPython minors whose compiled modules the pyz holds, e.g. {"3.11", "3.12"}."""
+    with zipfile.ZipFile(pyz) as z:
+        tags = {m.group(1) for n in z.namelist() if (m := re.search(r"zstandard/backend_c\.cpython-3(\d+)-", n))}
+    return {f"3.{t}" for t in tags}
+
+
+def interpreters() -> dict[str, Path]:
+    """Every CPython 3 found here, by full version: pyenv's, python3.X on PATH, the system's."""
+    found: list[Path] = []
+    pyenv = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv") / "versions"
+    if pyenv.is_dir():
+        found += sorted(p / "bin" / "python3" for p in pyenv.iterdir() if (p / "bin" / "python3").exists())
+    found += [Path(w) for m in range(8, 16) if (w := shutil.which(f"python3.{m}"))]
+    found += [Path("/usr/bin/python3")] if Path("/usr/bin/python3").exists() else []
+    out: dict[str, Path] = {}
+    for exe in found:
+        try:
+            v = subprocess.run([str(exe), "-I", "-S", "-c", "import platform, sys; "
+                                "print(platform.python_implementation(), '%d.%d.%d' % sys.version_info[:3])"],
+                               capture_output=True, text=True, timeout=60).stdout.split()
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if len(v) == 2 and v[0] == "CPython" and v[1].startswith("3."):
+            out.setdefault(v[1], exe)
+    return out
+
+
+INTERPRETERS = interpreters()
+
+
 @pytest.fixture(scope="module")
 def pyz():
     if not PYZ.exists():
@@ -24,25 +66,94 @@ def pyz():
     return PYZ
 
 
-def run(pyz, tmp_path, *argv, env=None):
-    env = {**os.environ, "SHIV_ROOT": str(tmp_path / "shiv"), **(env or {})}
-    return subprocess.run([sys.executable, str(pyz), *argv], capture_output=True, text=True, env=env, timeout=300)
+def minor(version: str) -> str:
+    return ".".join(version.split(".")[:2])
 
 
-def test_pyz_prints_its_version(pyz, tmp_path):
-    p = run(pyz, tmp_path, "--version")
+def supported(version: str) -> bool:
+    """Origin needs CPython 3.11 or newer."""
+    return tuple(int(x) for x in version.split(".")[:2]) >= (3, 11)
+
+
+def bare_env(tmp_path: Path, **extra: str) -> dict:
+    """The environment of a fresh login: PATH, HOME, nothing of ours."""
+    home = tmp_path / "user"
+    home.mkdir(exist_ok=True)
+    return {"PATH": "/usr/bin:/bin", "HOME": str(home), "LANG": "C.UTF-8", "SHIV_ROOT": str(tmp_path / "shiv"),
+            **extra}
+
+
+def run(python: Path, app: Path, tmp_path: Path, *argv: str, env: dict | None = None):
+    return subprocess.run([str(python), "-I", "-S", str(app), *argv], capture_output=True, text=True,
+                          cwd=app.parent, env=env or bare_env(tmp_path), timeout=300)
+
+
+def copied(pyz: Path, tmp_path: Path) -> Path:
+    """The pyz alone in an empty folder."""
+    d = tmp_path / "server"
+    d.mkdir()
+    return Path(shutil.copy(pyz, d / "origin.pyz"))
+
+
+def test_the_pyz_carries_every_minor_this_machine_has(pyz):
+    have = {minor(v) for v in INTERPRETERS if supported(v)}
+    assert have, "no CPython 3.11+ found to run the pyz with"
+    assert have <= carried_minors(pyz), f"this machine has CPython {sorted(have)}; the pyz carries " \
+                                        f"{sorted(carried_minors(pyz))}"
+
+
+@pytest.mark.parametrize("version", sorted(INTERPRETERS))
+def test_pyz_prints_its_version_or_says_which_pythons_it_needs(pyz, tmp_path, version):
+    app = copied(pyz, tmp_path)
+    t = time.perf_counter()
+    p = run(INTERPRETERS[version], app, tmp_path, "--version")
+    first = time.perf_counter() - t
+    if minor(version) in carried_minors(pyz):
+        assert p.returncode == 0, p.stderr
+        assert p.stdout.strip() == f"origin {origin_version()}"
+        # First start unpacks into SHIV_ROOT; later starts reuse it.
+        unpacked = [d for d in (tmp_path / "shiv").iterdir() if d.is_dir()]
+        assert len(unpacked) == 1 and (unpacked[0] / "site-packages" / "origin.py").exists()
+        t = time.perf_counter()
+        assert run(INTERPRETERS[version], app, tmp_path, "--version").returncode == 0
+        print(f"\n{version}: first start {first:.2f} s, then {time.perf_counter() - t:.2f} s")
+    else:
+        assert p.returncode == 2
+        assert "carries compiled modules for CPython" in p.stderr and "Traceback" not in p.stderr
+        for m in sorted(carried_minors(pyz)):
+            assert m in p.stderr
+
+
+def origin_version() -> str:
+    return re.search(r'^__version__ = "(.+)"', (ROOT / "origin.py").read_text(), re.M).group(1)
+
+
+def _fixture_home(tmp_path: Path) -> dict:
+    """Every agent's fixtures (a zstd rollout among them) under a fresh HOME."""
+    from test_sources import LAYOUTS
+
+    env = bare_env(tmp_path, ORIGIN_HOME=str(tmp_path / "store"))
+    for lay in LAYOUTS.values():
+        env.update(lay(Path(env["HOME"])) or {})
+    return env
+
+
+@pytest.mark.parametrize("version", sorted(v for v in INTERPRETERS if supported(v)))
+def test_pyz_syncs_a_fixture_home_and_finds_its_text(pyz, tmp_path, version):
+    python = INTERPRETERS[version]
+    if minor(version) not in carried_minors(pyz):
+        pytest.fail(f"the pyz does not carry CPython {minor(version)}, which this machine has")
+    from test_sources import LAYOUTS
+
+    app = copied(pyz, tmp_path)
+    env = _fixture_home(tmp_path)
+    p = run(python, app, tmp_path, "sync", "--json", env=env)
     assert p.returncode == 0, p.stderr
-    assert p.stdout.startswith("origin ")
-
-
-def test_pyz_syncs_a_fixture_home_and_finds_its_text(pyz, tmp_path):
-    home = tmp_path / "home"
-    shutil.copytree(FIXTURES / "claude-code" / "claude-code-viewer" / "sample-project",
-                    home / ".claude" / "projects" / "-path-to-Demo")
-    env = {"HOME": str(home), "ORIGIN_HOME": str(tmp_path / "origin")}
-    p = run(pyz, tmp_path, "sync", "--json", env=env)
-    assert p.returncode == 0, p.stderr
-    assert json.loads(p.stdout)["events_added"] > 0
-    p = run(pyz, tmp_path, "search", "CLAUDE.md", "--json", env=env)
+    report = json.loads(p.stdout)
+    assert report["problems"] == []
+    assert {name for name, src in report["sources"].items() if src["events_added"]} == set(LAYOUTS)
+    p = run(python, app, tmp_path, "search", "CLAUDE.md", "--json", env=env)
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout)["events"]
+    # Nothing was written next to the pyz or outside the store and SHIV_ROOT.
+    assert sorted(x.name for x in app.parent.iterdir()) == ["origin.pyz"]

@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 BENCH_MB ?= 200
 
-.PHONY: help run test soak bench pyz e2e clean version
+.PHONY: help run test soak bench pyz wheel ship-test e2e clean version
 
 help:  ## list the targets
 	@grep -E '^[a-z]+:.*##' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/'
@@ -52,6 +52,13 @@ pyz: $(VENV)/.installed  ## dist/origin.pyz for CPython $(PYZ_PYTHONS) on Linux 
 	$(BIN)/shiv --site-packages $(PYZ_BUILD)/merged -e origin:main -o dist/origin.pyz \
 	  -p '/usr/bin/env python3' --reproducible --preamble packaging/pyz_preamble.py
 	$(BIN)/python -m pytest -q -m slow tests/test_pyz.py
+
+wheel: $(VENV)/.installed  ## dist/origin_memory-<version>-py3-none-any.whl (what pipx installs)
+	$(BIN)/pip wheel -q --no-deps -w dist .
+
+ship-test: pyz wheel  ## the pyz and pipx paths, tested as a user would use them
+	$(BIN)/pip install -q 'pipx>=1.4'
+	$(BIN)/python -m pytest -q -m slow tests/test_ship_pipx.py
 
 version:  ## print the version
 	@$(PY) origin.py --version

@@ -16,6 +16,7 @@ import pytest
 import origin
 from conftest import ROOT, expected_rows, index_rows
 from reliability_tools import lay_mixed_corpus, origin_argv, origin_env, run_sync
+from shiptools import close, mcp_session
 
 #: A writer process: grows Claude files, syncs and remembers in rounds until
 #: the stop file appears; writes the number of finished rounds to a file.
@@ -72,19 +73,10 @@ def _rounds(path: Path) -> int:
 
 
 def _mcp_server(home: Path, origin_home: Path) -> subprocess.Popen:
-    """Start `origin mcp` and finish the handshake, so it holds the store open."""
-    p = subprocess.Popen(origin_argv("mcp"), env=origin_env(home, origin_home), stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-            "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-                       "clientInfo": {"name": "backup-test", "version": "1"}}}
-    p.stdin.write(json.dumps(init) + "\n")
-    p.stdin.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n")
-    p.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-                              "params": {"name": "search", "arguments": {"query": "schema"}}}) + "\n")
-    p.stdin.flush()
-    answers = [json.loads(p.stdout.readline()) for _ in range(2)]
-    assert all("result" in a for a in answers), answers
+    """Start `origin mcp` and answer one search, so it holds the store open."""
+    p, answers = mcp_session(origin_argv("mcp"), origin_env(home, origin_home),
+                             [("tools/call", {"name": "search", "arguments": {"query": "schema"}})])
+    assert "result" in answers[0], answers
     return p
 
 
@@ -113,8 +105,7 @@ def test_backup_of_a_store_under_load_restores_to_an_identical_store(tmp_path, u
     finally:
         stop.touch()
         if mcp is not None:
-            mcp.stdin.close()
-            mcp.wait(timeout=120)
+            close(mcp)
         loader.wait(timeout=300)
     assert loader.returncode == 0, loader.stderr.read().decode()[-2000:]
     assert _rounds(rounds) > before >= 1

@@ -21,7 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES, ROOT
+import shiptools
+from conftest import ROOT
+from shiptools import fixture_home
 
 PYZ = ROOT / "dist" / "origin.pyz"
 
@@ -76,11 +78,7 @@ def supported(version: str) -> bool:
 
 
 def bare_env(tmp_path: Path, **extra: str) -> dict:
-    """The environment of a fresh login: PATH, HOME, nothing of ours."""
-    home = tmp_path / "user"
-    home.mkdir(exist_ok=True)
-    return {"PATH": "/usr/bin:/bin", "HOME": str(home), "LANG": "C.UTF-8", "SHIV_ROOT": str(tmp_path / "shiv"),
-            **extra}
+    return shiptools.bare_env(tmp_path, SHIV_ROOT=str(tmp_path / "shiv"), **extra)
 
 
 def run(python: Path, app: Path, tmp_path: Path, *argv: str, env: dict | None = None):
@@ -128,16 +126,6 @@ def origin_version() -> str:
     return re.search(r'^__version__ = "(.+)"', (ROOT / "origin.py").read_text(), re.M).group(1)
 
 
-def _fixture_home(tmp_path: Path) -> dict:
-    """Every agent's fixtures (a zstd rollout among them) under a fresh HOME."""
-    from test_sources import LAYOUTS
-
-    env = bare_env(tmp_path, ORIGIN_HOME=str(tmp_path / "store"))
-    for lay in LAYOUTS.values():
-        env.update(lay(Path(env["HOME"])) or {})
-    return env
-
-
 @pytest.mark.parametrize("version", sorted(v for v in INTERPRETERS if supported(v)))
 def test_pyz_syncs_a_fixture_home_and_finds_its_text(pyz, tmp_path, version):
     python = INTERPRETERS[version]
@@ -146,7 +134,7 @@ def test_pyz_syncs_a_fixture_home_and_finds_its_text(pyz, tmp_path, version):
     from test_sources import LAYOUTS
 
     app = copied(pyz, tmp_path)
-    env = _fixture_home(tmp_path)
+    env = fixture_home(tmp_path, SHIV_ROOT=str(tmp_path / "shiv"))
     p = run(python, app, tmp_path, "sync", "--json", env=env)
     assert p.returncode == 0, p.stderr
     report = json.loads(p.stdout)

@@ -1,0 +1,55 @@
+"""Helpers of the shipping tests: a bare user environment, fixture homes, an MCP handshake."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+#: The tools every `origin mcp` offers.
+MCP_TOOLS = {"search", "timeline", "get", "sources", "remember", "correct", "forget"}
+
+
+def bare_env(tmp_path: Path, **extra: str) -> dict:
+    """The environment of a fresh login: PATH, HOME, nothing of ours."""
+    home = tmp_path / "user"
+    home.mkdir(exist_ok=True)
+    return {"PATH": "/usr/bin:/bin", "HOME": str(home), "LANG": "C.UTF-8", **extra}
+
+
+def fixture_home(tmp_path: Path, **extra: str) -> dict:
+    """Every agent's fixtures (a zstd rollout among them) under a fresh HOME; return its environment."""
+    from test_sources import LAYOUTS
+
+    env = bare_env(tmp_path, ORIGIN_HOME=str(tmp_path / "store"), **extra)
+    for lay in LAYOUTS.values():
+        env.update(lay(Path(env["HOME"])) or {})
+    return env
+
+
+def mcp_session(argv: list[str], env: dict, calls: list[tuple[str, dict]]) -> tuple[subprocess.Popen, list[dict]]:
+    """Start an MCP server on stdio, initialize, send calls; return it (still open) and the answers."""
+    p = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    send = [{"jsonrpc": "2.0", "id": 0, "method": "initialize",
+             "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                        "clientInfo": {"name": "ship-test", "version": "1"}}},
+            {"jsonrpc": "2.0", "method": "notifications/initialized"}]
+    send += [{"jsonrpc": "2.0", "id": i, "method": m, "params": params} for i, (m, params) in enumerate(calls, 1)]
+    for msg in send:
+        p.stdin.write(json.dumps(msg) + "\n")
+    p.stdin.flush()
+    answers = []
+    for _ in range(len(calls) + 1):
+        line = p.stdout.readline()
+        if not line:
+            p.kill()
+            raise AssertionError(f"the MCP server closed its output: {p.stderr.read()[-2000:]}")
+        answers.append(json.loads(line))
+    return p, answers[1:]
+
+
+def close(p: subprocess.Popen) -> int:
+    """End an MCP session the way a client does: close its input."""
+    p.stdin.close()
+    return p.wait(timeout=120)

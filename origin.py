@@ -3479,7 +3479,80 @@ def status(store: Store) -> dict:
         "tombstones": conn.execute("SELECT count(*) FROM tombstone").fetchone()[0],
         "last_sync": iso_local(max((r.get("at") or 0 for r in runs.values() if isinstance(r, dict)), default=None)),
         "sources": sources,
+        "files_gone": sum(len(ids) for ids in files_gone(conn).values()),
     }
+
+
+#: Compression suffixes an agent may add when it moves a log away.
+_MOVED_SUFFIXES = (".zst", ".gz")
+
+
+def _log_name(path: str) -> str | None:
+    """The file name that identifies a log wherever it moves, if it has one.
+
+    Codex moves a rollout into ``archived_sessions`` and compresses it, but
+    keeps its name, which holds the thread id; generic names such as
+    ``state.vscdb`` or ``updates.jsonl`` identify nothing.
+    """
+    name = os.path.basename(path)
+    for suffix in _MOVED_SUFFIXES:
+        name = name.removesuffix(suffix)
+    return name if re.search(r"[0-9a-f]{8}-[0-9a-f]{4}-|\d{8}", name, re.I) else None
+
+
+def files_gone(conn: sqlite3.Connection) -> dict[str, set[int]]:
+    """Return, per agent, the archived files whose originals are gone from disk.
+
+    A file counts as gone when nothing exists at its path any more and no
+    file of the same agent still on disk carries its name (a log moved and
+    compressed, as Codex does, is not gone).
+    """
+    rows = conn.execute("SELECT id, source, path FROM raw_file").fetchall()
+    here: dict[str, bool] = {}
+    for r in rows:
+        if r["path"] not in here:
+            here[r["path"]] = os.path.lexists(r["path"])
+    kept = {(r["source"], _log_name(r["path"])) for r in rows if here[r["path"]]}
+    out: dict[str, set[int]] = {}
+    for r in rows:
+        if not here[r["path"]] and (r["source"], _log_name(r["path"]) or r["path"]) not in kept:
+            out.setdefault(r["source"], set()).add(r["id"])
+    return out
+
+
+def preserved(store: Store, *, list_sessions: bool = False) -> dict:
+    """Report, per agent, what Origin holds whose original files are gone.
+
+    An agent deletes or moves its logs (Claude Code removes transcripts after
+    30 days by default); the archive keeps them.  Per agent: the files gone,
+    the visible events they held, the sessions all of whose events came
+    from such files, and the oldest and newest of those sessions.
+    """
+    conn = store.conn
+    gone = files_gone(conn)
+    agents: dict = {}
+    for source, ids in sorted(gone.items()):
+        per: dict[str, list] = {}  # session -> [events in gone files, events elsewhere]
+        marks = ",".join("?" * len(ids))
+        for r in conn.execute(
+            f"SELECT e.session, e.raw_file_id IN ({marks}) AS gone, count(*) FROM event e WHERE e.source = ? "
+            f"AND {_SQL_VISIBLE.format(e='e')} AND e.session IN (SELECT DISTINCT session FROM event "
+            f"WHERE raw_file_id IN ({marks})) GROUP BY 1, 2", (*ids, source, *ids)):
+            per.setdefault(r[0], [0, 0])[0 if r[1] else 1] += r[2]
+        whole = sorted(sid for sid, (_g, elsewhere) in per.items() if not elsewhere)
+        sessions = []
+        for sid in whole:
+            srow = conn.execute("SELECT * FROM session WHERE source = ? AND id = ?", (source, sid)).fetchone()
+            if srow is not None and srow["events"]:
+                sessions.append(_session_dict(srow))
+        sessions.sort(key=lambda d: (d["first"] or "", d["session"]))
+        agents[source] = {"files": len(ids), "events": sum(g for g, _e in per.values()), "sessions": len(sessions),
+                          "oldest": sessions[0] if sessions else None, "newest": sessions[-1] if sessions else None}
+        if list_sessions:
+            agents[source]["session_list"] = sessions
+    return {"agents": agents, "files": sum(a["files"] for a in agents.values()),
+            "events": sum(a["events"] for a in agents.values()),
+            "sessions": sum(a["sessions"] for a in agents.values())}
 
 
 ###############################################################################
@@ -4699,11 +4772,44 @@ def cmd_status(args) -> int:
               "`origin path` shows where it looks")
     elif not st["sources"]:
         print("nothing archived yet: run `origin sync`")
+    if st["files_gone"]:
+        print(f"preserved {st['files_gone']} archived files are gone from disk; Origin still holds them "
+              "(`origin preserved`)")
     agents = [f"{n} ({a['state']})" for n, a in sorted(st["agents"].items()) if a["installed"]]
     print("agents    " + (", ".join(agents) if agents else "none found; `origin setup` registers Origin with them"))
     for n, a in sorted(st["agents"].items()):
         if a.get("stale"):
             print(f"  {n:12} stale: {a['stale']}")
+    return 0
+
+
+def cmd_preserved(args) -> int:
+    """Show what Origin holds whose original log files are gone from disk.
+
+    Agents delete old transcripts (Claude Code after 30 days by default) or
+    move and compress them (Codex); the archive keeps every line.  Per
+    agent: the files gone, their events, the sessions wholly from them, and
+    the oldest and newest such session (--list prints each session).
+
+    Example: origin preserved --list
+    """
+    with _open(args) as store:
+        res = readout(preserved(store, list_sessions=args.list))
+    if args.json:
+        _print_json(res)
+        return 0
+    if not res["agents"]:
+        print("every archived file is still on disk")
+        return 0
+    for name, a in res["agents"].items():
+        print(f"{name:12} {a['files']:6} files gone {a['sessions']:6} sessions {a['events']:9} events held only here")
+        for label in ("oldest", "newest"):
+            s = a[label]
+            if s:
+                print(f"  {label}  {s['first'] or '?'}  {s['session']}  {(s['title'] or '')[:60]}")
+        for s in a.get("session_list", []):
+            print(f"    {s['first'] or '?':25} {s['messages']:5} msgs  {s['session']}  {(s['title'] or '')[:50]}")
+    print(f"total     {res['files']} files, {res['sessions']} sessions, {res['events']} events")
     return 0
 
 
@@ -5184,6 +5290,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_json(sp)
 
     sp = command("path", cmd_path, "where the data lives")
+    add_json(sp)
+
+    sp = command("preserved", cmd_preserved, "what Origin holds whose original files are gone")
+    sp.add_argument("--list", action="store_true", help="list every such session")
     add_json(sp)
 
     sp = command("entries", cmd_entries, "list entries")

@@ -866,6 +866,17 @@ CREATE TABLE IF NOT EXISTS audit_log (
     user_agent TEXT,
     details TEXT
 );
+CREATE TABLE IF NOT EXISTS purged_line (
+    raw_file_id INTEGER NOT NULL REFERENCES raw_file(id),
+    line INTEGER NOT NULL,
+    purged_at INTEGER NOT NULL,
+    PRIMARY KEY (raw_file_id, line)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS purge_scan (
+    raw_file_id INTEGER PRIMARY KEY REFERENCES raw_file(id),
+    bytes INTEGER NOT NULL,
+    tombstone INTEGER NOT NULL
+);
 """
 
 #: Tables whose rows may only ever be added (Invariant 2 and 3).  Each gets
@@ -898,7 +909,7 @@ def _append_only_sql() -> str:
 TABLES = (
     "raw_file", "parse_error", "export_state", "event", "session", "sync_log",
     "entry", "entry_source", "entry_fts", "tombstone", "forgotten_entry", "excluded_event",
-    "api_token", "setting", "admin_session", "audit_log",
+    "api_token", "setting", "admin_session", "audit_log", "purged_line", "purge_scan",
 )
 
 
@@ -1015,6 +1026,12 @@ class Store:
         if self._reader is None:
             self._reader = _open_reader(self.home)
         return self._reader
+
+    def close_reader(self) -> None:
+        """Close the read connection (it is opened again when next needed)."""
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
 
     def close(self) -> None:
         if self._reader is not None:
@@ -2038,7 +2055,16 @@ def _prepare(adapter, sf: SourceFile, basis: tuple) -> _Prepared | None:
     return _Prepared(basis, data, items, n, errors, state)
 
 
-def _tail_hashes(store: Store, mirror: str, size: int) -> tuple[str, str]:
+def _tail_hashes(store: Store, mirror: str, size: int, source: SourceFile | None = None) -> tuple[str, str]:
+    """Hash the first and last HASH_WINDOW bytes of the ingested part.
+
+    The hashes describe the source: they are read from the mirror, which
+    holds the same bytes, unless ``source`` is given (a mirror that `origin
+    purge` rewrote no longer does, so its windows are read from the source).
+    """
+    if source is not None:
+        opener = lambda: LineReader(source.path, source.compressed)  # noqa: E731
+        return _hash_range(opener, 0, min(size, HASH_WINDOW)), _hash_range(opener, max(0, size - HASH_WINDOW), size)
     path = store.home / mirror
     with open(path, "rb") as fh:
         head = fh.read(min(size, HASH_WINDOW))
@@ -2194,10 +2220,16 @@ def _finish_file(store: Store, adapter, sf: SourceFile, row: sqlite3.Row, sig: s
     total = row["bytes_ingested"] + new_bytes
     head, tail = row["head_hash"], row["tail_hash"]
     if new_bytes:
+        # A purged mirror holds placeholders where the source still has the
+        # forgotten lines: the cursor's hashes must come from the source, or
+        # the next sync would take the file for rewritten and mirror the
+        # forgotten bytes again in a new generation.
+        purged = sf if sf.kind == "log" and conn.execute(
+            "SELECT 1 FROM purged_line WHERE raw_file_id = ? LIMIT 1", (row["id"],)).fetchone() else None
         if edges is not None:
-            head, tail = edges.hashes(store, row["mirror"], total, row["head_hash"])
+            head, tail = edges.hashes(store, row["mirror"], total, row["head_hash"], purged)
         else:
-            head, tail = _tail_hashes(store, row["mirror"], total)
+            head, tail = _tail_hashes(store, row["mirror"], total, purged)
     unknown = int(state.pop("unknown", 0) or 0)
     conn.execute(
         "UPDATE raw_file SET bytes_ingested = ?, lines_ingested = ?, head_hash = ?, tail_hash = ?, src_sig = ?, "
@@ -2313,11 +2345,12 @@ class _Edges:
             self.head += data[: HASH_WINDOW - len(self.head)]
         self.tail = (self.tail + data[-HASH_WINDOW:])[-HASH_WINDOW:]
 
-    def hashes(self, store: Store, mirror: str, total: int, old_head: str | None) -> tuple[str, str]:
+    def hashes(self, store: Store, mirror: str, total: int, old_head: str | None,
+               source: SourceFile | None = None) -> tuple[str, str]:
         head_ok = self.cursor == 0 or self.cursor >= HASH_WINDOW
         tail_ok = len(self.tail) >= min(HASH_WINDOW, total)
         if not (head_ok and tail_ok):
-            return _tail_hashes(store, mirror, total)
+            return _tail_hashes(store, mirror, total, source)
         head = hashlib.sha256(self.head).hexdigest() if self.cursor == 0 else old_head
         return head, hashlib.sha256(self.tail[-min(HASH_WINDOW, total):]).hexdigest()
 
@@ -3165,6 +3198,326 @@ def forget(store: Store, target: str, *, reason: str | None = None, device: str 
     return out
 
 
+# Purge ----------------------------------------------------------------------
+# Forget hides; purge removes the bytes.  It is the one exception to
+# Invariant 3, asked for explicitly (`origin purge --yes`) and audited.
+
+#: A purged line becomes this record, padded with spaces to the line's own
+#: length, so every other line keeps its number and its byte offset (and
+#: every locator, and the cursor, stay right).  No adapter reads it as an
+#: event; a line too short for it becomes spaces.
+PURGED_RECORD = b'{"origin":"purged"}'
+#: Forgotten texts at least this long are also looked for verbatim in raw
+#: lines that no event points at (a record an adapter skips because another
+#: one carries the same text); shorter ones are found only through ids.
+PURGE_MIN_TEXT = 12
+#: Setting that stays while the store's and the index's free pages and WAL
+#: may still hold purged bytes (a compaction that could not finish).
+PURGE_PENDING = "purge_compaction_pending"
+
+
+def _placeholder(length: int) -> bytes:
+    if length >= len(PURGED_RECORD):
+        return PURGED_RECORD + b" " * (length - len(PURGED_RECORD))
+    return b" " * length
+
+
+def _needles(texts: Iterable[str]) -> list[bytes]:
+    """Return the byte forms a forgotten text takes in a raw line."""
+    out: set[bytes] = set()
+    for t in texts:
+        if len(t.strip()) < PURGE_MIN_TEXT:
+            continue
+        for form in (t, json.dumps(t, ensure_ascii=False)[1:-1], json.dumps(t)[1:-1]):
+            out.add(form.encode("utf-8", "surrogatepass"))
+    return sorted(out, key=len)
+
+
+def plan_purge(store: Store, upto: int | None = None) -> dict:
+    """Work out what `origin purge` would remove, without writing anything.
+
+    Everything forgotten by tombstones up to ``upto`` (all of them by
+    default): the excluded events' text and raw lines, the forgotten
+    entries' text and quotes, and the mirrors of the sources involved that
+    must be read for copies (every generation, copies under other names),
+    unless they were read for the same tombstones at their current size.
+    """
+    conn = store.conn
+    if upto is None:
+        upto = conn.execute("SELECT coalesce(max(id), 0) FROM tombstone").fetchone()[0]
+    events = conn.execute(
+        "SELECT e.seq, e.id, e.source, e.session, e.kind, e.raw_file_id, e.line, e.span, e.text FROM excluded_event x "
+        "JOIN event e ON e.id = x.event_id WHERE x.tombstone_id <= ?", (upto,)).fetchall()
+    pending = [e for e in events if e["text"] or not conn.execute(
+        "SELECT 1 FROM purged_line WHERE raw_file_id = ? AND line = ?", (e["raw_file_id"], e["line"])).fetchone()]
+    entries = [r[0] for r in conn.execute(
+        "SELECT f.entry_id FROM forgotten_entry f JOIN entry n ON n.id = f.entry_id WHERE f.tombstone_id <= ? "
+        "AND (n.text <> '' OR EXISTS (SELECT 1 FROM entry_source s WHERE s.entry_id = n.id AND s.quote IS NOT NULL))",
+        (upto,))]
+    sources = sorted({e["source"] for e in events})
+    scan: list[dict] = []
+    if sources:
+        marks = ",".join("?" * len(sources))
+        scan = [dict(r) for r in conn.execute(
+            f"SELECT r.id, r.source, r.path, r.rel, r.kind, r.compression, r.mirror, r.bytes_ingested FROM raw_file r "
+            f"LEFT JOIN purge_scan p ON p.raw_file_id = r.id WHERE r.source IN ({marks}) AND (p.raw_file_id IS NULL "
+            "OR p.bytes <> r.bytes_ingested OR p.tombstone < ?) ORDER BY r.id", (*sources, upto))]
+    if sources and (pending or entries):
+        # Mirrors read for earlier tombstones are read again: they may hold
+        # copies of what these ones forgot.
+        have = {m["id"] for m in scan}
+        scan += [dict(r) for r in conn.execute(
+            f"SELECT id, source, path, rel, kind, compression, mirror, bytes_ingested FROM raw_file "
+            f"WHERE source IN ({','.join('?' * len(sources))}) ORDER BY id", sources) if r["id"] not in have]
+    return {"upto": upto, "events": pending, "entries": entries, "scan": scan,
+            "scan_bytes": sum(m["bytes_ingested"] for m in scan),
+            "compaction_pending": conn.execute("SELECT 1 FROM setting WHERE key = ?", (PURGE_PENDING,)).fetchone()
+            is not None}
+
+
+def preview_purge(store: Store) -> dict:
+    """Return what `origin purge` would remove (counts only, never text)."""
+    plan = plan_purge(store)
+    return {"events": len(plan["events"]), "entries": len(plan["entries"]), "mirrors_to_read": len(plan["scan"]),
+            "bytes_to_read": plan["scan_bytes"], "compaction_pending": plan["compaction_pending"],
+            "nothing_to_do": not (plan["events"] or plan["entries"] or plan["scan"] or plan["compaction_pending"])}
+
+
+def _scan_mirror(store: Store, m: dict, files: dict, excluded: set[str], needles: list[bytes]) -> tuple[set, set]:
+    """Read one mirror back for copies of forgotten events.
+
+    Returns (lines whose records parse to an excluded event id, lines that
+    hold a forgotten text verbatim).  The mirror is parsed again with its
+    adapter (with the metadata discovery gives the file, when it still
+    exists), so a copy under the same id in another generation or file is
+    found even when no single line holds the whole text (joined chunks).
+    """
+    adapter = ADAPTERS.get(m["source"])
+    sf = files.get((m["source"], m["path"])) or SourceFile(m["path"], m["rel"], compressed=m["compression"],
+                                                           kind=m["kind"])
+    by_id: set[int] = set()
+    by_text: set[int] = set()
+
+    def emit(item, lineno: int, _offset: int) -> None:
+        if isinstance(item, Record) and item.id and f"{m['source']}:{clean_text(item.id)}" in excluded:
+            first = item.line or lineno
+            by_id.update(range(first, first + max(1, item.span)))
+
+    state = adapter.new_state(sf) if adapter else {}
+    errors: list = []
+    lineno = offset = 0
+    with open(store.home / m["mirror"], "rb") as fh:
+        carry = b""
+        while offset + len(carry) < m["bytes_ingested"]:
+            chunk = fh.read(min(READ_CHUNK, m["bytes_ingested"] - offset - len(carry)))
+            if not chunk:
+                break
+            data = carry + chunk
+            cut = data.rfind(b"\n")
+            if cut < 0:
+                carry = data
+                continue
+            complete, carry = data[: cut + 1], data[cut + 1:]
+            if needles:
+                for n, line in enumerate(complete.split(b"\n")[:-1], lineno + 1):
+                    if any(x in line for x in needles):
+                        by_text.add(n)
+            if adapter is not None:
+                lineno += _parse_lines(adapter, sf, emit, state, complete, lineno, offset, None, errors)
+            else:
+                lineno += complete.count(b"\n")
+            offset += len(complete)
+    if adapter is not None and hasattr(adapter, "flush"):
+        try:
+            for item in adapter.flush(Context(file=sf, state=state, lineno=lineno, offset=offset)):
+                emit(item, lineno, offset)
+        except Exception:  # a mirror that ends mid-record: what it emitted is enough
+            pass
+    return by_id, by_text
+
+
+def _rewrite_mirror(store: Store, mirror: str, size: int, lines: set[int]) -> None:
+    """Write a copy of a mirror with ``lines`` replaced by placeholders, then swap it in.
+
+    The copy keeps every byte offset; it is fsynced before the rename, and
+    the rename drops the old file, so no generation keeps the purged bytes.
+    """
+    path = store.home / mirror
+    tmp = path.with_name(path.name + ".purging")
+    with open(path, "rb") as src, open(tmp, "wb") as out:
+        os.chmod(tmp, os.stat(path).st_mode & 0o777)
+        n = done = 0
+        for raw in src:
+            if done + len(raw) > size:
+                break  # bytes past the cursor were never committed
+            n += 1
+            done += len(raw)
+            if n in lines:
+                body = raw[:-1] if raw.endswith(b"\n") else raw
+                raw = _placeholder(len(body)) + raw[len(body):]
+            out.write(raw)
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(tmp, path)
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _compact(store: Store, parts: Iterable[str]) -> list[str]:
+    """Rewrite the store and the given index parts so no page keeps purged bytes.
+
+    ``secure_delete`` zeroes what is freed, a TRUNCATE checkpoint copies the
+    WAL into the file and empties it, and VACUUM rebuilds the file from its
+    live rows.  Returns what could not be finished (another process holding
+    a snapshot open keeps the WAL from being emptied).
+    """
+    problems = []
+    store.close_reader()
+    for part in (None, *parts):
+        name = DB_NAME if part is None else f"{INDEX_DIR}/{EVENT_INDEXES[part][0]}"
+        own = part is not None
+        conn = store.conn if part is None else _open_index(store.home, part)
+        try:
+            conn.execute("PRAGMA secure_delete = ON")
+            for step in ("checkpoint", "VACUUM", "checkpoint"):
+                if step == "VACUUM":
+                    conn.execute("VACUUM main")
+                    continue
+                busy = conn.execute("PRAGMA main.wal_checkpoint(TRUNCATE)").fetchone()[0]
+                if busy:
+                    problems.append(f"{name}: another process has it open, so its WAL could not be emptied; close "
+                                    "the other Origin processes (MCP servers, syncs) and run `origin purge` again")
+                    break
+        except sqlite3.Error as e:
+            problems.append(f"{name}: {e}")
+        finally:
+            if own:
+                conn.close()
+    return problems
+
+
+def purge(store: Store, *, actor: str = "user", channel: str = "cli") -> dict:
+    """Remove everything forgotten so far from ORIGIN_HOME, bytes and all.
+
+    Forget hides; purge deletes: the raw lines of excluded events (and their
+    copies in every mirror of their sources) become placeholders of the same
+    length, the events' and forgotten entries' text and quotes are emptied,
+    the search indexes drop them, and the store and index files are
+    vacuumed.  Tombstones and the tombstone log hold no text and stay.
+    """
+    # The index can only remove an event's words while the event still has
+    # its text: bring it up to date first, and purge only what it applied.
+    update_index(store)
+    upto = min(index_marks(store.reader, part)[1] for part in EVENT_INDEXES)
+    files = {}
+    if plan_purge(store, upto)["scan"]:
+        files = {(a.name, sf.path): sf for a, sf in discover_all()}
+    conn = store.conn
+    conn.execute("PRAGMA secure_delete = ON")
+    started = now_ms()
+    with transaction(conn):
+        # The write lock keeps every sync from appending to a mirror while
+        # it is rewritten (ingest writes mirrors only under this lock).
+        plan = plan_purge(store, upto)
+        excluded_rows = conn.execute(
+            "SELECT e.id, e.text, e.raw_file_id, e.line, e.span FROM excluded_event x JOIN event e ON e.id = x.event_id "
+            "WHERE x.tombstone_id <= ?", (upto,)).fetchall()
+        excluded = {r["id"] for r in excluded_rows}
+        texts = [r["text"] for r in excluded_rows if r["text"]]
+        texts += [conn.execute("SELECT text FROM entry WHERE id = ?", (e,)).fetchone()[0] for e in plan["entries"]]
+        needles = _needles(texts)
+        lines: dict[int, set[int]] = {}
+        for r in excluded_rows:
+            lines.setdefault(r["raw_file_id"], set()).update(range(r["line"], r["line"] + max(1, r["span"])))
+        kept = 0
+        for m in plan["scan"]:
+            by_id, by_text = _scan_mirror(store, m, files, excluded, needles)
+            by_text -= by_id | lines.get(m["id"], set())
+            if by_text:
+                # A line that is a visible event's own and shows the text
+                # in that event stays: the text is not forgotten there.
+                for v in conn.execute(
+                        "SELECT line, span, text FROM event e WHERE raw_file_id = ? AND NOT EXISTS "
+                        "(SELECT 1 FROM excluded_event x WHERE x.event_id = e.id)", (m["id"],)):
+                    own = set(range(v["line"], v["line"] + max(1, v["span"]))) & by_text
+                    if own and any(n.decode("utf-8", "replace") in v["text"] for n in needles):
+                        by_text -= own
+                        kept += len(own)
+            if by_id or by_text:
+                lines.setdefault(m["id"], set()).update(by_id | by_text)
+        purged_lines = 0
+        mirrors = 0
+        for rid, todo in sorted(lines.items()):
+            done = {r[0] for r in conn.execute("SELECT line FROM purged_line WHERE raw_file_id = ?", (rid,))}
+            row = conn.execute("SELECT mirror, bytes_ingested FROM raw_file WHERE id = ?", (rid,)).fetchone()
+            if not todo - done or row is None or not (store.home / row["mirror"]).exists():
+                continue
+            _rewrite_mirror(store, row["mirror"], row["bytes_ingested"], todo)
+            conn.executemany("INSERT OR IGNORE INTO purged_line (raw_file_id, line, purged_at) VALUES (?, ?, ?)",
+                             [(rid, n, started) for n in sorted(todo - done)])
+            purged_lines += len(todo - done)
+            mirrors += 1
+        # Invariant 3 (append-only) has exactly one exception, here: purge
+        # empties the text of excluded events and forgotten entries.  The
+        # guards are lifted inside this transaction and put back before it
+        # commits, so no other connection ever sees them missing.
+        for t in ("event", "entry", "entry_source"):
+            conn.execute(f"DROP TRIGGER IF EXISTS {t}_no_update")
+        blank = [r["id"] for r in excluded_rows if r["text"]]
+        for i in range(0, len(blank), 500):
+            part = blank[i:i + 500]
+            conn.execute(f"UPDATE event SET text = '' WHERE id IN ({','.join('?' * len(part))})", part)
+        for eid in plan["entries"]:
+            conn.execute("UPDATE entry SET text = '' WHERE id = ?", (eid,))
+            conn.execute("UPDATE entry_source SET quote = NULL WHERE entry_id = ?", (eid,))
+        for stmt in _split_sql(SCHEMA_SQL + _append_only_sql()):
+            if re.match(r"CREATE TRIGGER IF NOT EXISTS (event|entry|entry_source)_no_update\b", stmt):
+                conn.execute(stmt)
+        if plan["entries"]:
+            conn.execute("INSERT INTO entry_fts (entry_fts) VALUES ('rebuild')")
+        touched: dict[str, set] = {}
+        for e in plan["events"]:
+            touched.setdefault(e["source"], set()).add(e["session"])
+        for source, sessions in touched.items():
+            refresh_sessions(conn, source, sessions)
+        conn.executemany("INSERT OR REPLACE INTO purge_scan (raw_file_id, bytes, tombstone) VALUES (?, ?, ?)",
+                         [(m["id"], m["bytes_ingested"], upto) for m in plan["scan"]])
+        details = {"events": len(blank), "entries": len(plan["entries"]), "lines": purged_lines,
+                   "mirrors": mirrors, "tombstones_upto": upto}
+        conn.execute("INSERT INTO audit_log (ts, actor, action, channel, details) VALUES (?, ?, 'purge', ?, ?)",
+                     (started, actor, channel, json.dumps(details)))
+        conn.execute("INSERT OR REPLACE INTO setting (key, value) VALUES (?, '1')", (PURGE_PENDING,))
+    parts = {part for part, (_f, _t, kinds) in EVENT_INDEXES.items()
+             if any(e["kind"] in kinds for e in plan["events"])}
+    for part in parts:
+        # The index drops the words of deleted events only when it merges
+        # its segments: merge them all now.
+        ix = _open_index(store.home, part)
+        try:
+            ix.execute("PRAGMA secure_delete = ON")
+            fts = EVENT_INDEXES[part][1]
+            ix.execute(f"INSERT INTO {fts} ({fts}) VALUES ('optimize')")
+        finally:
+            ix.close()
+    problems = _compact(store, EVENT_INDEXES)
+    if not problems:
+        with transaction(conn):
+            conn.execute("DELETE FROM setting WHERE key = ?", (PURGE_PENDING,))
+        store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    out = {**details, "lines_kept": kept, "mirrors_read": len(plan["scan"]), "bytes_read": plan["scan_bytes"],
+           "complete": not problems}
+    if problems:
+        out["problems"] = problems
+    later = conn.execute("SELECT count(*) FROM tombstone WHERE id > ?", (upto,)).fetchone()[0]
+    if later:
+        out["left_for_next_purge"] = (f"{later} newer forgets are not in the search index yet; run `origin sync` "
+                                      "and `origin purge` again")
+    return out
+
+
 ###############################################################################
 # Queries #####################################################################
 ###############################################################################
@@ -3374,10 +3727,14 @@ def shares_forgotten_line(conn: sqlite3.Connection, raw_file_id: int, line: int,
     show the forgotten one's text.  Excluded events are few, so they are
     walked rather than every event of the mirror.
     """
+    last = line + max(1, span) - 1
+    if conn.execute("SELECT 1 FROM purged_line WHERE raw_file_id = ? AND line BETWEEN ? AND ? LIMIT 1",
+                    (raw_file_id, line, last)).fetchone():
+        return True  # `origin purge` replaced the line: it held forgotten text
     return conn.execute(
         "SELECT 1 FROM excluded_event x JOIN event o ON o.id = x.event_id WHERE o.raw_file_id = ? "
         "AND o.line <= ? AND o.line + o.span > ? AND o.id <> ? LIMIT 1",
-        (raw_file_id, line + max(1, span) - 1, line, event_id)).fetchone() is not None
+        (raw_file_id, last, line, event_id)).fetchone() is not None
 
 
 def get_event(store: Store, event_id: str) -> dict:
@@ -5061,6 +5418,45 @@ def cmd_forget(args) -> int:
     return 0
 
 
+def cmd_purge(args) -> int:
+    """Delete the bytes of everything forgotten so far (previews unless --yes).
+
+    Forget hides; purge removes: the raw lines of forgotten events (in every
+    copy Origin made of a log) become placeholders, their text and that of
+    forgotten entries leave the store and the search index, and the files are
+    vacuumed.  The agents' own log files are not touched.  It cannot be undone.
+
+    Example: origin purge --yes
+    """
+    with _open(args) as store:
+        if not args.yes:
+            p = preview_purge(store)
+            if args.json:
+                _print_json({"done": False, **p})
+            elif p["nothing_to_do"]:
+                print("nothing to purge: every forgotten text is already gone from ORIGIN_HOME")
+            else:
+                print(f"purging would delete the text of {_n(p['events'], 'forgotten event')} and "
+                      f"{_n(p['entries'], 'forgotten entry', 'forgotten entries')}, read "
+                      f"{_n(p['mirrors_to_read'], 'raw mirror')} ({p['bytes_to_read'] / 1e6:.1f} MB) for copies of "
+                      "them, and vacuum the store and the search index")
+                print("the bytes are gone for good (the agents' own log files are not touched); "
+                      "run again with --yes to purge")
+            return 0 if p["nothing_to_do"] else 1
+        res = purge(store, channel="cli")
+    if args.json:
+        _print_json({"done": True, **res})
+    else:
+        print(f"purged {_n(res['events'], 'event')} and {_n(res['entries'], 'entry', 'entries')}: "
+              f"{_n(res['lines'], 'raw line')} in {_n(res['mirrors'], 'mirror')} replaced, "
+              f"{_n(res['mirrors_read'], 'mirror')} read for copies")
+        for problem in res.get("problems", []):
+            print(f"not finished: {problem}", file=sys.stderr)
+        if res.get("left_for_next_purge"):
+            print(res["left_for_next_purge"])
+    return 0 if res["complete"] else 1
+
+
 def cmd_backup(args) -> int:
     """Write a consistent copy of the store into a new or empty folder.
 
@@ -5329,6 +5725,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("id", help="an entry id (ent_…) or an event id")
     sp.add_argument("--reason", help="why (kept in the tombstone; never the forgotten text)")
     sp.add_argument("--yes", action="store_true", help="really forget (without it, only preview)")
+    add_json(sp)
+    sp = command("purge", cmd_purge, "delete the bytes of everything forgotten so far")
+    sp.add_argument("--yes", action="store_true", help="really purge (without it, only preview)")
     add_json(sp)
     sp = command("backup", cmd_backup, "copy the live store into a new or empty folder")
     sp.add_argument("dest", help="the folder to create (or an empty one)")

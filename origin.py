@@ -16,7 +16,9 @@ Invariants (the only place they are defined; code cites them by number):
         at once, its events join an exclusion set, and no later write,
         re-sync, rewrite or re-push brings any of them back.
     Invariant 3 (append-only): raw mirrors and events are never rewritten;
-        entries change only by being superseded.
+        entries change only by being superseded.  The one exception is
+        `origin purge`, run by the person: it replaces forgotten lines in
+        mirrors and empties forgotten text (see purge()).
     Invariant 4 (local data): everything lives under ORIGIN_HOME on the
         user's own machines; Origin never calls a third-party service.
     Invariant 5 (single entry point): every read and write, from the CLI or
@@ -872,6 +874,9 @@ CREATE TABLE IF NOT EXISTS purged_line (
     purged_at INTEGER NOT NULL,
     PRIMARY KEY (raw_file_id, line)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS purged_hash (
+    hash TEXT PRIMARY KEY
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS purge_scan (
     raw_file_id INTEGER PRIMARY KEY REFERENCES raw_file(id),
     bytes INTEGER NOT NULL,
@@ -909,7 +914,7 @@ def _append_only_sql() -> str:
 TABLES = (
     "raw_file", "parse_error", "export_state", "event", "session", "sync_log",
     "entry", "entry_source", "entry_fts", "tombstone", "forgotten_entry", "excluded_event",
-    "api_token", "setting", "admin_session", "audit_log", "purged_line", "purge_scan",
+    "api_token", "setting", "admin_session", "audit_log", "purged_line", "purged_hash", "purge_scan",
 )
 
 
@@ -3211,6 +3216,8 @@ PURGED_RECORD = b'{"origin":"purged"}'
 #: lines that no event points at (a record an adapter skips because another
 #: one carries the same text); shorter ones are found only through ids.
 PURGE_MIN_TEXT = 12
+#: Setting holding the key of the purged lines' keyed hashes (hex).
+PURGE_KEY = "purge_line_key"
 #: Setting that stays while the store's and the index's free pages and WAL
 #: may still hold purged bytes (a compaction that could not finish).
 PURGE_PENDING = "purge_compaction_pending"
@@ -3220,6 +3227,26 @@ def _placeholder(length: int) -> bytes:
     if length >= len(PURGED_RECORD):
         return PURGED_RECORD + b" " * (length - len(PURGED_RECORD))
     return b" " * length
+
+
+def _is_placeholder(line: bytes) -> bool:
+    return line.startswith(PURGED_RECORD) or not line.strip()
+
+
+def _line_hash(key: bytes, line: bytes) -> str:
+    """Keyed hash of a purged line: finds its byte-identical copies later, and
+    cannot be checked against a guessed line without the store's key."""
+    import hmac
+
+    return hmac.new(key, line, hashlib.sha256).hexdigest()[:32]
+
+
+def _purge_key(conn: sqlite3.Connection) -> bytes:
+    row = conn.execute("SELECT value FROM setting WHERE key = ?", (PURGE_KEY,)).fetchone()
+    if row is None:
+        conn.execute("INSERT INTO setting (key, value) VALUES (?, ?)", (PURGE_KEY, secrets.token_hex(32)))
+        return _purge_key(conn)
+    return bytes.fromhex(row[0])
 
 
 def _needles(texts: Iterable[str]) -> list[bytes]:
@@ -3283,11 +3310,13 @@ def preview_purge(store: Store) -> dict:
             "nothing_to_do": not (plan["events"] or plan["entries"] or plan["scan"] or plan["compaction_pending"])}
 
 
-def _scan_mirror(store: Store, m: dict, files: dict, excluded: set[str], needles: list[bytes]) -> tuple[set, set]:
+def _scan_mirror(store: Store, m: dict, files: dict, excluded: set[str], needles: list[bytes],
+                 hashes: tuple[bytes, set[str]]) -> tuple[set, set]:
     """Read one mirror back for copies of forgotten events.
 
     Returns (lines whose records parse to an excluded event id, lines that
-    hold a forgotten text verbatim).  The mirror is parsed again with its
+    hold a forgotten text verbatim or are byte-identical to a line purged
+    before — a copy that arrived after its text left the store).  The mirror is parsed again with its
     adapter (with the metadata discovery gives the file, when it still
     exists), so a copy under the same id in another generation or file is
     found even when no single line holds the whole text (joined chunks).
@@ -3318,9 +3347,10 @@ def _scan_mirror(store: Store, m: dict, files: dict, excluded: set[str], needles
                 carry = data
                 continue
             complete, carry = data[: cut + 1], data[cut + 1:]
-            if needles:
+            key, known = hashes
+            if needles or known:
                 for n, line in enumerate(complete.split(b"\n")[:-1], lineno + 1):
-                    if any(x in line for x in needles):
+                    if any(x in line for x in needles) or (known and _line_hash(key, line) in known):
                         by_text.add(n)
             if adapter is not None:
                 lineno += _parse_lines(adapter, sf, emit, state, complete, lineno, offset, None, errors)
@@ -3336,12 +3366,14 @@ def _scan_mirror(store: Store, m: dict, files: dict, excluded: set[str], needles
     return by_id, by_text
 
 
-def _rewrite_mirror(store: Store, mirror: str, size: int, lines: set[int]) -> None:
+def _rewrite_mirror(store: Store, mirror: str, size: int, lines: set[int], key: bytes) -> set[str]:
     """Write a copy of a mirror with ``lines`` replaced by placeholders, then swap it in.
 
     The copy keeps every byte offset; it is fsynced before the rename, and
     the rename drops the old file, so no generation keeps the purged bytes.
+    Returns the keyed hashes of the lines it replaced.
     """
+    hashes = set()
     path = store.home / mirror
     tmp = path.with_name(path.name + ".purging")
     with open(path, "rb") as src, open(tmp, "wb") as out:
@@ -3354,6 +3386,8 @@ def _rewrite_mirror(store: Store, mirror: str, size: int, lines: set[int]) -> No
             done += len(raw)
             if n in lines:
                 body = raw[:-1] if raw.endswith(b"\n") else raw
+                if not _is_placeholder(body):
+                    hashes.add(_line_hash(key, body))
                 raw = _placeholder(len(body)) + raw[len(body):]
             out.write(raw)
         out.flush()
@@ -3364,6 +3398,7 @@ def _rewrite_mirror(store: Store, mirror: str, size: int, lines: set[int]) -> No
         os.fsync(fd)
     finally:
         os.close(fd)
+    return hashes
 
 
 def _compact(store: Store, parts: Iterable[str]) -> list[str]:
@@ -3429,12 +3464,14 @@ def purge(store: Store, *, actor: str = "user", channel: str = "cli") -> dict:
         texts = [r["text"] for r in excluded_rows if r["text"]]
         texts += [conn.execute("SELECT text FROM entry WHERE id = ?", (e,)).fetchone()[0] for e in plan["entries"]]
         needles = _needles(texts)
+        key = _purge_key(conn)
+        known = {r[0] for r in conn.execute("SELECT hash FROM purged_hash")}
         lines: dict[int, set[int]] = {}
         for r in excluded_rows:
             lines.setdefault(r["raw_file_id"], set()).update(range(r["line"], r["line"] + max(1, r["span"])))
         kept = 0
         for m in plan["scan"]:
-            by_id, by_text = _scan_mirror(store, m, files, excluded, needles)
+            by_id, by_text = _scan_mirror(store, m, files, excluded, needles, (key, known))
             by_text -= by_id | lines.get(m["id"], set())
             if by_text:
                 # A line that is a visible event's own and shows the text
@@ -3455,7 +3492,8 @@ def purge(store: Store, *, actor: str = "user", channel: str = "cli") -> dict:
             row = conn.execute("SELECT mirror, bytes_ingested FROM raw_file WHERE id = ?", (rid,)).fetchone()
             if not todo - done or row is None or not (store.home / row["mirror"]).exists():
                 continue
-            _rewrite_mirror(store, row["mirror"], row["bytes_ingested"], todo)
+            conn.executemany("INSERT OR IGNORE INTO purged_hash (hash) VALUES (?)",
+                             [(h,) for h in _rewrite_mirror(store, row["mirror"], row["bytes_ingested"], todo, key)])
             conn.executemany("INSERT OR IGNORE INTO purged_line (raw_file_id, line, purged_at) VALUES (?, ?, ?)",
                              [(rid, n, started) for n in sorted(todo - done)])
             purged_lines += len(todo - done)
@@ -5436,10 +5474,16 @@ def cmd_purge(args) -> int:
             elif p["nothing_to_do"]:
                 print("nothing to purge: every forgotten text is already gone from ORIGIN_HOME")
             else:
-                print(f"purging would delete the text of {_n(p['events'], 'forgotten event')} and "
-                      f"{_n(p['entries'], 'forgotten entry', 'forgotten entries')}, read "
-                      f"{_n(p['mirrors_to_read'], 'raw mirror')} ({p['bytes_to_read'] / 1e6:.1f} MB) for copies of "
-                      "them, and vacuum the store and the search index")
+                read = f"{_n(p['mirrors_to_read'], 'raw mirror')} ({p['bytes_to_read'] / 1e6:.1f} MB)"
+                if p["events"] or p["entries"]:
+                    print(f"purging would delete the text of {_n(p['events'], 'forgotten event')} and "
+                          f"{_n(p['entries'], 'forgotten entry', 'forgotten entries')}, read {read} for copies of "
+                          "them, and vacuum the store and the search index")
+                elif p["mirrors_to_read"]:
+                    print(f"purging would read {read} written since the last purge for copies of forgotten lines, "
+                          "and vacuum the store and the search index")
+                else:
+                    print("purging would finish the last purge: vacuum the store and the search index")
                 print("the bytes are gone for good (the agents' own log files are not touched); "
                       "run again with --yes to purge")
             return 0 if p["nothing_to_do"] else 1

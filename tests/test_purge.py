@@ -253,3 +253,28 @@ def test_a_reader_holding_the_store_open_leaves_the_purge_unfinished_until_run_a
     code, res = cli("purge", "--yes", "--json")
     assert code == 0 and res["complete"] is True
     assert grep(origin_home) == []
+
+
+def test_copies_that_arrive_after_a_purge_are_found_by_the_next_one(planted, user_home, origin_home, cli):
+    code, res = cli("purge", "--yes", "--json")
+    assert code == 0 and res["complete"]
+    # Codex moves the archived rollout, and the transcript is copied once
+    # more: the text is back in new mirrors (still hidden from every read),
+    # including a line no event comes from (the response_item Codex repeats
+    # the prompt in), while the store no longer holds the text to look for.
+    moved = user_home / ".codex" / "archived_sessions" / "2026"
+    moved.mkdir()
+    planted["zst"].rename(moved / planted["zst"].name)
+    third = user_home / ".claude" / "projects" / "-path-to-Third"
+    third.mkdir()
+    shutil.copy(planted["demo"], third / DEMO)
+    with origin.open_store(origin_home) as s:
+        assert origin.sync(s).events_added == 0
+        assert origin.search(s, "zq4471", include_tools=True)["events"] == []
+    back = grep(origin_home)
+    assert any(ZST[:-4] in f for f in back) and any("-path-to-Third" in f for f in back)
+    code, preview = cli("purge", "--json")
+    assert code == 1 and preview["events"] == 0 and preview["mirrors_to_read"] >= 2
+    code, res = cli("purge", "--yes", "--json")
+    assert code == 0 and res["complete"] and res["lines"] >= 3
+    assert grep(origin_home) == []

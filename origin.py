@@ -3950,6 +3950,151 @@ def preserved(store: Store, *, list_sessions: bool = False) -> dict:
             "sessions": sum(a["sessions"] for a in agents.values())}
 
 
+#: The file an export folder holds to say Origin wrote it, and what.
+EXPORT_MARK = ".origin-export.json"
+
+
+def _slug(name: str | None, fallback: str) -> str:
+    """A file-name-safe form of a project or session name."""
+    slug = re.sub(r"[^\w.-]+", "-", name or "").strip("-.")[:80]
+    return slug or fallback
+
+
+def _md_quote(text: str) -> str:
+    """Render text as a Markdown block quote, line by line."""
+    return "\n".join("> " + line if line.strip() else ">" for line in text.strip().splitlines()) or ">"
+
+
+def _prepare_export_dir(dest: Path) -> list[str]:
+    """Make dest ready for an export; return the files an earlier export left.
+
+    A folder holding anything but an earlier export is refused, so nothing
+    of the user's is overwritten; an earlier export's files are replaced, so
+    what was forgotten since is gone from the folder too.
+    """
+    if dest.exists() and not dest.is_dir():
+        raise UsageError(f"{dest} is a file; give a folder for the export")
+    mark = dest / EXPORT_MARK
+    if dest.is_dir() and any(dest.iterdir()):
+        if not mark.is_file():
+            raise UsageError(f"{dest} is not empty and holds no earlier Origin export; give a new or empty folder")
+        try:
+            return [str(f) for f in json.loads(mark.read_text(encoding="utf-8")).get("files", [])]
+        except (OSError, ValueError, AttributeError) as e:
+            raise UsageError(f"{mark} cannot be read ({e}); move the folder aside or give another one") from None
+    return []
+
+
+def _entry_markdown(e: dict, conn: sqlite3.Connection) -> str:
+    """One entry as a Markdown section with its citations."""
+    first = e["text"].strip().splitlines()[0]
+    head = first if len(first) <= 80 else first[:79] + "…"
+    meta = [f"`{e['id']}`", e["kind"], f"created {e['created']}", f"by {e['author']}",
+            f"confidence {e['confidence']:g}", f"evidence {e['verified']}"]
+    if e["valid_from"] or e["valid_to"]:
+        meta.append(f"valid {e['valid_from'] or '…'} to {e['valid_to'] or '…'}")
+    out = [f"## {head}", "", e["text"].strip(), "", " · ".join(meta), "", "Citations:", ""]
+    for c in e["sources"]:
+        if c["state"] == "forgotten":
+            out.append(f"- `{c['event']}`: forgotten since it was cited")
+            continue
+        if c["state"] == "missing":
+            out.append(f"- `{c['event']}`: not in this store")
+        else:
+            out.append(f"- `{c['event']}`, {c.get('time') or 'no time'}, session `{c.get('session')}` "
+                       f"({c.get('source')}), {c.get('file')} line {c.get('line')}")
+        line = c.get("quote")
+        if line is None and c["state"] == "visible":
+            row = conn.execute("SELECT text FROM event WHERE id = ?", (c["event"],)).fetchone()
+            line = snippet(row[0], []) if row else None
+        if line:
+            out += ["", "  " + _md_quote(line).replace("\n", "\n  ")]
+    return "\n".join(out) + "\n"
+
+
+def export_markdown(store: Store, dest: Path, *, sessions: bool = False, project: str | None = None,
+                    since: int | None = None) -> dict:
+    """Write active entries (and, with sessions, transcripts) as Markdown files.
+
+    ``dest/entries/<kind>/<project>.md`` holds each active entry with its
+    citations (event id, time, session, file and line, the quoted words);
+    ``dest/sessions/<agent>/<project>/<date>-<session>.md`` a transcript of
+    each session's visible messages.  Forgotten entries and events are never
+    written (Invariant 2) and every text passes ``readout`` (secrets masked).
+    ``project`` and ``since`` narrow both.
+    """
+    conn = store.conn
+    dest = Path(dest)
+    old = _prepare_export_dir(dest)
+    for f in old:
+        p = dest / f
+        if p.is_file() and p.resolve().is_relative_to(dest.resolve()):
+            p.unlink()
+    dest.mkdir(parents=True, exist_ok=True)
+    written: list[str] = []
+
+    def write(rel: str, text: str) -> None:
+        path = dest / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        written.append(rel)
+
+    where = ["NOT EXISTS (SELECT 1 FROM forgotten_entry f WHERE f.entry_id = e.id)",
+             "NOT EXISTS (SELECT 1 FROM entry s WHERE s.supersedes = e.id)"]
+    args: list = []
+    if project:
+        where.append("e.project = ?")
+        args.append(project)
+    if since is not None:
+        where.append("e.created_at >= ?")
+        args.append(since)
+    groups: dict[tuple[str, str], list[str]] = {}
+    n_entries = 0
+    for row in conn.execute(f"SELECT e.* FROM entry e WHERE {' AND '.join(where)} ORDER BY e.created_at, e.seq",
+                            args).fetchall():
+        e = readout(_entry_dict(conn, row, full=True))
+        groups.setdefault((row["kind"], _slug(row["project"], "no-project")), []).append(_entry_markdown(e, conn))
+        n_entries += 1
+    for (kind, proj), parts in sorted(groups.items()):
+        write(f"entries/{kind}/{proj}.md", f"# {kind} · {proj}\n\n" + "\n".join(parts))
+    n_sessions = 0
+    if sessions:
+        swhere, sargs = ["events > 0"], []
+        if project:
+            swhere.append("project = ?")
+            sargs.append(project)
+        if since is not None:
+            swhere.append("last_ts >= ?")
+            sargs.append(since)
+        for srow in conn.execute(f"SELECT * FROM session WHERE {' AND '.join(swhere)} ORDER BY first_ts, id",
+                                 sargs).fetchall():
+            ewhere, eargs = _event_filters("e", kinds=_MESSAGE_KINDS, source=srow["source"], project=None,
+                                           session=srow["id"], since=since, until=None)
+            lines = []
+            for ev in conn.execute(f"SELECT e.id, e.ts, e.role, e.text FROM event e WHERE {' AND '.join(ewhere)} "
+                                   "ORDER BY e.ts, e.seq", eargs):
+                lines += [f"### {ev['role'] or 'message'} · {iso_local(ev['ts']) or 'no time'} · `{ev['id']}`", "",
+                          readout(ev["text"]).strip(), ""]
+            if not lines:
+                continue
+            s = readout(_session_dict(srow))
+            head = [f"# {s['title'] or s['session']}", "",
+                    f"session `{s['session']}` · {s['source']} · project {s['project'] or '-'} · "
+                    f"{s['first'] or '?'} to {s['last'] or '?'} · {s['messages']} messages", ""]
+            day = (s["first"] or "undated")[:10]
+            write(f"sessions/{_slug(srow['source'], 'agent')}/{_slug(srow['project'], 'no-project')}/"
+                  f"{day}-{_slug(srow['id'], 'session')[:40]}.md", "\n".join(head + lines))
+            n_sessions += 1
+    index = ["# Origin export", "", f"Written {iso_local(now_ms())} from {store.home}.", "",
+             f"{n_entries} active entries" + (f", {n_sessions} session transcripts" if sessions else "") +
+             (f"; project {project}" if project else "") + (f"; since {iso_local(since)}" if since else "") +
+             ". Secrets are masked; forgotten entries and events are not here.", ""]
+    index += [f"- [{rel}]({rel})" for rel in written]
+    write("README.md", "\n".join(index) + "\n")
+    (dest / EXPORT_MARK).write_text(json.dumps({"files": written}, indent=1), encoding="utf-8")
+    return {"dir": str(dest), "entries": n_entries, "sessions": n_sessions, "files": written}
+
+
 ###############################################################################
 # MCP #########################################################################
 ###############################################################################
@@ -5208,6 +5353,29 @@ def cmd_preserved(args) -> int:
     return 0
 
 
+def cmd_export(args) -> int:
+    """Write the memory out as Markdown files any editor or agent can read.
+
+    Active entries go to DIR/entries/<kind>/<project>.md, each with its
+    citations (event id, time, session, file and line, the quoted words);
+    --sessions adds one transcript per session under DIR/sessions/.
+    Forgotten things are never written and secrets are masked.  DIR must be
+    new, empty, or an earlier export (whose files are replaced).
+
+    Example: origin export --markdown ~/notes/origin --sessions --project api --since 30d
+    """
+    since = parse_when(args.since, field_name="--since")
+    with _open(args) as store:
+        res = export_markdown(store, Path(args.markdown).expanduser(), sessions=args.sessions,
+                              project=args.project, since=since)
+    if args.json:
+        _print_json(res)
+        return 0
+    print(f"wrote {res['entries']} entries" + (f" and {res['sessions']} sessions" if args.sessions else "")
+          + f" in {len(res['files'])} files to {res['dir']}")
+    return 0
+
+
 def _time_args(args) -> tuple[int | None, int | None]:
     return parse_when(args.since, field_name="--since"), parse_when(args.until, field_name="--until")
 
@@ -5730,6 +5898,13 @@ def build_parser() -> argparse.ArgumentParser:
     add_json(sp)
 
     sp = command("path", cmd_path, "where the data lives")
+    add_json(sp)
+
+    sp = command("export", cmd_export, "write entries (and transcripts) as Markdown files")
+    sp.add_argument("--markdown", required=True, metavar="DIR", help="the folder to write (new, empty or an earlier export)")
+    sp.add_argument("--sessions", action="store_true", help="also write one transcript per session")
+    sp.add_argument("--project", help="only this project")
+    sp.add_argument("--since", help="entries created, sessions active from this time: ISO date/time or an age")
     add_json(sp)
 
     sp = command("preserved", cmd_preserved, "what Origin holds whose original files are gone")

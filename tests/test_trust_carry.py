@@ -52,3 +52,73 @@ def test_preserved_lists_the_sessions_whose_files_were_deleted_after_archiving(u
     assert "2 archived files are gone from disk" in out
     code, out = cli("preserved")
     assert code == 0 and "claude-code" in out and "sess-0" in out and "sess-2" in out and "codex" not in out
+
+
+@pytest.fixture
+def two_projects(user_home, store):
+    token = "ghp_" + "Zq9" * 12
+    api = ClaudeLog(user_home, session="sess-api", cwd="/home/dev/src/api")
+    ids = {"keep": api.user("u-keep", "We keep SQLite for the archive because it is one file."),
+           "key": api.user("u-key", f"the CI token is {token}, use it for the release job"),
+           "wal": api.assistant("a-wal", "WAL mode lets readers run during a sync.")}
+    api.write()
+    web = ClaudeLog(user_home, session="sess-web", cwd="/home/dev/src/web")
+    ids["css"] = web.user("u-css", "Use CSS grid for the dashboard layout, not floats.")
+    web.write()
+    origin.sync(store)
+    return ids, token
+
+
+def test_export_markdown_writes_active_entries_with_their_citations_grouped_by_kind_and_project(
+        two_projects, store, cli, tmp_path):
+    ids, token = two_projects
+    sqlite = origin.remember(store, kind="knowledge", text="The archive is one SQLite file.",
+                             sources=[{"event": ids["keep"], "quote": "one file"}], author="t")
+    release = origin.remember(store, kind="memory", text="The release job uses the CI token from the vault.",
+                              sources=[{"event": ids["key"]}], author="t")
+    grid = origin.remember(store, kind="cognition", text="The user prefers CSS grid over floats.",
+                           sources=[{"quote": "CSS grid for the dashboard"}], author="t")
+    gone = origin.remember(store, kind="knowledge", text="WAL mode lets readers run during a sync.",
+                           sources=[{"event": ids["wal"]}], author="t")
+    origin.forget(store, gone["id"], reason="test")
+    out = tmp_path / "export"
+    code, res = cli("export", "--markdown", str(out), "--json")
+    assert code == 0 and res["entries"] == 3
+    assert sorted(res["files"]) == ["README.md", "entries/cognition/web.md", "entries/knowledge/api.md",
+                                    "entries/memory/api.md"]
+    knowledge = (out / "entries/knowledge/api.md").read_text()
+    assert sqlite["id"] in knowledge and ids["keep"] in knowledge and "> one file" in knowledge
+    assert "sess-api" in knowledge and "line 1" in knowledge and "evidence verified" in knowledge
+    memory = (out / "entries/memory/api.md").read_text()
+    assert release["id"] in memory and f"[secret:github…{token[-4:]}]" in memory
+    assert grid["id"] in (out / "entries/cognition/web.md").read_text()
+    everything = "".join(p.read_text() for p in out.rglob("*") if p.is_file())
+    assert token not in everything and gone["id"] not in everything and "WAL mode" not in everything
+    # An earlier export is replaced; a folder holding other files is refused.
+    origin.forget(store, grid["id"])
+    code, res = cli("export", "--markdown", str(out), "--json")
+    assert code == 0 and not (out / "entries/cognition/web.md").exists() and res["entries"] == 2
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "mine.md").write_text("keep me")
+    code, _ = cli("export", "--markdown", str(tmp_path / "notes"))
+    assert code == 2 and "not empty" in cli.err and (tmp_path / "notes" / "mine.md").read_text() == "keep me"
+
+
+def test_export_sessions_writes_transcripts_filtered_by_project_and_time(two_projects, store, cli, tmp_path):
+    ids, token = two_projects
+    code, res = cli("export", "--markdown", str(tmp_path / "all"), "--sessions", "--json")
+    assert code == 0 and res["sessions"] == 2
+    api = [f for f in res["files"] if f.startswith("sessions/claude-code/api/")]
+    assert len(api) == 1 and api[0].endswith("-sess-api.md")
+    text = (tmp_path / "all" / api[0]).read_text()
+    assert "We keep SQLite" in text and ids["wal"] in text and "### assistant" in text
+    assert token not in text and "[secret:github…" in text
+    code, res = cli("export", "--markdown", str(tmp_path / "web"), "--sessions", "--project", "web", "--json")
+    assert [f for f in res["files"] if f.startswith("sessions/")] == [
+        next(f for f in res["files"] if f.startswith("sessions/claude-code/web/"))]
+    code, res = cli("export", "--markdown", str(tmp_path / "none"), "--sessions", "--since", "2099-01-01", "--json")
+    assert code == 0 and res["sessions"] == 0
+    origin.forget(store, ids["css"])
+    code, res = cli("export", "--markdown", str(tmp_path / "after"), "--sessions", "--json")
+    assert res["sessions"] == 1 and "CSS grid" not in "".join(
+        p.read_text() for p in (tmp_path / "after").rglob("*.md"))

@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 BENCH_MB ?= 200
 
-.PHONY: help run test soak bench pyz wheel ship-test e2e clean version
+.PHONY: help run test soak bench pyz wheel ship-test container-tools container-base container container-test e2e clean version
 
 help:  ## list the targets
 	@grep -E '^[a-z]+:.*##' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/'
@@ -59,6 +59,40 @@ wheel: $(VENV)/.installed  ## dist/origin_memory-<version>-py3-none-any.whl (wha
 ship-test: pyz wheel  ## the pyz and pipx paths, tested as a user would use them
 	$(BIN)/pip install -q 'pipx>=1.4'
 	$(BIN)/python -m pytest -q -m slow tests/test_ship_pipx.py
+
+# The hub image.  BASE_IMAGE is the official slim Python image; a machine that
+# reaches no image registry builds on OFFLINE_BASE instead, a Debian 12 root
+# file system made from Debian's packages (python3 3.11, SQLite 3.40).
+ENGINE ?= podman
+IMAGE ?= origin-hub
+VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' origin.py)
+BASE_IMAGE ?= docker.io/library/python:3.11-slim-bookworm
+OFFLINE_BASE ?= localhost/origin-base:bookworm
+# --format docker keeps HEALTHCHECK (OCI images have no such field); chroot
+# isolation builds where no container runtime can run (CI, nested machines).
+CONTAINER_BUILD_FLAGS ?= --format docker --isolation=chroot
+comma := ,
+
+container-tools:  ## podman, buildah and mmdebstrap from Debian's packages (needs root and apt)
+	@command -v podman >/dev/null && command -v buildah >/dev/null && command -v mmdebstrap >/dev/null || \
+	  { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q podman buildah mmdebstrap; }
+
+container-base: container-tools  ## $(OFFLINE_BASE) from Debian's packages, for machines without an image registry
+	$(ENGINE) image exists $(OFFLINE_BASE) || { mkdir -p build && rm -f build/origin-base.tar \
+	  && mmdebstrap --variant=minbase --include=python3,python3-venv,passwd bookworm build/origin-base.tar \
+	  && $(ENGINE) import build/origin-base.tar $(OFFLINE_BASE) && rm -f build/origin-base.tar; }
+
+container: container-tools  ## the hub image $(IMAGE):$(VERSION) on BASE_IMAGE (or OFFLINE_BASE when it cannot be pulled)
+	base=$(BASE_IMAGE); \
+	if ! $(ENGINE) image exists $$base && ! $(ENGINE) pull -q $$base >/dev/null 2>&1; then \
+	  echo "cannot pull $$base: building on $(OFFLINE_BASE), made from Debian's packages"; \
+	  $(MAKE) --no-print-directory container-base || exit 1; base=$(OFFLINE_BASE); \
+	fi; \
+	$(ENGINE) build $(CONTAINER_BUILD_FLAGS) --build-arg BASE=$$base --build-arg VERSION=$(VERSION) \
+	  $(if $(PIP_CERT),--secret id=pip-cert$(comma)src=$(PIP_CERT)) -t $(IMAGE):$(VERSION) -f Containerfile .
+
+container-test: container  ## build the image, then run the hub in it and push a device to it
+	ORIGIN_TEST_IMAGE=$(IMAGE):$(VERSION) $(BIN)/python -m pytest -q -m container tests/test_ship_container.py
 
 version:  ## print the version
 	@$(PY) origin.py --version

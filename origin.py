@@ -145,6 +145,11 @@ QUIET_MS = 60_000
 DB_REVISIT_MS = 30_000
 #: Crash points for the reliability tests: ORIGIN_CRASH_AT=<label>:<n>.
 ENV_CRASH = "ORIGIN_CRASH_AT"
+#: What `origin healthcheck` asks unless told otherwise: the hub's default
+#: port on loopback (the container's HEALTHCHECK runs beside the hub).
+ENV_HEALTHCHECK_URL = "ORIGIN_HEALTHCHECK_URL"
+HEALTHCHECK_URL = "http://127.0.0.1:7077/healthz"
+HEALTHCHECK_TIMEOUT = 5.0
 
 
 ###############################################################################
@@ -5706,6 +5711,51 @@ def cmd_restore(args) -> int:
     return 0
 
 
+def hub_health(url: str, timeout: float = HEALTHCHECK_TIMEOUT) -> dict:
+    """GET a hub's /healthz; return its JSON answer, or raise OriginError saying why not."""
+    import urllib.error
+    import urllib.request
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UsageError(f"{url!r} is not an http(s) URL; give the hub's /healthz, e.g. {HEALTHCHECK_URL}")
+    req = urllib.request.Request(url, headers={"Accept": "application/json", "User-Agent": f"origin/{__version__}"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            body = resp.read(65536)
+    except urllib.error.HTTPError as e:
+        raise OriginError(f"{url} answered {e.code} {e.reason}") from None
+    except (urllib.error.URLError, OSError) as e:
+        reason = getattr(e, "reason", e)
+        raise OriginError(f"{url} does not answer ({reason}); is `origin serve` running there?") from None
+    try:
+        answer = json.loads(body)
+    except ValueError:
+        answer = None
+    if not isinstance(answer, dict) or answer.get("ok") is not True:
+        raise OriginError(f"{url} answered, but not as an Origin hub does ({body[:200]!r})")
+    return answer
+
+
+def cmd_healthcheck(args) -> int:
+    """Ask a hub's /healthz whether it answers; exit 0 if it does, else 1.
+
+    Opens no store: made for the container's HEALTHCHECK and for monitors.
+    The URL is --url, else $ORIGIN_HEALTHCHECK_URL, else the hub's default
+    address on this machine.
+
+    Example: origin healthcheck --url http://127.0.0.1:7077/healthz
+    """
+    url = args.url or os.environ.get(ENV_HEALTHCHECK_URL) or HEALTHCHECK_URL
+    answer = hub_health(url, args.timeout)
+    if args.json:
+        _print_json({"url": url, **answer})
+    else:
+        print(f"ok: {url} (origin {answer.get('version', '?')})")
+    return 0
+
+
 def cmd_mcp(args) -> int:
     """Serve the archive to an agent over MCP on stdin and stdout.
 
@@ -5950,6 +6000,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_json(sp)
     sp = command("backup", cmd_backup, "copy the live store into a new or empty folder")
     sp.add_argument("dest", help="the folder to create (or an empty one)")
+    add_json(sp)
+
+    sp = command("healthcheck", cmd_healthcheck, "exit 0 when a hub answers /healthz (for container health checks)")
+    sp.add_argument("--url", help=f"the hub's /healthz (default ${ENV_HEALTHCHECK_URL}, else {HEALTHCHECK_URL})")
+    sp.add_argument("--timeout", type=float, default=HEALTHCHECK_TIMEOUT, help="seconds to wait for the answer")
     add_json(sp)
 
     sp = command("restore", cmd_restore, "restore a backup into an empty ORIGIN_HOME")

@@ -253,3 +253,30 @@ def test_backup_stops_when_a_mirror_is_shorter_than_the_store_records(forgotten_
         with pytest.raises(origin.StoreError, match="damaged outside Origin"):
             origin.backup(store, tmp_path / "b")
     assert not (tmp_path / "b").exists()
+
+
+def test_a_purge_during_the_backup_is_caught_and_a_backup_after_it_holds_no_purged_text(
+        forgotten_home, origin_home, tmp_path, monkeypatch):
+    from test_purge import grep
+
+    gone, text = forgotten_home
+    assert grep(origin_home, text)  # forgotten, not purged: the bytes are still there
+    real_copy = origin._copy_prefix
+    with origin.open_store(origin_home) as store:
+        def copy_then_purge(*a, **kw):
+            out = real_copy(*a, **kw)
+            if not store.conn.execute("SELECT count(*) FROM purged_line").fetchone()[0]:
+                origin.purge(store)
+            return out
+
+        monkeypatch.setattr(origin, "_copy_prefix", copy_then_purge)
+        with pytest.raises(origin.StoreError, match="ran while the backup was copying"):
+            origin.backup(store, tmp_path / "b")
+        assert not (tmp_path / "b").exists()
+        monkeypatch.setattr(origin, "_copy_prefix", real_copy)
+        origin.backup(store, tmp_path / "b")
+    assert grep(origin_home, text) == [] and grep(tmp_path / "b", text) == []
+    origin.restore(tmp_path / "b", tmp_path / "restored")
+    with origin.open_store(tmp_path / "restored") as store:
+        with pytest.raises(origin.Forgotten):
+            origin.get_event(store, gone)

@@ -952,10 +952,17 @@ class Codex(Adapter):
     a short hash of the line; ``#k`` is added when a line gives several
     events.  The thread comes from the first
     ``session_meta`` (later ones are history copied by a fork), so the same
-    rollout plain, compressed or archived gives the same ids.  The prompt is
-    indexed once, from the ``user_message`` event; the user ``message`` item
-    that repeats it is skipped (legacy files, which have no events, index the
-    item instead).
+    rollout plain, compressed or archived gives the same ids.
+
+    A prompt is written twice: as a user ``message`` item and as a
+    ``user_message`` event.  It is indexed once, from the event; the two are
+    paired by their normalised text within the turn, whichever comes first.
+    An item that nothing repeats is kept: it waits in the state until its
+    turn ends (or the file goes quiet) and is then archived from its own
+    line, as a prompt, or as meta when it is injected context (a known
+    marker, a text wrapped whole in one ``<tag>…</tag>``, or an item outside
+    the turns of a rollout that marks them).  Legacy files, which have no
+    events, index the item at once.
     """
 
     name = "codex"
@@ -1007,6 +1014,7 @@ class Codex(Adapter):
             st["ts"] = ts
         ids = _codex_ids(obj, ctx, line)
         common = dict(ts=ts if ts is not None else st.get("ts", ctx.mtime_ms), ts_approx=ts is None)
+        st["at"] = [ctx.lineno, ctx.offset]
         payload = obj.get("payload")
         if kind == "session_meta":
             return self._session_meta(_dict(payload), st)
@@ -1015,7 +1023,7 @@ class Codex(Adapter):
         if kind == "response_item":
             return self._item(_dict(payload), st, ids, common)
         if kind == "event_msg":
-            return self._event(_dict(payload), st, ids, common)
+            return self._event(_dict(payload), st, ids, common, ctx)
         if kind == "compacted":
             text = _str(_dict(payload).get("message")) or "[compacted]"
             return [self._record(st, next(ids), "meta", "system", text, common, indexed=False)]
@@ -1096,18 +1104,70 @@ class Codex(Adapter):
             return []
         if text.lstrip().startswith(_CODEX_INJECTED):
             return [self._record(st, next(ids), "meta", "user", text, common, indexed=False)]
-        if not st.get("legacy"):
-            return []  # the user_message event carries the same prompt
-        return self._prompt(st, next(ids), text, common)
+        if st.get("legacy"):
+            return self._prompt(st, next(ids), text, common)
+        key = _codex_prompt_key(text)
+        said = st.get("said", [])
+        if key in said:
+            said.remove(key)  # the user_message event already carried it
+            return []
+        # Wait for the user_message event that usually repeats it.
+        out = self._release(st, keep=CODEX_PENDING_MAX - 1)
+        line, offset = st["at"]
+        st.setdefault("pending", []).append({"id": next(ids), "key": key, "text": text[:CODEX_PENDING_TEXT],
+                                             "ts": common["ts"], "approx": common["ts_approx"],
+                                             "line": line, "offset": offset, "in_turn": bool(st.get("turn"))})
+        return out
 
-    def _event(self, p: dict, st: dict, ids: Iterator[str], common: dict) -> list:
+    def _release(self, st: dict, keep: int = 0) -> list:
+        """Archive the prompt items no event repeated (all but the last keep)."""
+        pending = st.get("pending") or []
+        out: list = []
+        while len(pending) > keep:
+            item = pending.pop(0)
+            common = dict(ts=item["ts"], ts_approx=item["approx"], line=item["line"], offset=item["offset"])
+            # Injected context under a marker this adapter does not know, or
+            # a user item outside any turn: Codex writes its session preamble
+            # (instructions, environment) before the first turn starts.
+            if _CODEX_WRAPPED.match(item["text"]) or (st.get("turns") and not item["in_turn"]):
+                out.append(self._record(st, item["id"], "meta", "user", item["text"], common, indexed=False))
+            else:
+                out += self._prompt(st, item["id"], item["text"], common)
+        if not pending:
+            st.pop("pending", None)
+        return out
+
+    def flush(self, ctx: Context) -> list:
+        """Archive the prompt items still waiting when the rollout went quiet."""
+        return self._release(ctx.state)
+
+    def _event(self, p: dict, st: dict, ids: Iterator[str], common: dict, ctx: Context) -> list:
         """Return the events of one event message."""
         etype = p.get("type")
         if etype == "user_message":
             text = _str(p.get("message")) or ""
             images = len(_list(p.get("images"))) + len(_list(p.get("local_images")))
             text = "\n".join([text] * bool(text) + ["[image]"] * images)
-            return self._prompt(st, next(ids), text, common) if text else []
+            if not text:
+                return []
+            key = _codex_prompt_key(text)
+            pending = st.get("pending") or []
+            twin = next((i for i, item in enumerate(pending) if item["key"] == key), None)
+            if twin is not None:
+                pending.pop(twin)  # the item this event repeats: the event is the prompt
+                if not pending:
+                    st.pop("pending", None)
+            else:
+                st["said"] = (st.get("said", []) + [key])[-CODEX_PENDING_MAX:]
+            return self._prompt(st, next(ids), text, common)
+        if etype in _CODEX_TURN_EDGES:
+            # A turn starts or ends: prompt items of the last turn that no
+            # event repeated are archived now.
+            st.pop("said", None)
+            st["turns"] = st.get("turns") or etype == "task_started"
+            out = self._release(st)
+            st["turn"] = etype == "task_started"
+            return out
         if etype == "thread_name_updated":
             title = _title_of(p.get("thread_name"), RANK_GENERATED)
             return [SessionInfo(st["thread"], title=title[0], title_rank=title[1])] if title else []
@@ -1133,6 +1193,21 @@ class Codex(Adapter):
         model = st.get("model") if role == "assistant" else None
         return Record(rid, session=st["thread"], kind=kind, role=role, text=text, indexed=indexed,
                       cwd=st.get("cwd"), model=model, **common)
+
+
+#: Event messages at which a turn starts or ends.
+_CODEX_TURN_EDGES = frozenset({"task_started", "task_complete", "turn_aborted"})
+#: Prompt items a rollout's state holds while waiting for their event, and
+#: the characters of each it keeps (the whole text stays in the mirror).
+CODEX_PENDING_MAX = 8
+CODEX_PENDING_TEXT = 1_000_000
+#: A user item wrapped whole in one element is injected context.
+_CODEX_WRAPPED = re.compile(r"\s*<([A-Za-z_][\w.-]*)(?:\s[^>]*)?>.*</\1>\s*\Z", re.S)
+
+
+def _codex_prompt_key(text: str) -> str:
+    """Return what pairs a prompt item with its event: the text, normalised."""
+    return short_hash(" ".join(text.replace("[image]", " ").split()))
 
 
 def _codex_is_item(kind: str) -> bool:

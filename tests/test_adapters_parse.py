@@ -58,11 +58,12 @@ def lines_of(data: bytes):
 
 
 def run(adapter, f: SourceFile, data: bytes | None = None, *, mtime_ms=1_700_000_000_000,
-        roundtrip: bool = False):
+        roundtrip: bool = False, flush: bool = False):
     """Parse a whole file; return (items, errors, state).
 
     With roundtrip the state goes through JSON between every two lines, as if
     each sync stopped after one line and the next one resumed from storage.
+    With flush the adapter's flush runs at the end, as when the file is quiet.
     """
     if data is None:
         data = mirror_bytes(f.path, f.compressed)
@@ -76,6 +77,8 @@ def run(adapter, f: SourceFile, data: bytes | None = None, *, mtime_ms=1_700_000
             items.extend(adapter.parse(text, ctx))
         except ParseError as e:
             errors.append((lineno, str(e)))
+    if flush and hasattr(adapter, "flush"):
+        items.extend(adapter.flush(Context(file=f, state=state, lineno=lineno, offset=offset, mtime_ms=mtime_ms)))
     json.dumps(state)  # the state must stay JSON-able
     return items, errors, state
 
@@ -453,11 +456,23 @@ def position(rid: str) -> str:
     return re.sub(r":[0-9a-f]{8}(?=#|$)", "", rid)
 
 
-def test_codex_long_rollout_counts_and_ids():
+def one_redaction_label(path: Path, tmp_path: Path) -> SourceFile:
+    """Copy a localpush rollout with its prompt events redacted like their items.
+
+    The fixture's redactor wrote one prompt as ``[REDACTED_TEXT len=N sha=S]``
+    in the user item and ``[REDACTED_MESSAGE len=N sha=S]`` in the event; the
+    same length and hash say it was one text, as it is in a real rollout.
+    """
+    out = tmp_path / path.name
+    out.write_text(path.read_text().replace("[REDACTED_MESSAGE ", "[REDACTED_TEXT "))
+    return SourceFile(path=str(out), rel=source(path).rel)
+
+
+def test_codex_long_rollout_counts_and_ids(tmp_path):
     lines = json_lines(CODEX_LONG)
     payloads = [(o["type"], o["payload"].get("type"), o["payload"].get("role")) for o in lines]
     thread = lines[0]["payload"]["id"]
-    items, _, _ = run(ADAPTERS["codex"], source(CODEX_LONG))
+    items, _, _ = run(ADAPTERS["codex"], one_redaction_label(CODEX_LONG, tmp_path))
     assert len(records(items, "tool_call")) == payloads.count(("response_item", "function_call", None)) == 118
     assert len(records(items, "tool_result")) == payloads.count(("response_item", "function_call_output", None))
     assistant = [r for r in records(items, "message") if r.role == "assistant"]
@@ -466,21 +481,25 @@ def test_codex_long_rollout_counts_and_ids():
     prompts = [r for r in records(items, "message") if r.role == "user"]
     assert len(prompts) == payloads.count(("event_msg", "user_message", None)) == 1
     assert position(prompts[0].id) == f"{thread}:{payloads.index(('event_msg', 'user_message', None)) + 1}"
-    developer = records(items, "meta")
+    developer = [r for r in records(items, "meta") if r.role == "system"]
     assert len(developer) == payloads.count(("response_item", "message", "developer"))
-    assert not any(r.indexed for r in developer)
+    # The two user items before the first turn (instructions and environment,
+    # redacted in the fixture) are the session's preamble: archived as meta.
+    preamble = [r for r in records(items, "meta") if r.role == "user"]
+    assert [position(r.id) for r in preamble] == [f"{thread}:4", f"{thread}:5"]
+    assert not any(r.indexed for r in developer + preamble)
     assert {r.session for r in records(items)} == {thread}
     assert all(r.cwd == lines[0]["payload"]["cwd"] for r in records(items))
     assert {r.model for r in assistant} == {"gpt-5.3-codex"}
 
 
-def test_codex_session_meta_gives_version_branch_and_title_fallback():
-    items, _, _ = run(ADAPTERS["codex"], source(CODEX_TURN))
+def test_codex_session_meta_gives_version_branch_and_title_fallback(tmp_path):
+    items, _, _ = run(ADAPTERS["codex"], one_redaction_label(CODEX_TURN, tmp_path))
     first = infos(items)[0]
     assert (first.session, first.agent_version, first.branch) == (
         "019c8bfe-ec25-79e0-97d7-bda6a9c575ff", "0.104.0-alpha.1", "main")
     assert [(i.title_rank, i.title) for i in infos(items) if i.title] == [
-        (0, "[REDACTED_MESSAGE len=98 sha=c002ff99]")]
+        (0, "[REDACTED_TEXT len=98 sha=c002ff99]")]
 
 
 def test_codex_later_session_meta_is_history_and_thread_name_is_title():
@@ -626,6 +645,60 @@ def test_codex_ordinals_name_events_when_present():
     items, _, _ = run(ADAPTERS["codex"], SourceFile("/x", "x"), data)
     assert [position(r.id) for r in records(items)] == ["T:o1", "T:o2", "T:4"]
     assert {r.cwd for r in records(items)} == {"/w/p"}
+
+
+def codex_turn(*payloads, ts="2026-02-01T10:00:00Z") -> bytes:
+    """Return a rollout: session_meta, then one turn holding the given items and events."""
+    lines = [{"type": "session_meta", "payload": {"id": "T", "cwd": "/w/p"}},
+             {"type": "event_msg", "payload": {"type": "task_started"}}]
+    for p in payloads:
+        lines.append({"type": "event_msg" if p["type"] == "user_message" else "response_item", "payload": p})
+    lines.append({"type": "event_msg", "payload": {"type": "task_complete"}})
+    return "".join(json.dumps({"timestamp": ts, **x}) + "\n" for x in lines).encode()
+
+
+def user_item(text: str) -> dict:
+    return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
+
+
+def user_event(text: str) -> dict:
+    return {"type": "user_message", "message": text}
+
+
+def prompts_of(items) -> list[tuple[str, str, bool]]:
+    return [(position(r.id), r.kind, r.indexed, r.text) for r in records(items) if r.role == "user"]
+
+
+def test_codex_a_prompt_item_and_its_event_give_one_prompt_in_either_order():
+    for order in ((user_item("fix  the\nbuild"), user_event("fix the build")),
+                  (user_event("fix the build"), user_item("fix the build "))):
+        items, _, state = run(ADAPTERS["codex"], SourceFile("/x", "x"), codex_turn(*order), roundtrip=True)
+        event_line = 3 if order[0]["type"] == "user_message" else 4
+        assert prompts_of(items) == [(f"T:{event_line}", "message", True, "fix the build")]  # the event's id
+        assert "pending" not in state
+
+
+def test_codex_a_prompt_item_no_event_repeats_is_archived():
+    """Repro: the item was dropped whenever the file was not legacy, so this prompt was in no event."""
+    data = codex_turn(user_item("deploy to staging"), user_event("something else entirely"))
+    items, _, _ = run(ADAPTERS["codex"], SourceFile("/x", "x"), data, roundtrip=True)
+    assert prompts_of(items) == [("T:4", "message", True, "something else entirely"),
+                                 ("T:3", "message", True, "deploy to staging")]
+    kept = next(r for r in records(items) if r.text == "deploy to staging")
+    assert (kept.line, kept.offset) == (3, len(data.split(b"\n")[0]) + len(data.split(b"\n")[1]) + 2)
+    # No event at all, and the turn never ended: the quiet file's flush keeps it.
+    data = b"\n".join(codex_turn(user_item("only an item")).split(b"\n")[:3]) + b"\n"
+    items, _, _ = run(ADAPTERS["codex"], SourceFile("/x", "x"), data)
+    assert prompts_of(items) == []
+    items, _, state = run(ADAPTERS["codex"], SourceFile("/x", "x"), data, flush=True)
+    assert prompts_of(items) == [("T:3", "message", True, "only an item")] and "pending" not in state
+
+
+def test_codex_injected_context_under_an_unknown_marker_is_archived_as_meta():
+    """Repro: a user item under a marker not in the list vanished; now it is meta, not searched."""
+    text = "<workspace_digest>\nrepo: origin\n</workspace_digest>"
+    items, _, _ = run(ADAPTERS["codex"], SourceFile("/x", "x"), codex_turn(user_item(text), user_event("go")))
+    assert prompts_of(items) == [("T:4", "message", True, "go"), ("T:3", "meta", False, text)]
 
 
 ###############################################################################

@@ -2033,6 +2033,11 @@ def _digest(*parts: Any) -> str:
 #: cursorAuth/* tokens, so nothing else in it is ever selected.
 _CURSOR_CHATDATA = "workbench.panel.aichat.view.aichat.chatdata"
 _CURSOR_COMPOSERS = "composer.composerData"
+#: The prompt history of the IDE era before composers: what the user typed
+#: (``[{text, commandType}]``) and what was generated for it
+#: (``[{unixMs, generationUUID, type, textDescription}]``).
+_CURSOR_PROMPTS = "aiService.prompts"
+_CURSOR_GENERATIONS = "aiService.generations"
 #: Bytes of an undecodable store.db blob kept (base64) in its exported line.
 CURSOR_RAW_MAX = 4096
 #: Filesystem checks spent turning one project slug back into a path.
@@ -2464,10 +2469,59 @@ class _StateExport:
         """Yield export tuples for the allow-listed rows, one conversation at a time."""
         tables = _tables(conn)
         if "ItemTable" in tables:
-            yield from self._chat_tabs(_item(conn, _CURSOR_CHATDATA))
-            yield from self._listed_composers(_item(conn, _CURSOR_COMPOSERS))
+            chatdata, composers = _item(conn, _CURSOR_CHATDATA), _item(conn, _CURSOR_COMPOSERS)
+            yield from self._chat_tabs(chatdata)
+            yield from self._listed_composers(composers)
+            yield from self._prompt_history(conn, tables, chatdata, composers)
         if "cursorDiskKV" in tables:
             yield from self._kv_composers(conn)
+
+    def _prompt_history(self, conn: sqlite3.Connection, tables: set[str], chatdata: Any, composers: Any) -> list:
+        """Export the prompts of ``aiService.prompts`` / ``aiService.generations``.
+
+        They are the user's own prompts of that era, in one session per
+        database.  A prompt whose text a user bubble of this database also
+        holds (a chat tab, a composer) is that bubble's: it is left out.  A
+        prompt takes the time of the generation made for the same text, else
+        the database's time (marked approximate).
+        """
+        prompts = [_str(_dict(p).get("text")) for p in _list(_item(conn, _CURSOR_PROMPTS))]
+        gens = [(_str(_dict(g).get("textDescription")), _ts(_dict(g).get("unixMs")))
+                for g in _list(_item(conn, _CURSOR_GENERATIONS))]
+        prompts = [p for p in prompts if p and p.strip()]
+        gens = [(t, ts) for t, ts in gens if t and t.strip()]
+        if not (prompts or gens) or not _settled(self.file_ms, self.now_ms):
+            return []
+        typed = _typed_keys(conn, tables, chatdata, composers)
+        made: dict[str, list[tuple[str, int | None]]] = {}
+        for text, ts in gens:
+            made.setdefault(_content_key("u", text), []).append((text, ts))
+        entries = []
+        for text in prompts:
+            pool = made.get(_content_key("u", text))
+            entries.append((text, pool.pop(0)[1] if pool else None))
+        # Generations whose prompt the history no longer lists are prompts too.
+        entries += [item for pool in made.values() for item in pool]
+        session = _prompt_session(self.f)
+        seen: dict[str, int] = {}
+        out = []
+        for text, ts in entries:
+            key = _content_key("u", text)
+            occ = _count([("u", text)], seen)
+            if key in typed:
+                continue  # a bubble holds the same prompt
+            line = {"t": "prompt", "session": session, "ts": ts or self.file_ms, "approx": ts is None,
+                    "occ": occ, "text": text}
+            export_key, digest = f"prompt:{session}:{key}:{occ[key]}", _digest(line)
+            if self.known.get(export_key) == digest:
+                continue
+            line["cwd"] = self.f.meta.get("folder")
+            out.append((export_key, digest, _line({k: v for k, v in line.items() if v is not None})))
+        if out:
+            folder = last_segment(self.f.meta.get("folder"))
+            info = {"store": "prompts", "title": "Cursor prompt history" + (f" ({folder})" if folder else "")}
+            out = self._session(f"session:{session}", session, info, True) + out
+        return out
 
     def cwd(self, composer: str) -> str | None:
         """Return the workspace folder of a composer, if known."""
@@ -2582,6 +2636,26 @@ class _StateExport:
                     "cwd": cwd, "model": model, "occ": occ, "bubble": _prune(bubble)}
             out.append((key, digest, _line({k: v for k, v in line.items() if v is not None})))
         return out
+
+
+def _prompt_session(f: SourceFile) -> str:
+    """Name the prompt-history session of a state.vscdb: its workspace id, or "global"."""
+    return "prompts:" + (Path(f.path).parent.name if f.meta.get("store") == "workspace" else "global")
+
+
+def _typed_keys(conn: sqlite3.Connection, tables: set[str], chatdata: Any, composers: Any) -> set[str]:
+    """Return the content keys of every user bubble of a state.vscdb."""
+    bubbles = [b for tab in _list(_dict(chatdata).get("tabs")) for b in _list(_dict(tab).get("bubbles"))]
+    for comp in _list(_dict(composers).get("allComposers")):
+        bubbles += [b for _, _, b in _inline_bubbles("", _dict(comp))]
+    if "cursorDiskKV" in tables:
+        bubbles += [_loads(v) for _, v in _kv_range(conn, "bubbleId:")]
+    keys = set()
+    for b in bubbles:
+        for tag, text in (_bubble_items(b) or []) if isinstance(b, dict) else []:
+            if tag == "u":
+                keys.add(_content_key("u", text))
+    return keys
 
 
 def _item(conn: sqlite3.Connection, key: str) -> Any:
@@ -2797,6 +2871,8 @@ def _cursor_exported(obj: dict, ctx: Context) -> list:
         common["model"] = (_str(_dict(bubble.get("modelInfo")).get("modelName")) or _str(bubble.get("modelType"))
                            or common["model"])
         return _events(session, items, occ, **common)
+    if kind == "prompt" and _str(obj.get("text")):
+        return _events(session, [("u", obj["text"])], occ, **common)
     if kind == "blob" and isinstance(obj.get("message"), dict):
         items, unknown = _agent_items(obj["message"])
         if unknown:

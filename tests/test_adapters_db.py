@@ -137,6 +137,54 @@ def test_cursor_workspace_events_match_its_tabs_and_inline_composers():
     assert state.get("unknown", 0) == 0
 
 
+def ai_prompts(db: Path) -> list[str]:
+    conn = sqlite3.connect(db)
+    try:
+        return [p["text"] for p in json.loads(conn.execute(
+            "SELECT value FROM ItemTable WHERE key = 'aiService.prompts'").fetchone()[0]) if p.get("text")]
+    finally:
+        conn.close()
+
+
+def test_cursor_prompt_history_is_archived_as_user_messages(tmp_path):
+    """Repro: a workspace state.vscdb holding its prompts in aiService.prompts gave 0 events."""
+    db = copy_db(WORKSPACE_DB, tmp_path)
+    conn = sqlite3.connect(db)
+    # The same era's database once its chat tabs and composers are gone: only the history is left.
+    conn.execute("DELETE FROM ItemTable WHERE key IN (?, ?)", (CHATDATA, "composer.composerData"))
+    conn.execute("INSERT INTO ItemTable VALUES ('aiService.generations', ?)", (json.dumps([
+        {"unixMs": 1_700_000_123_000, "generationUUID": "g1", "type": "composer",
+         "textDescription": ai_prompts(WORKSPACE_DB)[3]},
+        {"unixMs": 1_700_000_456_000, "generationUUID": "g2", "type": "cmdk",
+         "textDescription": "rename the sidebar component"}]),))
+    conn.commit()
+    conn.close()
+    f = state_db(db, "workspace", folder="/c/mobilechat")
+    out, records, infos, _ = export_parse(adapters.Cursor(), f)
+    prompts = ai_prompts(WORKSPACE_DB)
+    assert Counter(r.text for r in records) == Counter(prompts + ["rename the sidebar component"])
+    assert all((r.kind, r.role, r.indexed, r.cwd) == ("message", "user", True, "/c/mobilechat") for r in records)
+    session = f"prompts:{db.parent.name}"
+    assert {r.session for r in records} == {session}
+    assert [i.title for i in infos if i.session == session] == ["Cursor prompt history (mobilechat)"]
+    timed = {r.text: (r.ts, r.ts_approx) for r in records if not r.ts_approx}
+    assert timed == {prompts[3]: (1_700_000_123_000, False), "rename the sidebar component": (1_700_000_456_000, False)}
+    assert len({r.id for r in records}) == len(records)
+    # Nothing else of ItemTable: every line is a session line or a prompt.
+    assert {json.loads(line)["t"] for _, _, line in out} == {"session", "prompt"}
+    # Exported once: a second export with the known map yields nothing.
+    assert list(adapters.Cursor().export(f, {k: d for k, d, _ in out}, NOW)) == []
+
+
+def test_cursor_prompt_history_is_deduplicated_against_the_bubbles():
+    """The fixture's 66 history prompts all have a chat bubble: no prompt is archived twice."""
+    _, records, _, _ = export_parse(adapters.Cursor(), state_db(WORKSPACE_DB, "workspace", folder="/c/mobilechat"))
+    assert len(ai_prompts(WORKSPACE_DB)) == 66
+    assert not [r for r in records if r.session.startswith("prompts:")]
+    users = Counter(r.text for r in records if r.role == "user")
+    assert all(users[adapters._user_text(p)] or users[p] for p in ai_prompts(WORKSPACE_DB))
+
+
 def test_cursor_global_events_match_its_bubble_rows():
     out, records, infos, _ = export_parse(adapters.Cursor(), state_db(GLOBAL_DB))
     want_msgs, want_calls, want_results = Counter(), Counter(), Counter()

@@ -3453,6 +3453,27 @@ def _compact(store: Store, parts: Iterable[str]) -> list[str]:
     return problems
 
 
+def _excluded_rows(conn: sqlite3.Connection, upto: int) -> list[sqlite3.Row]:
+    return conn.execute(
+        "SELECT e.id, e.text, e.raw_file_id, e.line, e.span FROM excluded_event x JOIN event e ON e.id = x.event_id "
+        "WHERE x.tombstone_id <= ?", (upto,)).fetchall()
+
+
+def _find_copies(store: Store, plan: dict, upto: int, key: bytes) -> tuple[list, list[bytes]]:
+    """Read the mirrors a purge must check; return [(mirror, by id, by text)] and the texts looked for."""
+    conn = store.conn
+    rows = _excluded_rows(conn, upto)
+    texts = [r["text"] for r in rows if r["text"]]
+    texts += [conn.execute("SELECT text FROM entry WHERE id = ?", (e,)).fetchone()[0] for e in plan["entries"]]
+    needles = _needles(texts)
+    if not plan["scan"]:
+        return [], needles
+    files = {(a.name, sf.path): sf for a, sf in discover_all()}
+    excluded = {r["id"] for r in rows}
+    known = {r[0] for r in conn.execute("SELECT hash FROM purged_hash")}
+    return [(m, *_scan_mirror(store, m, files, excluded, needles, (key, known))) for m in plan["scan"]], needles
+
+
 def purge(store: Store, *, actor: str = "user", channel: str = "cli") -> dict:
     """Remove everything forgotten so far from ORIGIN_HOME, bytes and all.
 
@@ -3466,31 +3487,26 @@ def purge(store: Store, *, actor: str = "user", channel: str = "cli") -> dict:
     # its text: bring it up to date first, and purge only what it applied.
     update_index(store)
     upto = min(index_marks(store.reader, part)[1] for part in EVENT_INDEXES)
-    files = {}
-    if plan_purge(store, upto)["scan"]:
-        files = {(a.name, sf.path): sf for a, sf in discover_all()}
     conn = store.conn
     conn.execute("PRAGMA secure_delete = ON")
+    with transaction(conn):
+        key = _purge_key(conn)
+    # Mirrors are read for copies before the write lock is taken, so syncs
+    # (an MCP server's) are not held up by a long read.  Mirrors only grow:
+    # what is found stays true, and what was written meanwhile is read by
+    # the next purge (its size is recorded as read up to here).
+    found, needles = _find_copies(store, plan_purge(store, upto), upto, key)
     started = now_ms()
     with transaction(conn):
         # The write lock keeps every sync from appending to a mirror while
         # it is rewritten (ingest writes mirrors only under this lock).
         plan = plan_purge(store, upto)
-        excluded_rows = conn.execute(
-            "SELECT e.id, e.text, e.raw_file_id, e.line, e.span FROM excluded_event x JOIN event e ON e.id = x.event_id "
-            "WHERE x.tombstone_id <= ?", (upto,)).fetchall()
-        excluded = {r["id"] for r in excluded_rows}
-        texts = [r["text"] for r in excluded_rows if r["text"]]
-        texts += [conn.execute("SELECT text FROM entry WHERE id = ?", (e,)).fetchone()[0] for e in plan["entries"]]
-        needles = _needles(texts)
-        key = _purge_key(conn)
-        known = {r[0] for r in conn.execute("SELECT hash FROM purged_hash")}
+        excluded_rows = _excluded_rows(conn, upto)
         lines: dict[int, set[int]] = {}
         for r in excluded_rows:
             lines.setdefault(r["raw_file_id"], set()).update(range(r["line"], r["line"] + max(1, r["span"])))
         kept = 0
-        for m in plan["scan"]:
-            by_id, by_text = _scan_mirror(store, m, files, excluded, needles, (key, known))
+        for m, by_id, by_text in found:
             by_text -= by_id | lines.get(m["id"], set())
             if by_text:
                 # A line that is a visible event's own and shows the text
@@ -3541,7 +3557,7 @@ def purge(store: Store, *, actor: str = "user", channel: str = "cli") -> dict:
         for source, sessions in touched.items():
             refresh_sessions(conn, source, sessions)
         conn.executemany("INSERT OR REPLACE INTO purge_scan (raw_file_id, bytes, tombstone) VALUES (?, ?, ?)",
-                         [(m["id"], m["bytes_ingested"], upto) for m in plan["scan"]])
+                         [(m["id"], m["bytes_ingested"], upto) for m, _i, _t in found])
         details = {"events": len(blank), "entries": len(plan["entries"]), "lines": purged_lines,
                    "mirrors": mirrors, "tombstones_upto": upto}
         conn.execute("INSERT INTO audit_log (ts, actor, action, channel, details) VALUES (?, ?, 'purge', ?, ?)",
@@ -3564,7 +3580,8 @@ def purge(store: Store, *, actor: str = "user", channel: str = "cli") -> dict:
         with transaction(conn):
             conn.execute("DELETE FROM setting WHERE key = ?", (PURGE_PENDING,))
         store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    out = {**details, "lines_kept": kept, "mirrors_read": len(plan["scan"]), "bytes_read": plan["scan_bytes"],
+    out = {**details, "lines_kept": kept, "mirrors_read": len(found),
+           "bytes_read": sum(m["bytes_ingested"] for m, _i, _t in found),
            "complete": not problems}
     if problems:
         out["problems"] = problems

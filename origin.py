@@ -43,6 +43,7 @@ import argparse
 import datetime as dt
 import errno
 import hashlib
+import hmac
 import json
 import math
 import os
@@ -3279,8 +3280,6 @@ def _is_placeholder(line: bytes) -> bool:
 def _line_hash(key: bytes, line: bytes) -> str:
     """Keyed hash of a purged line: finds its byte-identical copies later, and
     cannot be checked against a guessed line without the store's key."""
-    import hmac
-
     return hmac.new(key, line, hashlib.sha256).hexdigest()[:32]
 
 
@@ -3499,6 +3498,7 @@ def purge(store: Store, *, actor: str = "user", channel: str = "cli") -> dict:
     """
     # The index can only remove an event's words while the event still has
     # its text: bring it up to date first, and purge only what it applied.
+    clock = time.monotonic()
     update_index(store)
     upto = min(index_marks(store.reader, part)[1] for part in EVENT_INDEXES)
     conn = store.conn
@@ -3513,7 +3513,10 @@ def purge(store: Store, *, actor: str = "user", channel: str = "cli") -> dict:
     started = now_ms()
     with transaction(conn):
         # The write lock keeps every sync from appending to a mirror while
-        # it is rewritten (ingest writes mirrors only under this lock).
+        # it is rewritten (ingest writes mirrors only under this lock), and
+        # any other purge out.
+        for leftover in store.raw_dir.rglob("*.purging"):  # a killed purge's copy (it holds no purged line)
+            leftover.unlink(missing_ok=True)
         plan = plan_purge(store, upto)
         excluded_rows = _excluded_rows(conn, upto)
         lines: dict[int, set[int]] = {}
@@ -3539,10 +3542,11 @@ def purge(store: Store, *, actor: str = "user", channel: str = "cli") -> dict:
         for rid, todo in sorted(lines.items()):
             done = {r[0] for r in conn.execute("SELECT line FROM purged_line WHERE raw_file_id = ?", (rid,))}
             row = conn.execute("SELECT mirror, bytes_ingested FROM raw_file WHERE id = ?", (rid,)).fetchone()
-            if not todo - done or row is None or not (store.home / row["mirror"]).exists():
+            if not todo - done or row is None:
                 continue
-            conn.executemany("INSERT OR IGNORE INTO purged_hash (hash) VALUES (?)",
-                             [(h,) for h in _rewrite_mirror(store, row["mirror"], row["bytes_ingested"], todo, key)])
+            if (store.home / row["mirror"]).exists():  # a mirror deleted by hand has no bytes left to purge
+                conn.executemany("INSERT OR IGNORE INTO purged_hash (hash) VALUES (?)", [
+                    (h,) for h in _rewrite_mirror(store, row["mirror"], row["bytes_ingested"], todo, key)])
             conn.executemany("INSERT OR IGNORE INTO purged_line (raw_file_id, line, purged_at) VALUES (?, ?, ?)",
                              [(rid, n, started) for n in sorted(todo - done)])
             purged_lines += len(todo - done)
@@ -3596,7 +3600,7 @@ def purge(store: Store, *, actor: str = "user", channel: str = "cli") -> dict:
         store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     out = {**details, "lines_kept": kept, "mirrors_read": len(found),
            "bytes_read": sum(m["bytes_ingested"] for m, _i, _t in found),
-           "complete": not problems}
+           "complete": not problems, "seconds": round(time.monotonic() - clock, 2)}
     if problems:
         out["problems"] = problems
     later = conn.execute("SELECT count(*) FROM tombstone WHERE id > ?", (upto,)).fetchone()[0]

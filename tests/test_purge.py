@@ -280,3 +280,26 @@ def test_copies_that_arrive_after_a_purge_are_found_by_the_next_one(planted, use
     code, res = cli("purge", "--yes", "--json")
     assert code == 0 and res["complete"] and res["lines"] >= 3
     assert grep(origin_home) == []
+
+
+def test_a_purge_killed_before_its_commit_is_finished_by_the_next_run(planted, origin_home, cli, monkeypatch):
+    leftover = origin_home / "raw" / "claude-code" / "left.jsonl.purging"
+    leftover.write_bytes(b'{"origin":"purged"}\n')
+
+    def killed(*a, **k):
+        raise KeyboardInterrupt  # after the mirrors were swapped, before the commit
+
+    with origin.open_store(origin_home) as s:
+        with monkeypatch.context() as m:
+            m.setattr(origin, "refresh_sessions", killed)
+            with pytest.raises(KeyboardInterrupt):
+                origin.purge(s)
+        # The store rolled back: the texts are still there (hidden), the
+        # mirrors already hold placeholders, every locator still reads back.
+        assert s.conn.execute("SELECT count(*) FROM event WHERE instr(text, ?) > 0", (CANARY,)).fetchone()[0] > 0
+        assert s.conn.execute("SELECT count(*) FROM purged_line").fetchone()[0] == 0
+        assert not [f for f in grep(origin_home) if "/raw/" in f]
+    code, res = cli("purge", "--yes", "--json")
+    assert code == 0 and res["complete"] and res["events"] >= len(planted["gone"])
+    assert grep(origin_home) == []
+    assert not leftover.exists()

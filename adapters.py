@@ -3258,7 +3258,118 @@ def _zcode_part_events(part: dict, role: str, visible: bool, created: int | None
 
 
 ###############################################################################
+# Native memory notes #########################################################
+###############################################################################
+
+#: Largest memory note read, in bytes (Claude Code keeps them short; the
+#: index MEMORY.md is cut at 200 lines when loaded).
+MEMORY_NOTE_MAX = 1 << 20
+#: Bytes of a project's newest transcript read to learn the project's cwd.
+_CWD_PROBE = 65536
+_CWD_FIELD = re.compile(rb'"cwd"\s*:\s*("(?:[^"\\]|\\.)*")')
+
+
+def _project_cwd(project: Path) -> str | None:
+    """Return the working directory a Claude Code project folder stands for.
+
+    The folder name is the cwd with every "/" and "." turned into "-", which
+    cannot be reversed; the project's newest transcript names it exactly.
+    """
+    try:
+        logs = sorted(_files(project, ".jsonl"), key=lambda p: p.stat().st_mtime, reverse=True)
+    except OSError:
+        return None
+    for log in logs[:3]:
+        try:
+            with open(log, "rb") as fh:
+                m = _CWD_FIELD.search(fh.read(_CWD_PROBE))
+            if m:
+                return _str(json.loads(m.group(1)))
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+class ClaudeMemory(Adapter):
+    """Claude Code's own memory notes, archived like a database source.
+
+    Layout read: ``<root>/projects/<project folder>/memory/*.md``, where root
+    is each Claude Code root (``CLAUDE_CONFIG_DIR`` or ``~/.claude``) and the
+    project folder is named after the working directory; ``MEMORY.md`` is the
+    index Claude Code loads at start, and every other ``.md`` file one note
+    (a few lines of front matter: ``name``, ``description``, ``type``, then
+    the note).  Notes are rewritten in place, so each file is exported whole
+    (kind "db"): every new version of it becomes one line of its mirror and
+    one event, and older versions stay archived and citable.
+
+    Event ids: ``<project folder>/<file>@<hash of the text>``; the session is
+    ``memory:<project folder>``, the role ``memory``, the time the file's
+    modification time.  Grok Build keeps no memory files whose layout is
+    known (its ``memory_*`` updates in ``updates.jsonl`` are skipped), so
+    only Claude Code's are read.
+    """
+
+    name = "claude-memory"
+    display = "Claude Code memory"
+    kind = "db"
+
+    def roots(self, env: Mapping[str, str], home: Path) -> list[Path]:
+        """Return the Claude Code roots (the notes live beside the transcripts)."""
+        return ClaudeCode().roots(env, home)
+
+    def discover(self, env: Mapping[str, str], home: Path) -> Iterator[SourceFile]:
+        """Yield every Markdown note of every project's ``memory/`` folder."""
+        for prefix, root in _labelled(self.roots(env, home), home):
+            projects = root / "projects"
+            if not _is_dir(projects):
+                continue
+            for project in _subdirs(projects):
+                notes = project / "memory"
+                if not _is_dir(notes):
+                    continue
+                files = _files(notes, ".md")
+                if not files:
+                    continue
+                meta = {"folder": project.name, "cwd": _project_cwd(project)}
+                for path in files:
+                    yield SourceFile(str(path), _rel(prefix, root, path), kind="db", meta=meta)
+
+    def export(self, f: SourceFile, known: Mapping[str, str], now_ms: int) -> Iterator[tuple[str, str, str]]:
+        """Yield the note as one line when its text changed since the last export."""
+        try:
+            with open(f.path, "rb") as fh:
+                data = fh.read(MEMORY_NOTE_MAX)
+            mtime = int(os.stat(f.path).st_mtime * 1000)
+        except OSError as e:
+            raise UnreadableSource(f"cannot read {f.path}: {e.strerror}") from None
+        text = data.decode("utf-8", "replace")
+        digest = _digest(text)
+        if known.get("note") == digest:
+            return
+        line = {"t": "note", "folder": f.meta.get("folder"), "file": os.path.basename(f.path),
+                "cwd": f.meta.get("cwd"), "mtime": mtime, "text": text}
+        yield ("note", digest, _line({k: v for k, v in line.items() if v is not None}))
+
+    @_guarded
+    def parse(self, line: str, ctx: Context) -> list:
+        """Return the note's event and its session's title."""
+        if not line.strip():
+            return []
+        obj = _load_object(line)
+        if obj.get("t") != "note" or not _str(obj.get("folder")) or not _str(obj.get("file")):
+            return _unknown(ctx)
+        text = obj.get("text") if isinstance(obj.get("text"), str) else ""
+        folder, name = obj["folder"], obj["file"]
+        session = f"memory:{folder}"
+        cwd = _str(obj.get("cwd"))
+        title = f"Claude Code memory of {last_segment(cwd) or folder}"
+        return [SessionInfo(session, title=title, title_rank=RANK_GENERATED, cwd=cwd),
+                Record(id=f"{folder}/{name}@{short_hash(text, n=12)}", session=session, kind="message",
+                       role="memory", text=text, ts=_ts(obj.get("mtime")), cwd=cwd, indexed=bool(text.strip()))]
+
+
+###############################################################################
 # Registry ####################################################################
 ###############################################################################
 
-ADAPTERS = {a.name: a for a in (ClaudeCode(), Codex(), Cursor(), ZCode(), Grok())}
+ADAPTERS = {a.name: a for a in (ClaudeCode(), Codex(), Cursor(), ZCode(), Grok(), ClaudeMemory())}

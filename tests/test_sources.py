@@ -80,9 +80,17 @@ def _grok(home: Path) -> None:
         shutil.copy(FIXTURES / "grok" / "agent-sessions" / name, real / name)
 
 
+def _claude_memory(home: Path) -> None:
+    project = home / ".claude" / "projects" / "-path-to-Demo"
+    if not project.is_dir():
+        _claude(home)
+    shutil.copytree(FIXTURES / "claude-code" / "made-here" / "memory", project / "memory")
+
+
 #: Each function lays one agent's fixtures out under a HOME and returns the
 #: environment variables that point the agent's discovery at them, if any.
-LAYOUTS = {"claude-code": _claude, "codex": _codex, "cursor": _cursor, "zcode": _zcode, "grok": _grok}
+LAYOUTS = {"claude-code": _claude, "codex": _codex, "cursor": _cursor, "zcode": _zcode, "grok": _grok,
+           "claude-memory": _claude_memory}
 
 
 @pytest.fixture

@@ -122,3 +122,55 @@ def test_export_sessions_writes_transcripts_filtered_by_project_and_time(two_pro
     code, res = cli("export", "--markdown", str(tmp_path / "after"), "--sessions", "--json")
     assert res["sessions"] == 1 and "CSS grid" not in "".join(
         p.read_text() for p in (tmp_path / "after").rglob("*.md"))
+
+
+NOTE = """---
+name: testing policy
+description: how the user wants tests run
+type: feedback
+---
+Run the whole suite with make test before every push; never skip the slow tier on release branches.
+"""
+
+
+def test_claude_code_memory_notes_are_archived_once_per_version_searchable_and_citable(user_home, store, cli):
+    log = ClaudeLog(user_home, session="sess-mem", cwd="/home/dev/src/shop.web")
+    log.user("u-1", "Let us fix the checkout rounding.")
+    log.write()
+    memory = log.path.parent / "memory"
+    memory.mkdir()
+    (memory / "MEMORY.md").write_text("- [testing policy](feedback_testing.md): run make test before pushing\n")
+    note = memory / "feedback_testing.md"
+    note.write_text(NOTE)
+    report = origin.sync(store)
+    assert report.sources["claude-memory"]["events_added"] == 2 and report.problems == []
+    rows = store.conn.execute("SELECT id, session, project, role, kind, text FROM event WHERE source = 'claude-memory' "
+                              "ORDER BY id").fetchall()
+    folder = log.path.parent.name
+    assert [(r["session"], r["project"], r["role"], r["kind"]) for r in rows] == [
+        (f"memory:{folder}", "shop.web", "memory", "message")] * 2  # the project comes from the transcript's cwd
+    assert rows[1]["text"] == NOTE and rows[1]["id"].startswith(f"claude-memory:{folder}/feedback_testing.md@")
+    # Transcripts are unchanged: the memory folder is not a session.
+    assert store.conn.execute("SELECT count(*) FROM event WHERE source = 'claude-code'").fetchone()[0] == 1
+    hits = origin.search_events(store, "slow tier on release")
+    assert [h["id"] for h in hits] == [rows[1]["id"]]
+    entry = origin.remember(store, kind="cognition", text="The user wants make test run before every push.",
+                            sources=[{"quote": "make test before every push"}], author="t")
+    assert entry["sources"][0]["event"] == rows[1]["id"] and entry["verified"] == "verified"
+    # Unchanged, touched, then edited: one new event for the new version; the old one stays citable.
+    assert origin.sync(store).events_added == 0
+    os.utime(note, (1_900_000_000, 1_900_000_000))
+    assert origin.sync(store).events_added == 0
+    note.write_text(NOTE.replace("never skip the slow tier", "the slow tier may wait for nightly"))
+    os.utime(note, (1_900_000_100, 1_900_000_100))
+    assert origin.sync(store).events_added == 1
+    texts = [r[0] for r in store.conn.execute(
+        "SELECT text FROM event WHERE id LIKE 'claude-memory:%feedback_testing.md@%' ORDER BY ts")]
+    assert len(texts) == 2 and "never skip" in texts[0] and "nightly" in texts[1]
+    assert origin.get_entry(store, entry["id"])["verified"] == "verified"
+    # The mirror is append-only: both versions, one line each.
+    mirror = store.conn.execute("SELECT mirror FROM raw_file WHERE path = ?", (str(note),)).fetchone()[0]
+    lines = (store.home / mirror).read_text().splitlines()
+    assert [json.loads(x)["text"] for x in lines] == texts
+    code, out = cli("search", "nightly", "--source", "claude-memory")
+    assert code == 0 and "nightly" in out

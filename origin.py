@@ -56,6 +56,7 @@ import threading
 import time
 import tomllib
 import traceback
+import unicodedata
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -151,6 +152,18 @@ ENV_CRASH = "ORIGIN_CRASH_AT"
 ENV_HEALTHCHECK_URL = "ORIGIN_HEALTHCHECK_URL"
 HEALTHCHECK_URL = "http://127.0.0.1:7077/healthz"
 HEALTHCHECK_TIMEOUT = 5.0
+#: Every forget is also appended to this file beside the database (ids,
+#: fingerprints and reasons, never text); opening a store replays it.
+TOMBSTONE_LOG = "tombstones.log"
+#: Content fingerprints: HMAC-SHA-256 of the normalised text under a key of
+#: the store's key ring, cut to this many bytes (hex in the store).
+FP_BYTES = 16
+#: Texts shorter than this (normalised characters) get no fingerprint: "ok",
+#: "yes" or "Done." said again must not vanish because one was forgotten,
+#: and a short text is the easiest to guess from its fingerprint.
+FP_MIN_CHARS = 16
+#: Most events with the same text a forget preview lists.
+SAME_TEXT_MAX = 50
 
 
 ###############################################################################
@@ -246,6 +259,28 @@ def parse_when(value: str | None, *, field_name: str = "time") -> int | None:
     return int(d.timestamp() * 1000)
 
 
+def normalise_text(text: str) -> str:
+    """Return the form of a text that content fingerprints are taken of.
+
+    Unicode compatibility forms folded (NFKC), case folded, and every run
+    of whitespace one space, so the same words re-serialised, re-indented or
+    re-cased by an agent give the same fingerprint.
+    """
+    return " ".join(unicodedata.normalize("NFKC", clean_text(text)).casefold().split())
+
+
+def fingerprint(key: bytes, norm: str) -> str | None:
+    """Return the keyed fingerprint of a normalised text, None if too short.
+
+    A keyed hash (HMAC-SHA-256, cut to FP_BYTES) rather than a plain one,
+    so a tombstone never lets anyone without the key test guesses of the
+    forgotten text.
+    """
+    if len(norm) < FP_MIN_CHARS:
+        return None
+    return hmac.new(key, b"origin-fp-1\x00" + norm.encode("utf-8"), hashlib.sha256).hexdigest()[: 2 * FP_BYTES]
+
+
 def like_escape(s: str) -> str:
     """Escape a term for a LIKE pattern written with ESCAPE '\\'."""
     return s.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
@@ -297,6 +332,11 @@ def _check_limit(limit: Any, most: int = MAX_LIMIT) -> int:
 def new_id(prefix: str) -> str:
     """Return a new, time-ordered random id such as ``ent_…``."""
     return f"{prefix}_{now_ms():011x}{secrets.token_hex(5)}"
+
+
+def new_tombstone_uid() -> str:
+    """Return a globally unique tombstone id (``tmb_…``): it keeps its identity in every store it reaches."""
+    return f"tmb_{secrets.token_hex(12)}"
 
 
 def _crash_point(label: str) -> None:
@@ -868,8 +908,16 @@ CREATE TABLE IF NOT EXISTS tombstone (
     created_at INTEGER NOT NULL,
     entries INTEGER NOT NULL,
     events INTEGER NOT NULL,
-    device TEXT
+    device TEXT,
+    uid TEXT,
+    kind TEXT
 );
+CREATE TABLE IF NOT EXISTS tombstone_fingerprint (
+    key_id TEXT NOT NULL,
+    fp TEXT NOT NULL,
+    tombstone_id INTEGER NOT NULL REFERENCES tombstone(id),
+    PRIMARY KEY (key_id, fp)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS forgotten_entry (
     entry_id TEXT PRIMARY KEY,
     tombstone_id INTEGER NOT NULL REFERENCES tombstone(id)
@@ -878,6 +926,8 @@ CREATE TABLE IF NOT EXISTS excluded_event (
     event_id TEXT PRIMARY KEY,
     tombstone_id INTEGER NOT NULL REFERENCES tombstone(id)
 ) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS excluded_event_tombstone ON excluded_event (tombstone_id);
+CREATE INDEX IF NOT EXISTS forgotten_entry_tombstone ON forgotten_entry (tombstone_id);
 CREATE TABLE IF NOT EXISTS api_token (
     id INTEGER PRIMARY KEY,
     name TEXT NOT NULL UNIQUE,
@@ -928,7 +978,8 @@ CREATE TABLE IF NOT EXISTS purge_scan (
 #: triggers refusing UPDATE and DELETE; with recursive_triggers on, an
 #: ``INSERT OR REPLACE`` over an existing row fires the DELETE trigger too.
 APPEND_ONLY_TABLES = (
-    "entry", "entry_source", "tombstone", "forgotten_entry", "excluded_event", "audit_log",
+    "entry", "entry_source", "tombstone", "forgotten_entry", "excluded_event", "tombstone_fingerprint",
+    "audit_log",
 )
 
 
@@ -954,7 +1005,8 @@ def _append_only_sql() -> str:
 TABLES = (
     "raw_file", "parse_error", "export_state", "event", "session", "sync_log",
     "entry", "entry_source", "entry_fts", "tombstone", "forgotten_entry", "excluded_event",
-    "api_token", "setting", "admin_session", "audit_log", "purged_line", "purged_hash", "purge_scan",
+    "tombstone_fingerprint", "api_token", "setting", "admin_session", "audit_log", "purged_line", "purged_hash",
+    "purge_scan",
 )
 
 
@@ -1162,23 +1214,46 @@ def open_store(home: Path | None = None) -> Store:
         conn.execute("PRAGMA recursive_triggers = ON")
         check_sqlite(conn)
         _apply_schema(conn)
+        store = Store(home=home, conn=conn, tightened=tightened)
+        # Invariant 2 (sticky forget): forgets in the tombstone log are
+        # applied before the store serves a single read.
+        _prepare_store(store)
     except sqlite3.DatabaseError as e:
         conn.close()
-        raise StoreError(f"{home / DB_NAME} is not a usable Origin store ({e}); move it aside and run `origin sync` again") from None
+        raise StoreError(
+            f"{home / DB_NAME} is not a usable Origin store ({e}); move it aside (with its -wal and -shm files) and "
+            f"run `origin sync`: the new store re-reads the agents' logs, and every forget comes back from "
+            f"{TOMBSTONE_LOG}, which stays where it is (so does raw/); entries live only in the old file, so keep "
+            "it") from None
     except BaseException:
         conn.close()
         raise
-    return Store(home=home, conn=conn, tightened=tightened)
+    return store
 
 
 def _apply_schema(conn: sqlite3.Connection) -> None:
-    have = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table','trigger')")}
+    have = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table','trigger','index')")}
     # (event_fts is the event index of early stores; it now lives in INDEX_DIR.)
-    if set(TABLES) <= have and "audit_log_no_reuse" in have and "event_fts" not in have:
+    if set(TABLES) <= have and "audit_log_no_reuse" in have and "tombstone_uid" in have and "event_fts" not in have:
         return
     conn.execute("BEGIN IMMEDIATE")
     try:
-        for stmt in _split_sql(SCHEMA_SQL + _append_only_sql()):
+        for stmt in _split_sql(SCHEMA_SQL):
+            conn.execute(stmt)
+        cols = {r[1] for r in conn.execute("PRAGMA table_info(tombstone)")}
+        if "uid" not in cols or "kind" not in cols:
+            # Tombstones of early stores get the globally unique id and the
+            # kind they lacked: the only columns ever filled in after the
+            # fact, so the append-only guard steps aside for this alone.
+            for col in ("uid", "kind"):
+                if col not in cols:
+                    conn.execute(f"ALTER TABLE tombstone ADD COLUMN {col} TEXT")
+            conn.execute("DROP TRIGGER IF EXISTS tombstone_no_update")
+            for tid, target in conn.execute("SELECT id, target FROM tombstone WHERE uid IS NULL").fetchall():
+                conn.execute("UPDATE tombstone SET uid = ?, kind = ? WHERE id = ?",
+                             (new_tombstone_uid(), "entry" if target.startswith("ent_") else "event", tid))
+        conn.execute("CREATE UNIQUE INDEX IF NOT EXISTS tombstone_uid ON tombstone (uid)")
+        for stmt in _split_sql(_append_only_sql()):
             conn.execute(stmt)
         conn.execute("INSERT INTO entry_fts (entry_fts, rank) VALUES ('automerge', ?)", (FTS_AUTOMERGE,))
         conn.execute("INSERT INTO entry_fts (entry_fts, rank) VALUES ('crisismerge', ?)", (FTS_CRISISMERGE,))
@@ -1219,6 +1294,435 @@ class transaction:
             self.conn.execute("COMMIT")
         else:
             self.conn.execute("ROLLBACK")
+
+
+# -- What forget keeps outside the tables: key ring, tombstone log, replay ---
+#
+# A forget is recorded three times: in the tables, in ORIGIN_HOME/tombstones.log
+# (fsynced before the forget commits) and, for a hub, in what tombstones_after
+# hands out.  The log holds ids, keyed fingerprints, reasons and the keys of
+# the ring, never text; opening a store replays what it has not applied yet,
+# so a store rebuilt after `rm origin.db`, or restored from an old backup,
+# forgets everything again before anything can be read.
+
+#: setting rows: the key ring (``fpkey:<id>`` -> hex), the id of this store's
+#: own key, the store id (also written into each index file) and how many
+#: bytes of the tombstone log are applied.
+_KEY_PREFIX = "fpkey:"
+_OWN_KEY = "fpkey_own"
+_STORE_ID = "store_id"
+_LOG_DONE = "tombstone_log_bytes"
+_KEY_ID = re.compile(r"[A-Za-z0-9_-]{1,32}\Z")
+_TOMB_UID = re.compile(r"tmb_[0-9a-f]{8,64}\Z")
+_FP_HEX = re.compile(r"[0-9a-f]{8,64}\Z")
+#: Kinds of tombstone target.
+TOMBSTONE_KINDS = ("entry", "event", "session")
+
+
+def _setting(conn: sqlite3.Connection, key: str) -> str | None:
+    r = conn.execute("SELECT value FROM setting WHERE key = ?", (key,)).fetchone()
+    return None if r is None else r[0]
+
+
+def _put_setting(conn: sqlite3.Connection, key: str, value: str) -> None:
+    conn.execute("INSERT OR REPLACE INTO setting (key, value) VALUES (?, ?)", (key, value))
+
+
+def key_ring(conn: sqlite3.Connection) -> dict[str, bytes]:
+    """Return the fingerprint keys this store checks arrivals against: id -> key."""
+    return {k[len(_KEY_PREFIX):]: bytes.fromhex(v) for k, v in conn.execute(
+        "SELECT key, value FROM setting WHERE key > ? AND key < ?", (_KEY_PREFIX, _KEY_PREFIX[:-1] + ";"))}
+
+
+def text_fingerprints(ring: dict[str, bytes], text: str) -> list[list[str]]:
+    """Return [key id, fingerprint] of a text under every key of the ring ([] when too short)."""
+    norm = normalise_text(text)
+    if len(norm) < FP_MIN_CHARS:
+        return []
+    return [[kid, fingerprint(key, norm)] for kid, key in sorted(ring.items())]
+
+
+def _ring_add(conn: sqlite3.Connection, key_id: Any, key: Any) -> bool:
+    """Put a key in the ring; True if it is new.  A different key under a known id is refused."""
+    if not isinstance(key_id, str) or not _KEY_ID.match(key_id):
+        raise UsageError("a fingerprint key id is 1 to 32 letters, digits, '-' or '_'")
+    if not isinstance(key, bytes) or not 16 <= len(key) <= 64:
+        raise UsageError("a fingerprint key is 16 to 64 bytes")
+    have = _setting(conn, _KEY_PREFIX + key_id)
+    if have is not None:
+        if not hmac.compare_digest(bytes.fromhex(have), key):
+            raise Conflict(f"fingerprint key {key_id} is already in the ring with another value")
+        return False
+    _put_setting(conn, _KEY_PREFIX + key_id, key.hex())
+    return True
+
+
+def tombstone_log_path(home: Path) -> Path:
+    return Path(home) / TOMBSTONE_LOG
+
+
+def _log_append(home: Path, records: list[dict]) -> int:
+    """Append records to the tombstone log and fsync it; return its new size.
+
+    Called inside the write transaction that records them, before COMMIT,
+    so a forget is on disk in the log before it exists in the tables.
+    """
+    path = tombstone_log_path(home)
+    data = b"".join(json.dumps(r, ensure_ascii=False, sort_keys=True, separators=(",", ":")).encode("utf-8") + b"\n"
+                    for r in records)
+    new = not path.exists()
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            data = b"\n" + data  # a record torn by a crash ends here; it cannot swallow this one
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    if new:
+        dfd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dfd)  # the new file's name is durable too
+        finally:
+            os.close(dfd)
+    return size + len(data)
+
+
+def _log_records(home: Path, start: int) -> tuple[list[dict], int]:
+    """Return the complete records of the log from byte start on, and where they end.
+
+    A line that is not a JSON object (torn by a crash) is skipped; a last
+    line without its newline is left for later.  A log shorter than start
+    (replaced, or the store restored beside a newer log) is read from 0:
+    records are applied by uid, so reading one twice changes nothing.
+    """
+    try:
+        fh = open(tombstone_log_path(home), "rb")
+    except FileNotFoundError:
+        return [], 0
+    with fh:
+        size = fh.seek(0, os.SEEK_END)
+        if start > size:
+            start = 0
+        fh.seek(start)
+        data = fh.read()
+    data = data[: data.rfind(b"\n") + 1]
+    out = []
+    for line in data.split(b"\n"):
+        if line.strip():
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(rec, dict):
+                out.append(rec)
+    return out, start + len(data)
+
+
+def _id_list(value: Any, what: str, most: int = 1_000_000) -> list[str]:
+    if not isinstance(value, list) or len(value) > most or not all(isinstance(v, str) and 0 < len(v) <= 400
+                                                                   for v in value):
+        raise UsageError(f"a tombstone's {what} are a list of ids")
+    return list(dict.fromkeys(value))
+
+
+def check_tombstone_record(rec: Any) -> dict:
+    """Validate one tombstone record (from the log or another store); return it cleaned.
+
+    Only ids, fingerprints, a reason and times are accepted: a record is
+    refused with its reason rather than applied half-way.
+    """
+    if not isinstance(rec, dict):
+        raise UsageError("a tombstone record is an object")
+    uid, target, kind = rec.get("uid"), rec.get("target"), rec.get("kind")
+    if not isinstance(uid, str) or not _TOMB_UID.match(uid):
+        raise UsageError("a tombstone record needs a uid like tmb_<hex>")
+    if not isinstance(target, str) or not 0 < len(target) <= 400:
+        raise UsageError(f"tombstone {uid} needs its target id")
+    if kind not in TOMBSTONE_KINDS:
+        raise UsageError(f"tombstone {uid}: kind is one of {', '.join(TOMBSTONE_KINDS)}")
+    reason, device, created = rec.get("reason"), rec.get("device"), rec.get("created_at")
+    if reason is not None and (not isinstance(reason, str) or len(reason) > MAX_REASON):
+        raise UsageError(f"tombstone {uid}: a reason is a string of at most {MAX_REASON} characters")
+    if device is not None and (not isinstance(device, str) or len(device) > MAX_NAME):
+        raise UsageError(f"tombstone {uid}: device is a short string")
+    if isinstance(created, bool) or not isinstance(created, int) or not 0 <= created < 1 << 53:
+        raise UsageError(f"tombstone {uid}: created_at is epoch milliseconds")
+    fps = rec.get("fingerprints", [])
+    if not isinstance(fps, list) or not all(
+            isinstance(f, list) and len(f) == 2 and isinstance(f[0], str) and _KEY_ID.match(f[0])
+            and isinstance(f[1], str) and _FP_HEX.match(f[1]) for f in fps):
+        raise UsageError(f"tombstone {uid}: fingerprints are [key id, hex] pairs")
+    return {"uid": uid, "target": target, "kind": kind, "reason": reason, "created_at": created, "device": device,
+            "entries": _id_list(rec.get("entries", []), "entries"), "events": _id_list(rec.get("events", []), "events"),
+            "fingerprints": [list(f) for f in dict.fromkeys(tuple(f) for f in fps)]}
+
+
+def apply_tombstone_record(conn: sqlite3.Connection, rec: dict) -> int | None:
+    """Record one checked tombstone in the open transaction; return its id, None if known.
+
+    Ids need not exist here yet: an event excluded before it arrives stays
+    excluded when it does (Invariant 2).  Entries leave the entry index and
+    the sessions of the events lose them, in the same transaction.
+    """
+    if conn.execute("SELECT 1 FROM tombstone WHERE uid = ?", (rec["uid"],)).fetchone():
+        return None
+    entries = [e for e in rec["entries"]
+               if not conn.execute("SELECT 1 FROM forgotten_entry WHERE entry_id = ?", (e,)).fetchone()]
+    events = [e for e in rec["events"]
+              if not conn.execute("SELECT 1 FROM excluded_event WHERE event_id = ?", (e,)).fetchone()]
+    tid = conn.execute(
+        "INSERT INTO tombstone (uid, kind, target, reason, created_at, entries, events, device) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (rec["uid"], rec["kind"], rec["target"], rec["reason"], rec["created_at"], len(rec["entries"]),
+         len(rec["events"]), rec["device"])).lastrowid
+    # Invariant 2 (sticky forget): exclusion by id and by content fingerprint
+    # is recorded with the tombstone, in its transaction; every read filters
+    # on it from this commit on, and ingest checks every arrival against it.
+    conn.executemany("INSERT INTO excluded_event (event_id, tombstone_id) VALUES (?, ?)", [(e, tid) for e in events])
+    conn.executemany("INSERT OR IGNORE INTO tombstone_fingerprint (key_id, fp, tombstone_id) VALUES (?, ?, ?)",
+                     [(k, f, tid) for k, f in rec["fingerprints"]])
+    # Entries of this store the record could not know (it may come from
+    # another store or an older state of this one): those citing a forgotten
+    # event or session, and those left without a visible source.
+    entries += [e for e in _cascade(conn, events, direct=rec["kind"] != "entry") if e not in entries]
+    conn.executemany("INSERT OR IGNORE INTO forgotten_entry (entry_id, tombstone_id) VALUES (?, ?)",
+                     [(e, tid) for e in entries])
+    for eid in entries:
+        r = conn.execute("SELECT seq, text FROM entry WHERE id = ?", (eid,)).fetchone()
+        if r is not None:
+            conn.execute("INSERT INTO entry_fts (entry_fts, rowid, text) VALUES ('delete', ?, ?)", (r[0], r[1]))
+    touched: dict[str, set] = {}
+    for evid in events:
+        r = conn.execute("SELECT source, session FROM event WHERE id = ?", (evid,)).fetchone()
+        if r is not None:
+            touched.setdefault(r[0], set()).add(r[1])
+    for source, sessions in touched.items():
+        refresh_sessions(conn, source, sessions)
+    return tid
+
+
+def entry_versions(conn: sqlite3.Connection, entry_id: str) -> list[str]:
+    """Return every version of an entry (the whole supersedes chain), oldest first."""
+    return [r[0] for r in conn.execute(
+        "WITH RECURSIVE up(id, sup) AS (SELECT id, supersedes FROM entry WHERE id = ? "
+        "UNION SELECT e.id, e.supersedes FROM entry e JOIN up ON e.id = up.sup), "
+        "down(id) AS (SELECT id FROM up UNION SELECT e.id FROM entry e JOIN down ON e.supersedes = down.id) "
+        "SELECT d.id FROM down d JOIN entry e ON e.id = d.id ORDER BY e.seq", (entry_id,))]
+
+
+def _cascade(conn: sqlite3.Connection, events: list[str], *, direct: bool, pending: set | None = None) -> list[str]:
+    """Return entries not yet forgotten that excluding events forgets (all versions).
+
+    With ``direct``, every entry citing one of the events goes (an event's
+    or a session's forget); otherwise only entries whose newest version is
+    left without a visible source (Invariant 1 cannot hold for them).
+    ``pending`` are events about to be excluded (a plan's), counted as gone.
+    """
+    pending = pending or set()
+    out: list[str] = []
+    if not events:
+        return out
+    for start in range(0, len(events), 500):
+        part = events[start:start + 500]
+        marks = ",".join("?" * len(part))
+        for (eid,) in conn.execute(f"SELECT DISTINCT entry_id FROM entry_source WHERE event_id IN ({marks})",
+                                   part).fetchall():
+            if eid in out:
+                continue
+            chain = entry_versions(conn, eid)
+            if not chain or conn.execute("SELECT 1 FROM forgotten_entry WHERE entry_id = ?", (chain[-1],)).fetchone():
+                continue
+            if not direct and any(r[0] not in pending for r in conn.execute(
+                    "SELECT s.event_id FROM entry_source s WHERE s.entry_id = ? AND NOT EXISTS "
+                    "(SELECT 1 FROM excluded_event x WHERE x.event_id = s.event_id)", (chain[-1],))):
+                continue
+            out.extend(v for v in chain if v not in out)
+    return out
+
+
+def replay_tombstone_log(store: "Store") -> int:
+    """Apply what the tombstone log holds and the tables lack; return how many tombstones.
+
+    Runs inside the caller's write transaction.  Keys join the ring;
+    tombstones already known (by uid) are skipped; a record that does not
+    check out is skipped, never half-applied.
+    """
+    conn = store.conn
+    done = _setting(conn, _LOG_DONE)
+    records, end = _log_records(store.home, int(done) if done and done.isdigit() else 0)
+    n = 0
+    for rec in records:
+        try:
+            if rec.get("type") == "key" and isinstance(rec.get("key"), str):
+                _ring_add(conn, rec.get("key_id"), bytes.fromhex(rec["key"]))
+            elif rec.get("type") == "tombstone":
+                n += apply_tombstone_record(conn, check_tombstone_record(rec)) is not None
+        except (OriginError, ValueError):
+            continue
+    _put_setting(conn, _LOG_DONE, str(end))
+    return n
+
+
+def _tombstone_log_size(home: Path) -> int:
+    try:
+        return os.stat(tombstone_log_path(home)).st_size
+    except FileNotFoundError:
+        return 0
+
+
+def _prepare_store(store: "Store") -> None:
+    """Give a store its id and its own fingerprint key, and replay the tombstone log.
+
+    Cheap when nothing is to do (three settings and a stat, no lock).  A new
+    store adopts a key the log already holds (its predecessor's), so the
+    fingerprints recorded before a rebuild still match.
+    """
+    conn = store.conn
+    have = dict(conn.execute("SELECT key, value FROM setting WHERE key IN (?, ?, ?)", (_STORE_ID, _OWN_KEY, _LOG_DONE)))
+    if _STORE_ID in have and _OWN_KEY in have and have.get(_LOG_DONE) == str(_tombstone_log_size(store.home)):
+        return
+    with transaction(conn):
+        replay_tombstone_log(store)
+        if _setting(conn, _STORE_ID) is None:
+            _put_setting(conn, _STORE_ID, secrets.token_hex(8))
+        if _setting(conn, _OWN_KEY) is None:
+            ring = key_ring(conn)
+            if ring:
+                _put_setting(conn, _OWN_KEY, sorted(ring)[0])
+            else:
+                kid, key = secrets.token_hex(4), secrets.token_bytes(32)
+                _ring_add(conn, kid, key)
+                _put_setting(conn, _OWN_KEY, kid)
+                records = [{"type": "key", "key_id": kid, "key": key.hex(), "created_at": now_ms()}]
+                # A store made before the log existed: its forgets go into
+                # the log now, with fingerprints of the texts they hid.
+                records += _legacy_tombstones(conn, {kid: key})
+                _put_setting(conn, _LOG_DONE, str(_log_append(store.home, records)))
+
+
+def _legacy_tombstones(conn: sqlite3.Connection, ring: dict[str, bytes]) -> list[dict]:
+    out = []
+    for t in conn.execute("SELECT * FROM tombstone ORDER BY id").fetchall():
+        rec = tombstone_record(conn, t)
+        fps: dict = {}
+        for (text,) in conn.execute(
+                "SELECT e.text FROM excluded_event x JOIN event e ON e.id = x.event_id WHERE x.tombstone_id = ? "
+                "UNION ALL SELECT n.text FROM forgotten_entry f JOIN entry n ON n.id = f.entry_id "
+                "WHERE f.tombstone_id = ?", (t["id"], t["id"])):
+            for kid, fp in text_fingerprints(ring, text):
+                fps[(kid, fp)] = None
+        conn.executemany("INSERT OR IGNORE INTO tombstone_fingerprint (key_id, fp, tombstone_id) VALUES (?, ?, ?)",
+                         [(k, f, t["id"]) for k, f in fps])
+        rec["fingerprints"] = [list(f) for f in fps]
+        rec.pop("seq")
+        out.append({"type": "tombstone", **rec})
+    return out
+
+
+def tombstone_record(conn: sqlite3.Connection, t: sqlite3.Row) -> dict:
+    """Return one tombstone as a JSON-safe record: ids, fingerprints, reason — never text."""
+    tid = t["id"]
+    return {
+        "seq": tid, "uid": t["uid"], "target": t["target"], "kind": t["kind"], "reason": t["reason"],
+        "created_at": t["created_at"], "device": t["device"],
+        "entries": [r[0] for r in conn.execute(
+            "SELECT entry_id FROM forgotten_entry WHERE tombstone_id = ? ORDER BY entry_id", (tid,))],
+        "events": [r[0] for r in conn.execute(
+            "SELECT event_id FROM excluded_event WHERE tombstone_id = ? ORDER BY event_id", (tid,))],
+        "fingerprints": [[r[0], r[1]] for r in conn.execute(
+            "SELECT key_id, fp FROM tombstone_fingerprint WHERE tombstone_id = ? ORDER BY key_id, fp", (tid,))],
+    }
+
+
+_MARKUP = re.compile(r"</?[A-Za-z][\w:-]*(?:\s[^<>]*)?>")
+
+
+def _title_kept(conn: sqlite3.Connection, source: str, sid: str, title: str | None, rank: int) -> bool:
+    """True when an agent's title for a session may still be shown after forgets.
+
+    Invariant 2 (sticky forget): a title the agent made from the
+    conversation (a generated title, a summary, a chat's name) is dropped
+    once any message of the session is forgotten, since it was made from
+    those messages; a title the person typed is dropped only if it holds
+    forgotten text.  Either way the session is then titled by its first
+    visible prompt.
+    """
+    if not title:
+        return False
+    gone = [r[0] for r in conn.execute(
+        "SELECT e.text FROM event e WHERE e.session = ? AND e.source = ? AND e.kind = 'message' "
+        "AND EXISTS (SELECT 1 FROM excluded_event x WHERE x.event_id = e.id)", (sid, source))]
+    if gone and rank < adapters.RANK_MANUAL:
+        return False
+    core = normalise_text(title).rstrip(" .…:;,!?-")
+    for text in gone:
+        norm = normalise_text(text)
+        if (len(core) >= 8 and core in norm) or (len(norm) >= FP_MIN_CHARS and norm in normalise_text(title)):
+            return False
+    fps = text_fingerprints(key_ring(conn), title)
+    return not any(conn.execute("SELECT 1 FROM tombstone_fingerprint WHERE key_id = ? AND fp = ?", f).fetchone()
+                   for f in fps)
+
+
+def refresh_sessions(conn: sqlite3.Connection, source: str, sessions: Iterable[str], infos: dict | None = None) -> None:
+    """Re-aggregate sessions from their visible events and session facts.
+
+    The session table is derived: counts and times come from events that are
+    not excluded, so forgotten events vanish from session counts too.
+    """
+    infos = infos or {}
+    any_gone = conn.execute("SELECT 1 FROM excluded_event LIMIT 1").fetchone() is not None
+    for sid in set(sessions) | set(infos):
+        agg = conn.execute(
+            "SELECT count(*) AS n, sum(kind = 'message') AS m, min(ts) AS a, max(ts) AS b "
+            "FROM event e WHERE session = ? AND source = ? "
+            "AND NOT EXISTS (SELECT 1 FROM excluded_event x WHERE x.event_id = e.id)",
+            (sid, source),
+        ).fetchone()
+        last = conn.execute(
+            "SELECT cwd, project, branch, model FROM event e WHERE session = ? AND source = ? AND cwd IS NOT NULL "
+            "AND NOT EXISTS (SELECT 1 FROM excluded_event x WHERE x.event_id = e.id) "
+            "ORDER BY ts DESC LIMIT 1",
+            (sid, source),
+        ).fetchone()
+        cur = conn.execute("SELECT * FROM session WHERE source = ? AND id = ?", (source, sid)).fetchone()
+        d = dict(cur) if cur else {"source": source, "id": sid}
+        info = infos.get(sid, {})
+        if info.get("title") and (d.get("title") is None or info["title_rank"] >= (d.get("title_rank") or 0)):
+            d["title"], d["title_rank"] = info["title"], info["title_rank"]
+        for k in ("agent_version", "parent"):
+            if info.get(k):
+                d[k] = info[k]
+        for k in ("cwd", "branch", "model"):
+            v = (last[k] if last is not None else None) or info.get(k) or d.get(k)
+            d[k] = v
+        d["project"] = (last["project"] if last is not None else None) or adapters.last_segment(d.get("cwd"))
+        if d.get("title_rank") and any_gone and not _title_kept(conn, source, sid, d["title"], d["title_rank"]):
+            d["title"], d["title_rank"] = None, None
+        if not d.get("title_rank"):
+            d["title"], d["title_rank"] = None, None
+            first = conn.execute(
+                "SELECT text FROM event e WHERE session = ? AND source = ? AND kind = 'message' AND role = 'user' "
+                "AND NOT EXISTS (SELECT 1 FROM excluded_event x WHERE x.event_id = e.id) "
+                "ORDER BY ts, seq LIMIT 1",
+                (sid, source),
+            ).fetchone()
+            if first is not None:
+                d["title"] = " ".join(_MARKUP.sub(" ", first["text"]).split())[:120] or None
+        d.update(events=agg["n"], messages=agg["m"] or 0, first_ts=agg["a"], last_ts=agg["b"])
+        conn.execute(
+            "INSERT OR REPLACE INTO session (source, id, title, title_rank, project, cwd, branch, model, "
+            "agent_version, parent, first_ts, last_ts, events, messages) "
+            "VALUES (:source, :id, :title, :title_rank, :project, :cwd, :branch, :model, :agent_version, "
+            ":parent, :first_ts, :last_ts, :events, :messages)",
+            {k: d.get(k) for k in ("source", "id", "title", "title_rank", "project", "cwd", "branch", "model",
+                                    "agent_version", "parent", "first_ts", "last_ts", "events", "messages")},
+        )
+
 
 
 def _uri(path: Path, **params: str) -> str:
@@ -1267,6 +1771,7 @@ def _open_index(home: Path, part: str) -> sqlite3.Connection:
             conn.execute("CREATE TABLE IF NOT EXISTS mark (name TEXT PRIMARY KEY, value INTEGER NOT NULL)")
             conn.execute("COMMIT")
         conn.execute("ATTACH DATABASE ? AS src", (_uri(home / DB_NAME, mode="ro"),))
+        _claim_index(conn, fts)
     except sqlite3.DatabaseError as e:
         conn.close()
         raise StoreError(f"the search index {path} is not usable ({e}); delete the {INDEX_DIR} folder "
@@ -1274,12 +1779,38 @@ def _open_index(home: Path, part: str) -> sqlite3.Connection:
     return conn
 
 
+def _claim_index(conn: sqlite3.Connection, fts: str) -> None:
+    """Empty an index part that belongs to another store, and mark it as this store's.
+
+    The index holds event seqs, which mean nothing in another store: a part
+    kept while ``origin.db`` was replaced would answer with unrelated events
+    and miss real ones.  Its marks go with its postings, so the next
+    catch-up takes every event in again.  A part without an owner (made
+    before parts had one) is treated the same way, once.
+    """
+    sid = conn.execute("SELECT value FROM src.setting WHERE key = ?", (_STORE_ID,)).fetchone()
+    if sid is None:
+        return
+    conn.execute("CREATE TABLE IF NOT EXISTS owner (store TEXT NOT NULL)")
+    if conn.execute("SELECT store FROM owner").fetchall() == [(sid[0],)]:
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        if conn.execute("SELECT store FROM owner").fetchall() != [(sid[0],)]:
+            conn.execute(f"INSERT INTO {fts} ({fts}) VALUES ('delete-all')")
+            conn.execute("DELETE FROM mark")
+            conn.execute("DELETE FROM owner")
+            conn.execute("INSERT INTO owner (store) VALUES (?)", (sid[0],))
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
 def _open_reader(home: Path) -> sqlite3.Connection:
     """Open the store read-only with every part of the event index attached."""
     for part in EVENT_INDEXES:
-        path = _index_path(home, part)
-        if not path.exists() or not path.stat().st_size:
-            _open_index(home, part).close()
+        _open_index(home, part).close()  # creates a missing part, empties one of another store
     try:
         conn = sqlite3.connect(_uri(home / DB_NAME), uri=True, timeout=BUSY_TIMEOUT_MS / 1000,
                                isolation_level=None, check_same_thread=False)
@@ -1919,6 +2450,128 @@ def _open_mirror(store: Store, row: sqlite3.Row):
     return fh
 
 
+#: A call of one of Origin's own tools, as each agent names it in its log:
+#: the server is registered as "origin" and agents join server and tool
+#: their own way (``mcp__origin__remember`` in Claude Code and Codex,
+#: ``origin__remember``, ``mcp_origin_remember``, ``origin.remember`` …).
+#: The tool call's text starts with that name.
+_ORIGIN_CALL = re.compile(
+    r"(?:mcp[_:.\-]*)?origin[_:.\-/]+(?:search|timeline|get|sources|remember|correct|forget)(?:\s|$)", re.I)
+#: A result of one of Origin's own tools: the compact JSON its MCP server
+#: writes, opening with one of the keys it answers with (the CLI's --json
+#: output is indented, so a shell running `origin … --json` is not taken).
+_ORIGIN_RESULT = re.compile(r'\s*\{"(?:entry|items|entries|events|done|id|session|since|sessions|note)":')
+_ENTRY_REF = re.compile(r"ent_[0-9a-f]{16,32}")
+_EVENT_REF = re.compile("(?:" + "|".join(re.escape(n) for n in ADAPTERS) + r"):[^\s\"'\\,\[\]{}()<>]+")
+
+
+def is_origin_echo(kind: str, text: str) -> bool:
+    """True for an event that is one of Origin's own tool calls or results in an agent's log."""
+    if kind == "tool_call":
+        return _ORIGIN_CALL.match(text) is not None
+    if kind == "tool_result":
+        return _ORIGIN_RESULT.match(text.replace('\\"', '"')) is not None
+    return False
+
+
+def echo_refs(text: str) -> tuple[set[str], set[str]]:
+    """Return the entry ids and event ids an echo's text mentions."""
+    flat = text.replace('\\"', '"')
+    return set(_ENTRY_REF.findall(flat)), {m.rstrip(".:;") for m in _EVENT_REF.findall(flat)}
+
+
+def echo_statement(text: str) -> str | None:
+    """Return the statement a remember or correct call carries (its ``text`` argument), if it can be read."""
+    name, _, args = text.partition(" ")
+    if not name.lower().endswith(("remember", "correct")):
+        return None
+    try:
+        value = json.loads(args)
+    except ValueError:
+        return None
+    statement = value.get("text") if isinstance(value, dict) else None
+    return statement if isinstance(statement, str) else None
+
+
+class _Arrivals:
+    """What every new event is checked against before it is stored.
+
+    Invariant 2 (sticky forget): an event arriving by any path — the same
+    line appended again, a copy, a fork, a rewrite that moved its id,
+    another device — is excluded in the transaction that inserts it when
+    its normalised text has a forgotten fingerprint under any key of the
+    ring, or when it is one of Origin's own tool calls or results that
+    names a forgotten entry or event or carries a forgotten statement.  The
+    index threads never take an excluded event in.  With no forget in the
+    store this costs nothing; with some, one HMAC per key per new event of
+    at least FP_MIN_CHARS characters.
+    """
+
+    def __init__(self, conn: sqlite3.Connection, version: tuple):
+        self.version = version
+        self.ring = key_ring(conn)
+        self.fps = {(k, f): t for k, f, t in conn.execute("SELECT key_id, fp, tombstone_id FROM tombstone_fingerprint")}
+        self.any = version[0] > 0
+
+    @staticmethod
+    def version_of(conn: sqlite3.Connection) -> tuple:
+        return conn.execute(
+            "SELECT coalesce(max(id), 0), (SELECT count(*) FROM setting WHERE key > ? AND key < ?) FROM tombstone",
+            (_KEY_PREFIX, _KEY_PREFIX[:-1] + ";")).fetchone()
+
+    def _by_text(self, text: str) -> int | None:
+        if not self.fps or len(text) < FP_MIN_CHARS:
+            return None
+        norm = normalise_text(text)
+        if len(norm) < FP_MIN_CHARS:
+            return None
+        for kid, key in self.ring.items():
+            tid = self.fps.get((kid, fingerprint(key, norm)))
+            if tid is not None:
+                return tid
+        return None
+
+    def _by_echo(self, conn: sqlite3.Connection, kind: str, text: str) -> int | None:
+        if not is_origin_echo(kind, text):
+            return None
+        entries, events = echo_refs(text)
+        for eid in sorted(entries):
+            r = conn.execute("SELECT tombstone_id FROM forgotten_entry WHERE entry_id = ?", (eid,)).fetchone()
+            if r is not None:
+                return r[0]
+        for evid in sorted(events):
+            r = conn.execute("SELECT tombstone_id FROM excluded_event WHERE event_id = ?", (evid,)).fetchone()
+            if r is not None:
+                return r[0]
+        statement = echo_statement(text) if kind == "tool_call" else None
+        return self._by_text(statement) if statement else None
+
+    def excluded(self, conn: sqlite3.Connection, rows: list[tuple]) -> list[tuple[str, int]]:
+        """Return (event id, tombstone id) for the rows about to be inserted that a forget covers."""
+        if not self.any:
+            return []
+        out: dict[str, int] = {}
+        for row in rows:
+            evid, kind, text = row[0], row[10], row[11]
+            tid = self._by_text(text)
+            if tid is None and kind in ("tool_call", "tool_result"):
+                tid = self._by_echo(conn, kind, text)
+            # Only an event that is new: one already stored and visible
+            # stays as the forget left it (its preview listed it).
+            if tid is not None and not conn.execute("SELECT 1 FROM event WHERE id = ?", (evid,)).fetchone():
+                out[evid] = tid
+        return list(out.items())
+
+
+def arrivals(store: Store) -> _Arrivals:
+    """Return the arrival checks for the open write transaction, cached while no forget or key is added."""
+    version = _Arrivals.version_of(store.conn)
+    cached = store.__dict__.get("_arrivals")
+    if cached is None or cached.version != version:
+        cached = store.__dict__["_arrivals"] = _Arrivals(store.conn, version)
+    return cached
+
+
 class _EventWriter:
     """Batch events and session facts of one file into the open transaction."""
 
@@ -1928,8 +2581,9 @@ class _EventWriter:
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
     )
 
-    def __init__(self, conn: sqlite3.Connection, source: str, raw_file_id: int):
+    def __init__(self, conn: sqlite3.Connection, source: str, raw_file_id: int, checks: _Arrivals | None = None):
         self.conn = conn
+        self.checks = checks
         self.source = source
         self.raw_file_id = raw_file_id
         self.rows: list[tuple] = []
@@ -1983,67 +2637,17 @@ class _EventWriter:
     def flush(self) -> None:
         if not self.rows:
             return
+        hidden = self.checks.excluded(self.conn, self.rows) if self.checks is not None else []
         # rowcount sums the rows each INSERT really added, not ignored
         # duplicates.  The search index takes them in once they are
         # committed, on threads of its own (IndexWriters).
         self.added += self.conn.executemany(self._SQL, self.rows).rowcount
+        if hidden:
+            # Invariant 2 (sticky forget): excluded in the transaction that
+            # stores them, so no read and no index catch-up ever sees them.
+            self.conn.executemany("INSERT OR IGNORE INTO excluded_event (event_id, tombstone_id) VALUES (?, ?)", hidden)
+            self.added -= len(hidden)
         self.rows = []
-
-
-_MARKUP = re.compile(r"</?[A-Za-z][\w:-]*(?:\s[^<>]*)?>")
-
-
-def refresh_sessions(conn: sqlite3.Connection, source: str, sessions: Iterable[str], infos: dict | None = None) -> None:
-    """Re-aggregate sessions from their visible events and session facts.
-
-    The session table is derived: counts and times come from events that are
-    not excluded, so forgotten events vanish from session counts too.
-    """
-    infos = infos or {}
-    for sid in set(sessions) | set(infos):
-        agg = conn.execute(
-            "SELECT count(*) AS n, sum(kind = 'message') AS m, min(ts) AS a, max(ts) AS b "
-            "FROM event e WHERE session = ? AND source = ? "
-            "AND NOT EXISTS (SELECT 1 FROM excluded_event x WHERE x.event_id = e.id)",
-            (sid, source),
-        ).fetchone()
-        last = conn.execute(
-            "SELECT cwd, project, branch, model FROM event e WHERE session = ? AND source = ? AND cwd IS NOT NULL "
-            "AND NOT EXISTS (SELECT 1 FROM excluded_event x WHERE x.event_id = e.id) "
-            "ORDER BY ts DESC LIMIT 1",
-            (sid, source),
-        ).fetchone()
-        cur = conn.execute("SELECT * FROM session WHERE source = ? AND id = ?", (source, sid)).fetchone()
-        d = dict(cur) if cur else {"source": source, "id": sid}
-        info = infos.get(sid, {})
-        if info.get("title") and (d.get("title") is None or info["title_rank"] >= (d.get("title_rank") or 0)):
-            d["title"], d["title_rank"] = info["title"], info["title_rank"]
-        for k in ("agent_version", "parent"):
-            if info.get(k):
-                d[k] = info[k]
-        for k in ("cwd", "branch", "model"):
-            v = (last[k] if last is not None else None) or info.get(k) or d.get(k)
-            d[k] = v
-        d["project"] = (last["project"] if last is not None else None) or adapters.last_segment(d.get("cwd"))
-        if not d.get("title_rank"):
-            d["title"], d["title_rank"] = None, None
-            first = conn.execute(
-                "SELECT text FROM event e WHERE session = ? AND source = ? AND kind = 'message' AND role = 'user' "
-                "AND NOT EXISTS (SELECT 1 FROM excluded_event x WHERE x.event_id = e.id) "
-                "ORDER BY ts, seq LIMIT 1",
-                (sid, source),
-            ).fetchone()
-            if first is not None:
-                d["title"] = " ".join(_MARKUP.sub(" ", first["text"]).split())[:120] or None
-        d.update(events=agg["n"], messages=agg["m"] or 0, first_ts=agg["a"], last_ts=agg["b"])
-        conn.execute(
-            "INSERT OR REPLACE INTO session (source, id, title, title_rank, project, cwd, branch, model, "
-            "agent_version, parent, first_ts, last_ts, events, messages) "
-            "VALUES (:source, :id, :title, :title_rank, :project, :cwd, :branch, :model, :agent_version, "
-            ":parent, :first_ts, :last_ts, :events, :messages)",
-            {k: d.get(k) for k in ("source", "id", "title", "title_rank", "project", "cwd", "branch", "model",
-                                    "agent_version", "parent", "first_ts", "last_ts", "events", "messages")},
-        )
 
 
 def _parse_lines(adapter, sf: SourceFile, emit: Callable[[Any, int, int], None], state: dict, data: bytes,
@@ -2325,7 +2929,7 @@ def _ingest_log(store: Store, adapter, sf: SourceFile, row: sqlite3.Row, sig: st
                 durable: _Durable, flush: bool = False, prepared: _Prepared | None = None,
                 mtime: int | None = None) -> None:
     """Append the new complete lines of a log file to its mirror and parse them."""
-    writer = _EventWriter(store.conn, adapter.name, row["id"])
+    writer = _EventWriter(store.conn, adapter.name, row["id"], arrivals(store))
     state = _load_state(adapter, sf, row)
     errors: list = []
     cursor, lines = row["bytes_ingested"], row["lines_ingested"]
@@ -2420,7 +3024,7 @@ def _ingest_export(store: Store, adapter, sf: SourceFile, row: sqlite3.Row, sig:
     the database is read again at the next sync.
     """
     conn = store.conn
-    writer = _EventWriter(conn, adapter.name, row["id"])
+    writer = _EventWriter(conn, adapter.name, row["id"], arrivals(store))
     state = _load_state(adapter, sf, row)
     errors: list = []
     known = {r[0]: r[1] for r in conn.execute("SELECT key, hash FROM export_state WHERE raw_file_id = ?", (row["id"],))}
@@ -3082,49 +3686,91 @@ def list_entries(store: Store, *, kind: str | None = None, project: str | None =
 ###############################################################################
 # Forget ######################################################################
 ###############################################################################
-# Owns: tombstones, exclusion, the provenance cascade.  Upholds: Invariant 2.
+# Owns: tombstones, exclusion, the provenance cascade, echoes, the exchange of
+# tombstones between stores.  Upholds: Invariant 2.
 
 
 _JSON_ESCAPES = re.compile(r"\\[nrtbf\"\\/]")
+_VISIBLE = _SQL_VISIBLE.format(e="e")
+_ECHO_KINDS = ("tool_call", "tool_result")
+_TEXT_KINDS = ("message", "tool_call", "tool_result")
 
 
 def _tokens(text: str) -> list[str]:
     return re.findall(r"\w+", _JSON_ESCAPES.sub(" ", text).casefold())
 
 
-def _echoes(store: Store, text: str) -> list[str]:
-    """Return visible tool-call events whose text carries this entry text.
+def _echoes(store: Store, entry_texts: list[str], ids: list[str]) -> list[str]:
+    """Return the visible events that echo what is being forgotten.
 
-    Matching is by the sequence of words of the entry's opening (case,
-    whitespace, punctuation and JSON escapes ignored), so the call is found
-    whatever the agent's log wrapped it in.
+    An echo is one of Origin's own tool calls or results in an agent's log
+    (``is_origin_echo``) that names a forgotten entry or event by id, or —
+    for a remember or correct call — carries a forgotten entry's text (its
+    word sequence, so JSON escapes and re-wrapping do not matter).  Any other
+    tool's events are never touched, whatever words they share.
     """
-    toks = _tokens(text)[:40]
-    if len(toks) < 3:
+    found: dict[str, None] = {}
+    for ref in ids:
+        for r in match_events(store, [ref], _ECHO_KINDS, cols="e.id, e.kind, e.text", where=[_VISIBLE], order="none"):
+            if is_origin_echo(r["kind"], r["text"]) and ref in set().union(*echo_refs(r["text"])):
+                found[r["id"]] = None
+    for text in entry_texts:
+        toks = _tokens(text)[:40]
+        words = sorted({t for t in toks if len(t) >= 3}, key=len, reverse=True)[:6]
+        if len(toks) < 3 or not words:
+            continue
+        want = "\x00" + "\x00".join(toks) + "\x00"
+        for r in match_events(store, words, ("tool_call",), cols="e.id, e.kind, e.text", where=[_VISIBLE],
+                              order="none"):
+            if is_origin_echo(r["kind"], r["text"]) and want in "\x00" + "\x00".join(_tokens(r["text"])) + "\x00":
+                found[r["id"]] = None
+    return list(found)
+
+
+def same_text_events(store: Store, text: str, skip: set) -> list[str]:
+    """Return visible events (not in skip) whose normalised text equals this one's.
+
+    Only texts long enough to be fingerprinted are compared: a short reply
+    ("ok", "yes") shared by thousands of events is no copy of anything.
+    """
+    norm = normalise_text(text)
+    if len(norm) < FP_MIN_CHARS:
         return []
-    words = sorted({t for t in toks if len(t) >= 3}, key=len, reverse=True)[:6]
+    words = sorted({w for w in re.findall(r"\w+", norm) if len(w) >= 3}, key=len, reverse=True)[:6]
     if not words:
         return []
-    want = "\x00" + "\x00".join(toks) + "\x00"
-    return [
-        r["id"] for r in match_events(store, words, ("tool_call",), cols="e.id, e.text",
-                                      where=[_SQL_VISIBLE.format(e="e")], order="none")
-        if want in "\x00" + "\x00".join(_tokens(r["text"])) + "\x00"
-    ]
+    rows = match_events(store, words, _TEXT_KINDS, cols="e.id, e.text", where=[_VISIBLE], order="none")
+    return sorted(r["id"] for r in rows if r["id"] not in skip and normalise_text(r["text"]) == norm)
 
 
-def plan_forget(store: Store, target: str) -> dict:
+def _session_target(conn: sqlite3.Connection, target: str) -> sqlite3.Row | None:
+    """Find the session a target names: ``<session id>`` or ``<source>:<session id>``."""
+    rows = conn.execute("SELECT source, id FROM session WHERE id = ?", (target,)).fetchall()
+    if not rows and ":" in target:
+        source, _, sid = target.partition(":")
+        rows = conn.execute("SELECT source, id FROM session WHERE source = ? AND id = ?", (source, sid)).fetchall()
+    if len(rows) > 1:
+        raise UsageError(f"{len(rows)} sources have a session {target!r}: name one as "
+                         + " or ".join(f"{r['source']}:{r['id']}" for r in rows))
+    return rows[0] if rows else None
+
+
+def plan_forget(store: Store, target: str, *, same_text: bool = False) -> dict:
     """Work out what forgetting target would forget and exclude.
 
     Rules: an entry forgets all its versions and excludes every event they
-    cite, and the tool calls that recorded their text; an event is excluded
-    and every entry citing it is forgotten (all its versions); an entry left
-    with no visible source is forgotten too.  That last step excludes
-    nothing more, so the cascade stops there.
+    cite; an event is excluded and every entry citing it is forgotten (all
+    its versions); a session excludes all its visible events, with the same
+    rule for entries.  An entry left with no visible source is forgotten too;
+    that excludes nothing more, so the cascade stops there.  Origin's own
+    tool calls and results that echo what is forgotten are excluded with it.
+    Other visible events with the same text are listed (``same_text``) and
+    included only when asked.  Fingerprints are taken of every excluded
+    text that no visible event keeps, and of every forgotten entry's text.
     """
     conn = store.conn
     if not isinstance(target, str) or not target.strip():
-        raise UsageError("forget needs an entry id (ent_…) or an event id")
+        raise UsageError("forget needs an entry id (ent_…), an event id or a session id")
     target = target.strip()
     entries: list[str] = []
     events: list[str] = []
@@ -3133,109 +3779,113 @@ def plan_forget(store: Store, target: str) -> dict:
             raise Forgotten(f"entry {target} is already forgotten")
         entries = version_chain(conn, target)
         marks = ",".join("?" * len(entries))
-        events = [
-            r[0] for r in conn.execute(
-                f"SELECT DISTINCT s.event_id FROM entry_source s WHERE s.entry_id IN ({marks}) "
-                "AND NOT EXISTS (SELECT 1 FROM excluded_event x WHERE x.event_id = s.event_id) ORDER BY s.event_id",
-                entries,
-            )
-        ]
+        events = [r[0] for r in conn.execute(
+            f"SELECT DISTINCT s.event_id FROM entry_source s WHERE s.entry_id IN ({marks}) "
+            "AND NOT EXISTS (SELECT 1 FROM excluded_event x WHERE x.event_id = s.event_id) ORDER BY s.event_id",
+            entries)]
         kind = "entry"
     elif conn.execute("SELECT 1 FROM event WHERE id = ?", (target,)).fetchone():
         _visible_event(conn, target)
-        events = [target]
-        kind = "event"
-        for r in conn.execute("SELECT DISTINCT entry_id FROM entry_source WHERE event_id = ?", (target,)):
-            if r[0] not in entries and not conn.execute(
-                "SELECT 1 FROM forgotten_entry WHERE entry_id = ?", (r[0],)
-            ).fetchone():
-                entries.extend(v for v in version_chain(conn, r[0]) if v not in entries)
+        events, kind = [target], "event"
+    elif (sess := _session_target(conn, target)) is not None:
+        events = [r[0] for r in conn.execute(
+            f"SELECT e.id FROM event e WHERE e.source = ? AND e.session = ? AND {_VISIBLE} ORDER BY e.ts, e.seq",
+            (sess["source"], sess["id"]))]
+        if not events:
+            raise Forgotten(f"session {target} is already forgotten")
+        kind = "session"
     else:
-        raise NotFound(f"no entry or event {target!r}; find ids with `origin search` or `origin entries`")
-    # The agent's own remember/correct call is logged as a tool call holding
-    # the entry's text; forgetting the entry hides that echo too.
-    for eid in list(entries):
-        text = conn.execute("SELECT text FROM entry WHERE id = ?", (eid,)).fetchone()[0]
-        events.extend(e for e in _echoes(store, text) if e not in events)
-    # An entry whose every source is now excluded has lost its provenance.
+        raise NotFound(f"no entry, event or session {target!r}; find ids with `origin search`, "
+                       "`origin timeline` or `origin entries`")
+    texts = {r[0]: r[1] for start in range(0, len(events), 500) for r in conn.execute(
+        f"SELECT id, text FROM event WHERE id IN ({','.join('?' * len(events[start:start + 500]))})",
+        events[start:start + 500])}
+    planned = set(events)
+    same = {evid: others for evid in events if (others := same_text_events(store, texts.get(evid, ""), planned))}
+    if same_text:
+        for others in same.values():
+            for o in others:
+                if o not in planned:
+                    planned.add(o)
+                    events.append(o)
     gone = set(events)
-    if gone:
-        marks = ",".join("?" * len(gone))
-        for r in conn.execute(
-            f"SELECT DISTINCT entry_id FROM entry_source WHERE event_id IN ({marks})", sorted(gone)
-        ).fetchall():
-            # Only the active version matters: a superseded one that loses its
-            # sources does not take the newer version down.
-            eid = _newest_version(conn, r[0])
-            if eid in entries or conn.execute("SELECT 1 FROM forgotten_entry WHERE entry_id = ?", (eid,)).fetchone():
-                continue
-            left = conn.execute(
-                "SELECT count(*) FROM entry_source s WHERE s.entry_id = ? AND s.event_id NOT IN "
-                f"({marks}) AND NOT EXISTS (SELECT 1 FROM excluded_event x WHERE x.event_id = s.event_id)",
-                (eid, *sorted(gone)),
-            ).fetchone()[0]
-            if left == 0:
-                entries.extend(v for v in version_chain(conn, eid) if v not in entries)
+    entries += [e for e in _cascade(conn, events, direct=kind != "entry", pending=gone) if e not in entries]
+    # Origin's own tool calls and results that echo a forgotten entry or
+    # event (by id, or a remember/correct call by the entry's text).
+    entry_texts = [conn.execute("SELECT text FROM entry WHERE id = ?", (e,)).fetchone()[0] for e in entries]
+    echoes = [e for e in _echoes(store, entry_texts, entries + events) if e not in gone]
+    events += echoes
+    gone.update(echoes)
+    entries += [e for e in _cascade(conn, echoes, direct=False, pending=gone) if e not in entries]
     already = {r[0] for r in conn.execute("SELECT entry_id FROM forgotten_entry")} if entries else set()
     entries = [e for e in entries if e not in already]
-    return {"target": target, "kind": kind, "entries": entries, "events": events}
+    # A text that stays visible elsewhere (a copy the person chose to keep)
+    # gets no fingerprint, or new copies of it would vanish while old ones show.
+    ring = key_ring(conn)
+    kept = set() if same_text else set(same)
+    fps: dict[tuple, None] = {}
+    for evid in events:
+        if evid not in kept:
+            text = texts.get(evid)
+            if text is None:
+                r = conn.execute("SELECT text FROM event WHERE id = ?", (evid,)).fetchone()
+                text = r[0] if r else ""
+            fps.update((tuple(f), None) for f in text_fingerprints(ring, text))
+    for text in entry_texts:
+        fps.update((tuple(f), None) for f in text_fingerprints(ring, text))
+    return {"target": target, "kind": kind, "entries": entries, "events": events, "echoes": echoes,
+            "same_text": {} if same_text else same, "same_text_included": bool(same_text and same),
+            "fingerprints": [list(f) for f in fps]}
 
 
-def preview_forget(store: Store, target: str) -> dict:
+def preview_forget(store: Store, target: str, *, same_text: bool = False) -> dict:
     """Return what forgetting target would do, with short snippets to check."""
     conn = store.conn
-    plan = plan_forget(store, target)
+    plan = plan_forget(store, target, same_text=same_text)
     entries = []
     for eid in plan["entries"]:
         r = conn.execute("SELECT kind, text FROM entry WHERE id = ?", (eid,)).fetchone()
         entries.append({"id": eid, "kind": r["kind"], "snippet": snippet(r["text"], [])})
-    events = []
-    for evid in plan["events"]:
-        r = conn.execute("SELECT source, role, text FROM event WHERE id = ?", (evid,)).fetchone()
-        events.append({"id": evid, "source": r["source"], "role": r["role"], "snippet": snippet(r["text"], [])})
-    return {"target": plan["target"], "kind": plan["kind"], "would_forget_entries": entries,
-            "would_exclude_events": events}
+
+    def brief(evid: str) -> dict:
+        r = conn.execute("SELECT source, session, role, kind, text FROM event WHERE id = ?", (evid,)).fetchone()
+        return {"id": evid, "source": r["source"], "session": r["session"], "role": r["role"], "kind": r["kind"],
+                "snippet": snippet(r["text"], [])}
+
+    out = {"target": plan["target"], "kind": plan["kind"], "would_forget_entries": entries,
+           "would_exclude_events": [brief(e) for e in plan["events"]]}
+    others = list(dict.fromkeys(o for v in plan["same_text"].values() for o in v))
+    if others:
+        out["same_text_events"] = [brief(o) for o in others[:SAME_TEXT_MAX]]
+        out["same_text_count"] = len(others)
+        out["same_text_note"] = (f"{len(others)} other visible events have the same text; they stay visible, and "
+                                 "so will new copies of that text, unless you forget with same_text "
+                                 "(CLI: --same-text)")
+    return out
 
 
-def forget(store: Store, target: str, *, reason: str | None = None, device: str | None = None) -> dict:
-    """Forget an entry or an event for good; return the tombstone.
-
-    Forget hides: events and entries stay in their append-only tables and
-    the raw mirror stays on disk, but the exclusion set keeps them out of
-    every query, and re-syncing cannot bring them back because exclusion is
-    by stable event id.
-    """
+def _forget_reason(reason: Any) -> str | None:
     if reason is not None and not isinstance(reason, str):
         raise UsageError("reason is a string")
     if reason is not None and len(reason) > MAX_REASON:
         raise UsageError(f"a reason is at most {MAX_REASON} characters")
-    with transaction(store.conn) as conn:
-        plan = plan_forget(store, target)
-        cur = conn.execute(
-            "INSERT INTO tombstone (target, reason, created_at, entries, events, device) VALUES (?, ?, ?, ?, ?, ?)",
-            (plan["target"], clean_text(reason.strip()) if reason and reason.strip() else None, now_ms(),
-             len(plan["entries"]), len(plan["events"]), device),
-        )
-        tid = cur.lastrowid
-        # Invariant 2 (sticky forget): exclusion and forgetting are recorded
-        # by id in the same transaction as the tombstone; every query filters
-        # on them from this commit on, and the entry's text leaves its index
-        # in the same transaction.
-        conn.executemany("INSERT OR IGNORE INTO forgotten_entry (entry_id, tombstone_id) VALUES (?, ?)",
-                         [(e, tid) for e in plan["entries"]])
-        conn.executemany("INSERT OR IGNORE INTO excluded_event (event_id, tombstone_id) VALUES (?, ?)",
-                         [(e, tid) for e in plan["events"]])
-        for eid in plan["entries"]:
-            r = conn.execute("SELECT seq, text FROM entry WHERE id = ?", (eid,)).fetchone()
-            conn.execute("INSERT INTO entry_fts (entry_fts, rowid, text) VALUES ('delete', ?, ?)", (r[0], r[1]))
-        touched: dict[str, set] = {}
-        for evid in plan["events"]:
-            r = conn.execute("SELECT source, session FROM event WHERE id = ?", (evid,)).fetchone()
-            touched.setdefault(r["source"], set()).add(r["session"])
-        for source, sessions in touched.items():
-            refresh_sessions(conn, source, sessions)
-    out = {"tombstone": tid, "target": plan["target"], "kind": plan["kind"], "reason": reason,
-           "forgotten_entries": plan["entries"], "excluded_events": plan["events"]}
+    return clean_text(reason.strip()) if reason and reason.strip() else None
+
+
+def _commit_tombstones(store: Store, records: list[dict]) -> list[int]:
+    """Append checked records to the tombstone log, then record them, in the open transaction.
+
+    Invariant 2 (sticky forget): the log is fsynced before the transaction
+    commits, so a forget the tables hold is always in the log too; one the
+    log holds but a crash kept out of the tables is applied at the next open.
+    """
+    size = _log_append(store.home, [{"type": "tombstone", **r} for r in records])
+    tids = [apply_tombstone_record(store.conn, r) for r in records]
+    _put_setting(store.conn, _LOG_DONE, str(size))
+    return [t for t in tids if t is not None]
+
+
+def _catch_up_index(store: Store, out: dict) -> dict:
     # Invariant 2 (sticky forget): the events' words leave the event index
     # right after the commit; if this is cut short, every index catch-up
     # (the next sync) applies the tombstone first.
@@ -3245,6 +3895,90 @@ def forget(store: Store, target: str, *, reason: str | None = None, device: str 
         out["index_pending"] = (f"the search index still holds the forgotten events' words ({e}); they are "
                                 "hidden from every result and leave the index at the next `origin sync`")
     return out
+
+
+def forget(store: Store, target: str, *, reason: str | None = None, device: str | None = None,
+           same_text: bool = False) -> dict:
+    """Forget an entry, an event or a session for good; return the tombstone.
+
+    Forget hides: events and entries stay in their append-only tables and
+    the raw mirror keeps the bytes, but the exclusion set — by id and by
+    content fingerprint — keeps them out of every query, and no re-sync,
+    copy, rewrite, rebuilt store or other device brings them back.
+    """
+    reason = _forget_reason(reason)
+    with transaction(store.conn):
+        replay_tombstone_log(store)
+        plan = plan_forget(store, target, same_text=same_text)
+        rec = check_tombstone_record({
+            "uid": new_tombstone_uid(), "target": plan["target"], "kind": plan["kind"], "reason": reason,
+            "created_at": now_ms(), "device": device, "entries": plan["entries"], "events": plan["events"],
+            "fingerprints": plan["fingerprints"]})
+        tid = _commit_tombstones(store, [rec])[0]
+    out = {"tombstone": tid, "uid": rec["uid"], "target": plan["target"], "kind": plan["kind"], "reason": reason,
+           "forgotten_entries": plan["entries"], "excluded_events": plan["events"]}
+    return _catch_up_index(store, out)
+
+
+def tombstones_after(store: Store, after: int, limit: int) -> list[dict]:
+    """Return this store's tombstones with a local id above after, oldest first.
+
+    Each is JSON-safe and holds ids, fingerprints, the reason and times —
+    never text: {"seq", "uid", "target", "kind", "reason", "created_at",
+    "device", "entries", "events", "fingerprints": [[key id, hex], …]}.
+    """
+    for name, value in (("after", after), ("limit", limit)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise UsageError(f"{name} is a whole number")
+    rows = store.conn.execute("SELECT * FROM tombstone WHERE id > ? ORDER BY id LIMIT ?",
+                              (after, min(limit, 10_000))).fetchall()
+    return [tombstone_record(store.conn, r) for r in rows]
+
+
+def apply_tombstones(store: Store, records: list[dict]) -> int:
+    """Apply tombstones another store handed out (tombstones_after); return how many were new.
+
+    Idempotent by uid.  The listed ids are excluded and forgotten even if
+    they have not arrived here yet, the fingerprints join this store's, and
+    entries of this store that cite a forgotten event are forgotten by the
+    same rules as a local forget.  Every record is checked first: one bad
+    record refuses the whole batch and changes nothing.
+    """
+    if not isinstance(records, list):
+        raise UsageError("tombstones come as a list of records")
+    checked = [check_tombstone_record(r) for r in records]
+    with transaction(store.conn) as conn:
+        replay_tombstone_log(store)
+        new, seen = [], set()
+        for r in checked:
+            if r["uid"] not in seen and not conn.execute("SELECT 1 FROM tombstone WHERE uid = ?", (r["uid"],)).fetchone():
+                seen.add(r["uid"])
+                new.append(r)
+        if new:
+            _commit_tombstones(store, new)
+    if new:
+        _catch_up_index(store, {})
+    return len(new)
+
+
+def fingerprint_keys(store: Store) -> dict[str, bytes]:
+    """Return the key ring: key id -> key.  Arrivals are checked against every one."""
+    return key_ring(store.conn)
+
+
+def add_fingerprint_key(store: Store, key_id: str, key: bytes) -> bool:
+    """Add a key to the ring (a device adopting its hub's); True if new, no-op if known.
+
+    The key goes into the tombstone log too, so a rebuilt store still has
+    it.  A different key under an id already in the ring is refused.
+    """
+    with transaction(store.conn) as conn:
+        replay_tombstone_log(store)
+        if not _ring_add(conn, key_id, key):
+            return False
+        size = _log_append(store.home, [{"type": "key", "key_id": key_id, "key": key.hex(), "created_at": now_ms()}])
+        _put_setting(conn, _LOG_DONE, str(size))
+    return True
 
 
 # Purge ----------------------------------------------------------------------
@@ -4303,10 +5037,12 @@ _CORRECT_SCHEMA = _schema({
     **_ENTRY_ARGS,
 }, ("id", "text"))
 _FORGET_SCHEMA = _schema({
-    "id": _text_arg("The entry (ent_…) or event to forget.", 300),
+    "id": _text_arg("The entry (ent_…), event or session to forget.", 300),
     "reason": _text_arg("Why, in the user's words (kept; the forgotten text is not).", 500),
     "preview": {"type": "boolean", "default": False,
                 "description": "Only show what would be forgotten; change nothing."},
+    "same_text": {"type": "boolean", "default": False,
+                  "description": "Also hide the other visible events with the same text (the preview lists them)."},
 }, ("id",))
 
 
@@ -4422,9 +5158,10 @@ def mcp_correct(store: Store, args: dict, author: str) -> dict:
 
 def mcp_forget(store: Store, args: dict, author: str) -> dict:
     """Run the `forget` tool, or only preview it."""
+    same = bool(args.get("same_text"))
     if not args.get("preview"):
-        return {"done": True, **forget(store, args["id"], reason=args.get("reason"))}
-    return {"done": False, **preview_forget(store, args["id"])}
+        return {"done": True, **forget(store, args["id"], reason=args.get("reason"), same_text=same)}
+    return {"done": False, **preview_forget(store, args["id"], same_text=same)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -4501,12 +5238,13 @@ MCP_TOOLS = {t.name: t for t in (
             confidence=a.get("confidence"), project=a.get("project"), valid_from=a.get("valid_from"),
             valid_to=a.get("valid_to"), correcting=True)),
     McpTool(
-        "forget", "Forget an entry or event for good",
-        "Forget an entry or an event for good. Use it ONLY when the user explicitly asks to forget something; "
-        "never to tidy up, to fix a mistake (use `correct`) or on your own initiative. Forgetting an entry "
-        "forgets all its versions and hides the events it cites; forgetting an event hides it and forgets every "
-        "entry citing it. It cannot be undone: call it with `preview: true` first and show the user what would "
-        "go.",
+        "forget", "Forget an entry, event or session for good",
+        "Hide an entry, an event or a whole session from every read, for good. Use it ONLY when the user "
+        "explicitly asks to forget something; never to tidy up, to fix a mistake (use `correct`) or on your own "
+        "initiative. Forgetting an entry forgets all its versions and hides the events it cites; forgetting an "
+        "event hides it and forgets every entry citing it; a session goes with all its events and its title. "
+        "It cannot be undone: call it with `preview: true` first and show the user what would go, including "
+        "other events with the same text (`same_text: true` hides those too).",
         _FORGET_SCHEMA, mcp_forget, read_only=False, destructive=True),
 )}
 
@@ -5646,17 +6384,20 @@ def cmd_correct(args) -> int:
 
 
 def cmd_forget(args) -> int:
-    """Forget an entry or an event for good (previews unless --yes).
+    """Hide an entry, an event or a whole session from every read, for good (previews unless --yes).
 
     Forgetting an entry forgets all its versions and hides the events it
-    cites; forgetting an event hides it and forgets the entries citing it.
-    It cannot be undone.
+    cites; forgetting an event hides it and forgets the entries citing it;
+    forgetting a session hides all its events and its title.  Origin's own
+    tool calls and results that echo what is forgotten go with it, and the
+    same text arriving again by any path stays hidden.  The archive keeps
+    the bytes (`origin purge` removes them).  It cannot be undone.
 
     Example: origin forget ent_… --reason "wrong decision" --yes
     """
     with _open(args) as store:
         if not args.yes:
-            preview = readout(preview_forget(store, args.id))
+            preview = readout(preview_forget(store, args.id, same_text=args.same_text))
             if args.json:
                 _print_json({"done": False, **preview})
             else:
@@ -5667,9 +6408,14 @@ def cmd_forget(args) -> int:
                     print(f"  entry {e['id']} ({e['kind']}): {e['snippet']}")
                 for e in preview["would_exclude_events"]:
                     print(f"  event {e['id']} ({e['source']}): {e['snippet']}")
+                if preview.get("same_text_events"):
+                    print(f"{_n(preview['same_text_count'], 'other visible event')} with the same text would stay "
+                          "visible (add --same-text to hide them too):")
+                    for e in preview["same_text_events"]:
+                        print(f"  event {e['id']} ({e['source']}, session {e['session']}): {e['snippet']}")
                 print("this cannot be undone; run again with --yes to forget")
             return 1
-        res = forget(store, args.id, reason=args.reason)
+        res = forget(store, args.id, reason=args.reason, same_text=args.same_text)
     if args.json:
         _print_json({"done": True, **res})
     else:
@@ -6039,9 +6785,11 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--valid-to", help="ISO date/time the statement stops holding")
         add_json(sp)
 
-    sp = command("forget", cmd_forget, "forget an entry or event for good")
-    sp.add_argument("id", help="an entry id (ent_…) or an event id")
+    sp = command("forget", cmd_forget, "hide an entry, event or session from every read, for good")
+    sp.add_argument("id", help="an entry id (ent_…), an event id, or a session id ([<source>:]<session>)")
     sp.add_argument("--reason", help="why (kept in the tombstone; never the forgotten text)")
+    sp.add_argument("--same-text", action="store_true",
+                    help="also hide the other visible events with the same text (the preview lists them)")
     sp.add_argument("--yes", action="store_true", help="really forget (without it, only preview)")
     add_json(sp)
     sp = command("purge", cmd_purge, "delete the bytes of everything forgotten so far")

@@ -8,6 +8,7 @@ excluded event again.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -422,11 +423,20 @@ def test_tombstone_records_target_reason_time_and_ids_never_the_text(store, plan
     xe = store.conn.execute("SELECT * FROM excluded_event WHERE tombstone_id = ?", (res["tombstone"],)).fetchall()
     assert {r["entry_id"] for r in fe} == forgotten
     assert {r["event_id"] for r in xe} == excluded
-    allowed = forgotten | excluded | {plan.E2, "superseded by the Q3 plan", None}
-    for table in ("tombstone", "forgotten_entry", "excluded_event"):
+    allowed = forgotten | excluded | {plan.E2, "superseded by the Q3 plan", None, res["uid"], "entry"}
+    fps = store.conn.execute("SELECT key_id, fp FROM tombstone_fingerprint").fetchall()
+    assert fps, "the forgotten texts are fingerprinted"
+    allowed |= {v for row in fps for v in row}
+    assert all(re.fullmatch(r"[0-9a-f]{32}", r["fp"]) for r in fps)
+    for table in ("tombstone", "forgotten_entry", "excluded_event", "tombstone_fingerprint"):
         for row in store.conn.execute(f"SELECT * FROM {table}"):
             for value in tuple(row):
                 assert isinstance(value, int) or value in allowed, (table, value)
+    # The tombstone log beside the database holds the same ids, never text.
+    log = (store.home / origin.TOMBSTONE_LOG).read_text()
+    assert res["uid"] in log and plan.decide in log
+    for word in (CANARY, "grebeswitch", "cutover", "archive moves"):
+        assert word not in log
     # The text left the full-text indexes at once.
     for word in (CANARY, "grebeswitch", "cutover"):
         hits = store.conn.execute("SELECT rowid FROM entry_fts WHERE entry_fts MATCH ?", (f'"{word}"',)).fetchall()

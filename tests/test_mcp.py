@@ -151,7 +151,7 @@ def test_every_error_is_a_tool_error_with_a_reason(archive, mode):
         ("remember", {"kind": "memory", "text": "x", "sources": [{"id": "e"}]}, "unknown argument 'id' in sources.0"),
         ("remember", {"kind": "mood", "text": "x", "sources": [{"quote": QUOTE}]}, "'kind'"),
         ("correct", {"id": "ent_nope", "text": "y"}, "not found: no entry"),
-        ("forget", {"id": "ent_nope"}, "not found: no entry or event"),
+        ("forget", {"id": "ent_nope"}, "not found: no entry, event or session"),
         ("timeline", {"session": "no-such-session"}, "not found: no session"),
     ]
 

@@ -79,6 +79,11 @@ def plan(user_home, store):
     return ev
 
 
+def shown(entry: dict) -> list[str]:
+    """The sources an entry still shows (a forgotten one is only named, state "forgotten")."""
+    return [s["event"] for s in entry["sources"] if s.get("state", "visible") == "visible"]
+
+
 def session_of(store, sid: str) -> dict:
     return [s for s in origin.timeline(store, since=0)["sessions"] if s["session"] == sid][0]
 
@@ -112,8 +117,13 @@ def assert_gone(store, entries=(), events=(), words=()):
             assert w not in json.dumps(tl, ensure_ascii=False), w
     for e in origin.list_entries(store, history=True, limit=200):
         full = origin.get_entry(store, e["id"])
-        assert not {s["event"] for s in full["sources"]} & set(events)
-        assert not {s["event"] for s in origin.raw_sources(store, e["id"])} & set(events)
+        # A forgotten source may still be named (state "forgotten"), never shown.
+        assert not {s["event"] for s in full["sources"] if s.get("state", "visible") == "visible"} & set(events)
+        assert all(s["state"] == "forgotten" and "quote" not in s for s in full["sources"] if s["event"] in events)
+        assert not {s["event"] for s in origin.raw_sources(store, e["id"]) if s.get("raw") or s.get("text")} \
+            & set(events)
+        for w in words:
+            assert w not in json.dumps([full, origin.raw_sources(store, e["id"])], ensure_ascii=False), w
 
 
 # ---------------------------------------------------------------------------
@@ -133,7 +143,7 @@ def test_invariant_2_forgotten_entry_and_its_cascade_vanish_everywhere(store, pl
                 words=[CANARY, "grebeswitch", "cutover is on Friday"])
     assert visible_entry_ids(store) == {plan.H, plan.K}
     h = origin.get_entry(store, plan.H)
-    assert h["status"] == "active" and [s["event"] for s in h["sources"]] == [plan.other]
+    assert h["status"] == "active" and shown(h) == [plan.other]
     after = session_of(store, "sess-plan")
     assert (after["events"], after["messages"]) == (sess["events"] - 2, sess["messages"] - 2)
     st2 = origin.status(store)
@@ -162,7 +172,7 @@ def test_invariant_2_forgotten_event_and_its_cascade_vanish_everywhere(store, pl
     for still in (plan.when, plan.other):
         assert origin.get_event(store, still)["id"] == still
     assert [e["id"] for e in origin.search(store, "cutover is on Friday")["events"]] == [plan.when]
-    assert [s["event"] for s in origin.get_entry(store, plan.K)["sources"]] == [plan.other]
+    assert shown(origin.get_entry(store, plan.K)) == [plan.other]
     after = session_of(store, "sess-plan")
     assert (after["events"], after["messages"]) == (sess["events"] - 1, sess["messages"] - 1)
     before = counts(store)
@@ -361,7 +371,7 @@ def test_entry_left_without_a_visible_source_is_forgotten_and_the_cascade_stops_
     assert set(res["forgotten_entries"]) == {a, b}
     assert res["excluded_events"] == [plan.ok]  # B's forgetting excluded nothing more
     assert visible_entry_ids(store) == before - {a, b}
-    assert [s["event"] for s in origin.get_entry(store, c)["sources"]] == [plan.first]
+    assert shown(origin.get_entry(store, c)) == [plan.first]
     assert origin.entry_status(store.conn, c) == origin.entry_status(store.conn, d) == "active"
     assert origin.get_event(store, plan.first)["id"] == plan.first
     t = store.conn.execute("SELECT entries, events FROM tombstone WHERE id = ?", (res["tombstone"],)).fetchone()
@@ -373,7 +383,7 @@ def test_forgetting_an_entry_leaves_other_entries_with_a_visible_source(store, p
     res = origin.forget(store, plan.K)  # excludes `other`; H still cites `decide`
     assert res["forgotten_entries"] == [plan.K]
     assert res["excluded_events"] == [plan.other]
-    assert [s["event"] for s in origin.get_entry(store, plan.H)["sources"]] == [plan.decide]
+    assert shown(origin.get_entry(store, plan.H)) == [plan.decide]
     assert visible_entry_ids(store) == {plan.E1, plan.E2, plan.G, plan.H}
 
 
@@ -392,7 +402,7 @@ def test_superseded_version_without_visible_sources_does_not_forget_the_active_o
     assert res["forgotten_entries"] == [other]
     assert origin.entry_status(store.conn, v2) == "active"
     assert origin.entry_status(store.conn, v1) == "superseded"
-    assert [s["event"] for s in origin.get_entry(store, v2)["sources"]] == [plan.other]
+    assert shown(origin.get_entry(store, v2)) == [plan.other]
 
 
 def test_plan_forget_matches_what_forget_does_and_writes_nothing(store, plan):
@@ -795,7 +805,7 @@ class StickyForget(RuleBasedStateMachine):
                 assert found == {eid}
                 e = origin.get_entry(s, eid)
                 assert e["status"] == self._status(eid)
-                assert {x["event"] for x in e["sources"]} == self.sources[eid] - self.excluded
+                assert set(shown(e)) == self.sources[eid] - self.excluded
         n_visible = {sess: 0 for sess in self.SESSIONS}
         for evid, ev in self.events.items():
             hits = set(ids(origin.search_events(s, ev["word"], include_tools=True)))
@@ -813,8 +823,8 @@ class StickyForget(RuleBasedStateMachine):
                 assert sess not in sessions
                 continue
             assert sessions[sess]["events"] == n_visible[sess]
-            shown = set(ids(origin.timeline(s, session=sess, include_tools=True)["events"]))
-            assert shown == {e for e, ev in self.events.items() if ev["session"] == sess} - self.excluded
+            in_timeline = set(ids(origin.timeline(s, session=sess, include_tools=True)["events"]))
+            assert in_timeline == {e for e, ev in self.events.items() if ev["session"] == sess} - self.excluded
         for evid in self.excluded:
             assert self.events[evid]["word"] not in dump
         check_index(s)

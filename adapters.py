@@ -1318,7 +1318,12 @@ def _grok_meta(folder: Path, cwd: str | None, fmt: str, parent: str | None) -> d
     meta = {"format": fmt, "session": _str(info.get("id")) or folder.name,
             "cwd": _str(info.get("cwd")) or cwd, "branch": _str(summary.get("head_branch")),
             "model": _str(summary.get("current_model_id")),
-            "parent": parent or _str(summary.get("parent_session_id"))}
+            "parent": parent or _str(summary.get("parent_session_id")),
+            # The session's own times, better than the file's: a copied or
+            # restored folder has the mtime of the copy.
+            "created_ms": _ts(summary.get("created_at")),
+            "updated_ms": _ts(summary.get("updated_at")) or _ts(summary.get("last_active_at")),
+            "records": _int(summary.get("num_chat_messages"))}
     title = _str(summary.get("generated_title"))
     if title:
         manual = summary.get("title_is_manual") is True
@@ -1358,6 +1363,22 @@ def _grok_output(update: dict) -> str:
     if not text and update.get("rawOutput") is not None:
         text = _output_text(update["rawOutput"])
     return text or "\n".join(terminals)
+
+
+def _grok_guess(ctx: Context, n: int) -> int | None:
+    """Guess the time of a session's n-th record from its summary's times.
+
+    Records are spread evenly from ``created_at`` to ``updated_at`` over the
+    number of records the summary counts; without summary times the file's
+    mtime stands in.  Every guess is marked approximate by the caller.
+    """
+    m = ctx.file.meta
+    created, updated, total = _int(m.get("created_ms")), _int(m.get("updated_ms")), _int(m.get("records"))
+    if created is None:
+        return updated if updated is not None else ctx.mtime_ms
+    if updated is None or updated < created or not total or total < 2:
+        return created
+    return created + (updated - created) * (min(max(n, 1), total) - 1) // (total - 1)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -1468,9 +1489,10 @@ class Grok(Adapter):
         if ts is not None:
             st["ts"] = ts
         session = _str(params.get("sessionId")) or _str(ctx.file.meta.get("session")) or "unknown"
-        # A line without a time takes the last one seen, marked approximate.
+        # A line without a time takes the last one seen (or the session's
+        # start), marked approximate.
         here = {"line": ctx.lineno, "off": ctx.offset, "session": session, "approx": ts is None,
-                "ts": ts if ts is not None else st.get("ts", ctx.mtime_ms)}
+                "ts": ts if ts is not None else st.get("ts", _grok_guess(ctx, 1))}
         if kind in _GROK_CHUNKS:
             return self._chunk(update, _GROK_CHUNKS[kind], meta, here, ctx)
         out = self._close_message(ctx)
@@ -1585,8 +1607,11 @@ class Grok(Adapter):
         st = ctx.state
         kind = obj.get("type") if isinstance(obj.get("type"), str) else obj.get("role")
         session = _str(ctx.file.meta.get("session")) or "unknown"
-        # No record has a time: the file's mtime stands in, marked approximate.
-        here = {"line": None, "off": None, "ts": ctx.mtime_ms, "approx": True, "session": session}
+        # A record with a time of its own is precise; the others get a time
+        # between the session's start and its last update, marked approximate.
+        own = _ts(obj.get("timestamp")) or _ts(obj.get("created_at"))
+        here = {"line": None, "off": None, "ts": own if own is not None else _grok_guess(ctx, ctx.lineno),
+                "approx": own is None, "session": session}
         synthetic = obj.get("synthetic_reason") is not None
         if kind == "user" and not synthetic:
             index = _int(obj.get("prompt_index"))

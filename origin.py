@@ -1677,8 +1677,13 @@ def refresh_sessions(conn: sqlite3.Connection, source: str, sessions: Iterable[s
     infos = infos or {}
     any_gone = conn.execute("SELECT 1 FROM excluded_event LIMIT 1").fetchone() is not None
     for sid in set(sessions) | set(infos):
+        # A session's window comes from its precise times when it has any:
+        # a guessed time (a file's mtime, a summary's span) never stretches
+        # it, nor moves the session in the timeline's order.
         agg = conn.execute(
-            "SELECT count(*) AS n, sum(kind = 'message') AS m, min(ts) AS a, max(ts) AS b "
+            "SELECT count(*) AS n, sum(kind = 'message') AS m, "
+            "coalesce(min(CASE WHEN ts_approx = 0 THEN ts END), min(ts)) AS a, "
+            "coalesce(max(CASE WHEN ts_approx = 0 THEN ts END), max(ts)) AS b "
             "FROM event e WHERE session = ? AND source = ? "
             "AND NOT EXISTS (SELECT 1 FROM excluded_event x WHERE x.event_id = e.id)",
             (sid, source),
@@ -4390,8 +4395,11 @@ def _event_filters(alias: str, *, kinds, source, project, session, since, until)
 
 
 def _event_brief(r: sqlite3.Row, terms: list[str]) -> dict:
-    return {"id": r["id"], "session": r["session"], "time": iso_local(r["ts"]), "source": r["source"],
-            "project": r["project"], "role": r["role"], "kind": r["kind"], "snippet": snippet(r["text"], terms)}
+    d = {"id": r["id"], "session": r["session"], "time": iso_local(r["ts"]), "source": r["source"],
+         "project": r["project"], "role": r["role"], "kind": r["kind"], "snippet": snippet(r["text"], terms)}
+    if "ts_approx" in r.keys() and r["ts_approx"]:
+        d["time_approximate"] = True  # guessed (a file's mtime, a session's span): shown with "~"
+    return d
 
 
 def search_events(store: Store, query: str, *, limit: int = DEFAULT_LIMIT, recent: bool = False,
@@ -4407,7 +4415,7 @@ def search_events(store: Store, query: str, *, limit: int = DEFAULT_LIMIT, recen
     kinds = _TOOL_KINDS if include_tools else _MESSAGE_KINDS
     where, args = _event_filters("e", kinds=kinds, source=source, project=project, session=session,
                                  since=since, until=until)
-    cols = "e.id, e.session, e.ts, e.source, e.project, e.role, e.kind, e.text"
+    cols = "e.id, e.session, e.ts, e.ts_approx, e.source, e.project, e.role, e.kind, e.text"
     try:
         if longs:
             # where[0] is the kind filter, which match_events applies per part.
@@ -4495,7 +4503,8 @@ def timeline(store: Store, *, session: str | None = None, since: int | None = No
         raise UsageError("session is a non-empty session id; list sessions with `origin timeline`")
     if session:
         limit = SESSION_EVENTS_MAX if limit is None else min(_check_limit(limit, SESSION_EVENTS_MAX), SESSION_EVENTS_MAX)
-        s = conn.execute("SELECT * FROM session WHERE id = ?" + (" AND source = ?" if source else ""),
+        s = conn.execute(f"SELECT s.*, {SESSION_APPROX_SQL} FROM session s WHERE id = ?"
+                         + (" AND source = ?" if source else ""),
                          (session, source) if source else (session,)).fetchone()
         if s is None or not s["events"]:
             raise NotFound(f"no session {session!r}; list sessions with `origin timeline`")
@@ -4503,7 +4512,7 @@ def timeline(store: Store, *, session: str | None = None, since: int | None = No
         where, args = _event_filters("e", kinds=kinds, source=s["source"], project=None, session=session,
                                      since=since, until=until)
         rows = conn.execute(
-            f"SELECT e.id, e.session, e.ts, e.source, e.project, e.role, e.kind, e.text FROM event e "
+            f"SELECT e.id, e.session, e.ts, e.ts_approx, e.source, e.project, e.role, e.kind, e.text FROM event e "
             f"WHERE {' AND '.join(where)} ORDER BY e.ts, e.seq LIMIT ?", (*args, limit),
         ).fetchall()
         return {"session": _session_dict(s), "events": [_event_brief(r, []) for r in rows]}
@@ -4519,15 +4528,25 @@ def timeline(store: Store, *, session: str | None = None, since: int | None = No
             where.append(f"{col} = ?")
             args.append(val)
     rows = conn.execute(
-        f"SELECT * FROM session WHERE {' AND '.join(where)} ORDER BY last_ts DESC LIMIT ?", (*args, limit)
+        f"SELECT s.*, {SESSION_APPROX_SQL} FROM session s WHERE {' AND '.join(where)} "
+        "ORDER BY last_ts DESC LIMIT ?", (*args, limit)
     ).fetchall()
     return {"since": iso_local(since), "until": iso_local(until), "sessions": [_session_dict(r) for r in rows]}
 
 
+#: The column a session query adds to tell a session whose times are all
+#: guessed (no event with a time of its own).
+SESSION_APPROX_SQL = ("NOT EXISTS (SELECT 1 FROM event t WHERE t.session = s.id AND t.source = s.source "
+                      "AND t.ts_approx = 0) AS approx")
+
+
 def _session_dict(r: sqlite3.Row) -> dict:
-    return {"session": r["id"], "source": r["source"], "title": r["title"], "project": r["project"],
-            "branch": r["branch"], "first": iso_local(r["first_ts"]), "last": iso_local(r["last_ts"]),
-            "events": r["events"], "messages": r["messages"], "parent": r["parent"]}
+    d = {"session": r["id"], "source": r["source"], "title": r["title"], "project": r["project"],
+         "branch": r["branch"], "first": iso_local(r["first_ts"]), "last": iso_local(r["last_ts"]),
+         "events": r["events"], "messages": r["messages"], "parent": r["parent"]}
+    if "approx" in r.keys():
+        d["time_approximate"] = bool(r["approx"])
+    return d
 
 
 def read_raw(store: Store, mirror: str, offset: int, span: int = 1) -> str:
@@ -6168,6 +6187,11 @@ def cmd_export(args) -> int:
     return 0
 
 
+def _shown_time(d: dict, key: str = "time") -> str:
+    """Return a listed time for text output; a guessed one starts with "~"."""
+    return ("~" if d.get("time_approximate") else "") + (d.get(key) or "?")
+
+
 def _time_args(args) -> tuple[int | None, int | None]:
     return parse_when(args.since, field_name="--since"), parse_when(args.until, field_name="--until")
 
@@ -6194,7 +6218,7 @@ def cmd_search(args) -> int:
     for e in res["entries"]:
         print(f"{e['id']}  [{e['kind']}, {e['status']}]  {e['snippet']}")
     for e in res["events"]:
-        print(f"{e['time'] or '?':25} {e['source']:11} {e['project'] or '-':15} {e['role']:9} {e['snippet']}")
+        print(f"{_shown_time(e):25} {e['source']:11} {e['project'] or '-':15} {e['role']:9} {e['snippet']}")
         print(f"    {e['id']}")
     if not res["entries"] and not res["events"]:
         print("no matches")
@@ -6217,10 +6241,10 @@ def cmd_timeline(args) -> int:
         s = res["session"]
         print(f"{s['session']}  {s['source']}  {s['project'] or '-'}  {s['title'] or ''}")
         for e in res["events"]:
-            print(f"  {e['time'] or '?':25} {e['role']:9} {e['kind']:11} {e['snippet']}")
+            print(f"  {_shown_time(e):25} {e['role']:9} {e['kind']:11} {e['snippet']}")
         return 0
     for s in res["sessions"]:
-        print(f"{s['last'] or '?':25} {s['source']:11} {s['project'] or '-':15} {s['messages']:5} msgs  "
+        print(f"{_shown_time(s, 'last'):25} {s['source']:11} {s['project'] or '-':15} {s['messages']:5} msgs  "
               f"{(s['title'] or '')[:60]}")
         print(f"    {s['session']}")
     if not res["sessions"]:
@@ -6261,7 +6285,7 @@ def cmd_show(args) -> int:
         return 0
     ev = item["event"]
     p = ev["provenance"]
-    print(f"{ev['id']}\n{ev['time'] or '?'}  {ev['source']}  {ev['project'] or '-'}  {ev['role']} {ev['kind']}")
+    print(f"{ev['id']}\n{_shown_time(ev)}  {ev['source']}  {ev['project'] or '-'}  {ev['role']} {ev['kind']}")
     print(f"session   {ev['session']}  {ev['session_title'] or ''}")
     print(f"file      {p['file']}  (generation {p['generation']})")
     print(f"mirror    {p['mirror']}  line {p['line']}" + (f"-{p['line'] + p['lines'] - 1}" if p["lines"] > 1 else ""))

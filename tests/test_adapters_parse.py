@@ -752,7 +752,8 @@ def test_grok_discovers_one_log_per_session_with_summary_facts(tmp_path):
     chat, child, updates, long = (f.meta for f in found)
     assert chat == {"format": "chat", "session": GROK_CHAT_ID, "cwd": "/tmp/as-agent-lab/grok/project",
                     "branch": "main", "model": "grok-4.5", "title": "Read hello.py and summarize what it prints",
-                    "title_rank": 2}
+                    "title_rank": 2, "created_ms": adapters.parse_ts("2026-07-31T10:13:27.574131Z"),
+                    "updated_ms": adapters.parse_ts("2026-07-31T10:15:02.118940Z"), "records": 11}
     assert child["parent"] == GROK_SID and "parent" not in chat
     assert updates["cwd"] == "/tmp/proj" and updates["branch"] == "feature/x"
     assert long["cwd"].startswith("/home/a/deep/") and long["session"].endswith("b2")
@@ -859,9 +860,36 @@ def test_grok_chat_history_v1_counts(tmp_path):
     texts = " ".join(r.text for r in records(items))
     assert "summary of hello.py without edits" not in texts  # reasoning stays out
     assert "[image]" in texts and "base64" not in texts
-    assert all(r.ts == 1_700_000_000_000 and r.ts_approx for r in records(items))
     ids = [r.id for r in records(items)]
     assert len(ids) == len(set(ids)) and all(i.startswith(GROK_CHAT_ID + ":") for i in ids)
+
+
+def test_grok_times_come_from_the_session_not_the_file(tmp_path):
+    """Repro: every Grok event had the file's mtime (the moment the files were copied)."""
+    items, _, _ = run(ADAPTERS["grok"], _grok_chat(tmp_path), mtime_ms=1_900_000_000_000)
+    times = [r.ts for r in records(items)]
+    created, updated = adapters.parse_ts("2026-07-31T10:13:27.574131Z"), adapters.parse_ts("2026-07-31T10:15:02.118940Z")
+    assert times[0] == created and times[-1] == updated  # the first and last of the 11 records
+    assert times == sorted(times) and len(set(times)) > 2
+    assert all(r.ts_approx for r in records(items))  # guessed from the summary: approximate
+    # A record with a time of its own keeps it, precisely.
+    f = _grok_chat(tmp_path / "again")
+    line = json.dumps({"type": "user", "content": "timed", "prompt_index": 5, "timestamp": "2026-08-01T00:00:00Z"})
+    items, _, _ = run(ADAPTERS["grok"], f, (line + "\n").encode(), mtime_ms=1_900_000_000_000)
+    (r,) = [r for r in records(items) if r.text == "timed"]
+    assert (r.ts, r.ts_approx) == (adapters.parse_ts("2026-08-01T00:00:00Z"), False)
+
+
+def test_grok_updates_without_times_start_at_the_session_start(tmp_path):
+    f = adapters.SourceFile("/x", "x", meta={"format": "updates", "session": "S",
+                                              "created_ms": 1_780_000_000_000})
+    line = {"method": "session/update", "params": {"sessionId": "S", "update": {
+        "sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": "hello"}}}}
+    data = (json.dumps(line) + "\n").encode()
+    items, _, state = run(ADAPTERS["grok"], f, data, mtime_ms=1_900_000_000_000)
+    items += ADAPTERS["grok"].flush(Context(file=f, state=state, lineno=1, mtime_ms=1_900_000_000_000))
+    (r,) = records(items)
+    assert (r.ts, r.ts_approx) == (1_780_000_000_000, True)
 
 
 def test_grok_chat_history_rewrite_keeps_ids_of_kept_records(tmp_path):

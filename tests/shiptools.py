@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -16,7 +18,7 @@ MCP_TOOLS = {"search", "timeline", "get", "sources", "remember", "correct", "for
 def bare_env(tmp_path: Path, **extra: str) -> dict:
     """The environment of a fresh login: PATH, HOME, nothing of ours."""
     home = tmp_path / "user"
-    home.mkdir(exist_ok=True)
+    home.mkdir(parents=True, exist_ok=True)
     return {"PATH": "/usr/bin:/bin", "HOME": str(home), "LANG": "C.UTF-8", **extra}
 
 
@@ -99,3 +101,20 @@ def read_rounds(path: Path) -> int:
         return int(path.read_text() or 0)
     except (OSError, ValueError):
         return 0
+
+
+def rows(db: Path, sql: str) -> list:
+    """Rows of one query on an SQLite file, opened read-only."""
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return conn.execute(sql).fetchall()
+    finally:
+        conn.close()
+
+
+def wait_for(predicate, what: str, timeout: float = 300) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up waiting for {what}")
+        time.sleep(0.05)

@@ -3,40 +3,23 @@
 from __future__ import annotations
 
 import json
-import os
-import random
-import sqlite3
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
 import origin
-from conftest import ROOT, expected_rows, index_rows
+from conftest import expected_rows, index_rows
 from reliability_tools import lay_mixed_corpus, origin_argv, origin_env, run_sync
-from shiptools import close, mcp_session, read_rounds, start_loader
+from shiptools import close, mcp_session, read_rounds, rows, start_loader, wait_for
 
 def _rows(home: Path, sql: str) -> list:
-    conn = sqlite3.connect(f"file:{home / origin.DB_NAME}?mode=ro", uri=True)
-    try:
-        return conn.execute(sql).fetchall()
-    finally:
-        conn.close()
+    return rows(home / origin.DB_NAME, sql)
 
 
 def _events(home: Path, upto: int | None = None) -> list:
     where = f" WHERE seq <= {int(upto)}" if upto is not None else ""
     return _rows(home, f"SELECT seq, id, text, raw_file_id, line, offset FROM event{where} ORDER BY seq")
-
-
-def _wait_for(predicate, what: str, timeout: float = 300) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what}")
-        time.sleep(0.05)
 
 
 def _mcp_server(home: Path, origin_home: Path) -> subprocess.Popen:
@@ -57,7 +40,7 @@ def test_backup_of_a_store_under_load_restores_to_an_identical_store(tmp_path, u
     loader = start_loader(user_home, origin_home, env, claude, rounds, stop)
     mcp = None
     try:
-        _wait_for(lambda: read_rounds(rounds) >= 1 or loader.poll() is not None, "the loader's first round")
+        wait_for(lambda: read_rounds(rounds) >= 1 or loader.poll() is not None, "the loader's first round")
         assert loader.poll() is None, loader.stderr.read().decode()[-2000:]
         mcp = _mcp_server(user_home, origin_home)
         before = read_rounds(rounds)
@@ -66,7 +49,7 @@ def test_backup_of_a_store_under_load_restores_to_an_identical_store(tmp_path, u
         # The writer went on during and after the copy: wait for one more
         # round, so the live store is surely ahead of the backup.
         after = read_rounds(rounds)
-        _wait_for(lambda: read_rounds(rounds) > after or loader.poll() is not None, "another round")
+        wait_for(lambda: read_rounds(rounds) > after or loader.poll() is not None, "another round")
     finally:
         stop.touch()
         if mcp is not None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import sqlite3
 import statistics
 import subprocess
 import sys
@@ -24,7 +23,7 @@ import pytest
 import origin
 from conftest import ROOT, expected_rows, index_rows
 from reliability_tools import lay_mixed_corpus, run_sync
-from shiptools import read_rounds, start_loader
+from shiptools import read_rounds, rows, start_loader, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -38,22 +37,6 @@ def litestream() -> str:
     if not shutil.which("rsync"):
         pytest.fail("rsync is not installed: `make ship-test` installs it with apt-get")
     return exe
-
-
-def _rows(db: Path, sql: str) -> list:
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-    try:
-        return conn.execute(sql).fetchall()
-    finally:
-        conn.close()
-
-
-def _wait_for(predicate, what: str, timeout: float = 300) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what}")
-        time.sleep(0.1)
 
 
 def _restore(exe: str, replica: Path, out: Path, *extra: str) -> subprocess.CompletedProcess:
@@ -86,7 +69,7 @@ def test_litestream_recipe_restores_a_store_killed_mid_write(tmp_path, user_home
     procs["writer"] = start_loader(user_home, origin_home, env, claude, rounds, stop)
     lags = []
     try:
-        _wait_for(lambda: (replica / "files" / "SYNCED_TXID").exists(), "the first raw/ copy")
+        wait_for(lambda: (replica / "files" / "SYNCED_TXID").exists(), "the first raw/ copy")
         # Replication lag under write load: how far the newest commit in a
         # restore of the replica is behind the moment the restore began.
         probe = tmp_path / "probe.db"
@@ -97,7 +80,7 @@ def test_litestream_recipe_restores_a_store_killed_mid_write(tmp_path, user_home
             began = time.time()
             p = _restore(exe, replica, probe)
             if p.returncode == 0:
-                lags.append(began - _rows(probe, "SELECT max(ts) FROM sync_log")[0][0] / 1000)
+                lags.append(began - rows(probe, "SELECT max(ts) FROM sync_log")[0][0] / 1000)
             time.sleep(0.5)
     finally:
         # The machine dies: nothing gets to finish.
@@ -121,17 +104,17 @@ def test_litestream_recipe_restores_a_store_killed_mid_write(tmp_path, user_home
             subprocess.run(["rsync", "-a", str(replica / "files" / name), f"{fresh}/"], check=True)
 
     db = fresh / origin.DB_NAME
-    assert _rows(db, "PRAGMA integrity_check") == [("ok",)]
-    top = _rows(db, "SELECT max(seq) FROM event")[0][0]
+    assert rows(db, "PRAGMA integrity_check") == [("ok",)]
+    top = rows(db, "SELECT max(seq) FROM event")[0][0]
     live_db = origin_home / origin.DB_NAME
-    assert _rows(db, "SELECT seq, id, text FROM event ORDER BY seq") == \
-        _rows(live_db, f"SELECT seq, id, text FROM event WHERE seq <= {top} ORDER BY seq")
-    assert _rows(live_db, "SELECT count(*) FROM event")[0][0] > top, "the writer should have gone past the replica"
-    top_entry = _rows(db, "SELECT max(seq) FROM entry")[0][0]
-    assert _rows(db, "SELECT * FROM entry ORDER BY seq") == \
-        _rows(live_db, f"SELECT * FROM entry WHERE seq <= {top_entry} ORDER BY seq")
-    assert _rows(db, "SELECT * FROM tombstone") == _rows(live_db, "SELECT * FROM tombstone")
-    for mirror, size in _rows(db, "SELECT mirror, bytes_ingested FROM raw_file"):
+    assert rows(db, "SELECT seq, id, text FROM event ORDER BY seq") == \
+        rows(live_db, f"SELECT seq, id, text FROM event WHERE seq <= {top} ORDER BY seq")
+    assert rows(live_db, "SELECT count(*) FROM event")[0][0] > top, "the writer should have gone past the replica"
+    top_entry = rows(db, "SELECT max(seq) FROM entry")[0][0]
+    assert rows(db, "SELECT * FROM entry ORDER BY seq") == \
+        rows(live_db, f"SELECT * FROM entry WHERE seq <= {top_entry} ORDER BY seq")
+    assert rows(db, "SELECT * FROM tombstone") == rows(live_db, "SELECT * FROM tombstone")
+    for mirror, size in rows(db, "SELECT mirror, bytes_ingested FROM raw_file"):
         have = (fresh / mirror).stat().st_size if (fresh / mirror).exists() else 0
         assert have >= size, f"{mirror}: the copy holds {have} bytes, the restored cursor says {size}"
     with origin.open_store(fresh) as store:
@@ -142,4 +125,4 @@ def test_litestream_recipe_restores_a_store_killed_mid_write(tmp_path, user_home
     # The restored store takes up the same logs where its cursors stand.
     run_sync(user_home, fresh, env)
     run_sync(user_home, origin_home, env)
-    assert _rows(db, "SELECT id FROM event ORDER BY id") == _rows(live_db, "SELECT id FROM event ORDER BY id")
+    assert rows(db, "SELECT id FROM event ORDER BY id") == rows(live_db, "SELECT id FROM event ORDER BY id")

@@ -2046,7 +2046,7 @@ BACKUP_MANIFEST = "backup.json"
 BACKUP_FORMAT = "origin-backup"
 BACKUP_VERSION = 1
 #: Files at the top of ORIGIN_HOME that a backup carries as they are.
-BACKUP_TOP_FILES = ("tombstones.log",)
+BACKUP_TOP_FILES = (TOMBSTONE_LOG,)
 #: Folder a restore fills before moving its files into ORIGIN_HOME.
 RESTORE_STAGING = ".restore-partial"
 

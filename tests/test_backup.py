@@ -228,3 +228,28 @@ def test_a_purge_during_the_backup_is_caught_and_a_backup_after_it_holds_no_purg
     with origin.open_store(tmp_path / "restored") as store:
         with pytest.raises(origin.Forgotten):
             origin.get_event(store, gone)
+
+
+def test_invariant_2_a_forget_made_while_the_backup_copies_holds_after_restore(forgotten_home, origin_home,
+                                                                                tmp_path, monkeypatch):
+    """The copy of origin.db predates the forget; the tombstone log copied after it carries it."""
+    with origin.open_store(origin_home) as store:
+        late = origin.search_events(store, "CLAUDE.md", limit=5)[0]["id"]
+        real = origin._snapshot_db
+
+        def snapshot_then_forget(src, dst):
+            real(src, dst)
+            if dst.name == origin.DB_NAME:
+                origin.forget(store, late, reason="during the backup")
+
+        monkeypatch.setattr(origin, "_snapshot_db", snapshot_then_forget)
+        manifest = origin.backup(store, tmp_path / "b")
+    assert manifest["tombstones"] == 1  # the database copy holds only the first forget
+    assert origin.TOMBSTONE_LOG in {f["path"] for f in manifest["files"]}
+    result = origin.restore(tmp_path / "b", tmp_path / "restored")
+    assert result["tombstones"] == 2
+    with origin.open_store(tmp_path / "restored") as store:
+        for gone in (forgotten_home[0], late):
+            with pytest.raises(origin.Forgotten):
+                origin.get_event(store, gone)
+        assert index_rows(store) == expected_rows(store)

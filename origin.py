@@ -329,6 +329,11 @@ def _check_limit(limit: Any, most: int = MAX_LIMIT) -> int:
     return min(limit, most)
 
 
+#: A lone UTF-16 surrogate: how Python hands over bytes of an argument that
+#: are not UTF-8 (surrogateescape), and what a JSON \\ud800 escape decodes to.
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def new_id(prefix: str) -> str:
     """Return a new, time-ordered random id such as ``ent_…``."""
     return f"{prefix}_{now_ms():011x}{secrets.token_hex(5)}"
@@ -1829,7 +1834,7 @@ def _open_reader(home: Path) -> sqlite3.Connection:
             # cached saves a tenth of a two-word search on a large archive.
             conn.execute(f"PRAGMA ix_{part}.cache_size = -{READER_CACHE_KIB}")
     except sqlite3.Error as e:
-        raise StoreError(f"cannot open the search index under {home / INDEX_DIR}: {e}") from None
+        raise StoreError(_damaged_index(home, e)) from None
     return conn
 
 
@@ -1930,7 +1935,21 @@ def match_events(store: "Store", terms: list[str], kinds: Iterable[str], *, cols
     ``where``/``args`` filter on ``e`` (the event), ``likes`` are LIKE
     patterns the text must also match (terms too short for the index).
     """
-    kinds, where, args, likes = tuple(kinds), list(where), list(args), list(likes)
+    try:
+        return _match_events(store, terms, tuple(kinds), cols, list(where), list(args), list(likes), order, limit)
+    except sqlite3.DatabaseError as e:
+        if type(e) is not sqlite3.DatabaseError:
+            raise  # locked, busy, a bad statement: not damage
+        raise StoreError(_damaged_index(store.home, e)) from None
+
+
+def _damaged_index(home: Path, e: Exception) -> str:
+    return (f"the search index under {home / INDEX_DIR} is damaged ({e}); delete that folder and run "
+            "`origin sync` to rebuild it from the archive (nothing archived is lost)")
+
+
+def _match_events(store: "Store", terms: list[str], kinds: tuple, cols: str, where: list, args: list, likes: list,
+                  order: str, limit: int | None) -> list[sqlite3.Row]:
     reader = store.reader
     match = " AND ".join(fts_phrase(t) for t in terms)
     cap = f" LIMIT {int(limit)}" if limit else ""
@@ -2609,7 +2628,10 @@ class _EventWriter:
             # Secrets are masked before the text is stored, so they never
             # reach the index or a reader; Invariant 3 (append-only): the
             # mirror keeps the line as the agent wrote it.
-            rec.role or "", rec.kind, mask_secrets(clean_text(rec.text or "")), 1 if rec.indexed and rec.text else 0,
+            # A NUL would end the text for the index and LIKE (C strings): it
+            # is stored as a space, so the words after it stay searchable.
+            rec.role or "", rec.kind, mask_secrets(clean_text(rec.text or "").replace("\x00", " ")),
+            1 if rec.indexed and rec.text else 0,
             self.raw_file_id, rec.line or lineno, rec.offset if rec.offset is not None else offset,
             max(1, rec.span),
         ))
@@ -4368,7 +4390,9 @@ def _split_query(query: str) -> tuple[list[str], list[str], list[str]]:
     """
     if len(query) > MAX_QUERY:
         raise UsageError(f"a query is at most {MAX_QUERY} characters; search for a few distinctive words")
-    terms = [t for t in query.split() if t]
+    # A NUL separates words like a space (stored text has none: ingest
+    # stores it as a space), and never reaches FTS5, which would stop at it.
+    terms = [t for t in query.replace("\x00", " ").split() if t]
     if len(terms) > MAX_TERMS:
         raise UsageError(f"a query has at most {MAX_TERMS} words; every word must match, so a few distinctive ones work best")
     longs = [t for t in terms if len(t) >= 3]
@@ -4436,7 +4460,7 @@ def search_entries(store: Store, query: str | None, *, limit: int = DEFAULT_LIMI
                    since: int | None = None, until: int | None = None) -> list[dict]:
     """Search active entries (every non-forgotten version with history)."""
     limit = _check_limit(limit)
-    if query is None or not str(query).strip():
+    if query is None or not str(query).replace("\x00", " ").strip():
         return list_entries(store, kind=kind, project=project, history=history, limit=limit)
     if not isinstance(query, str):
         raise UsageError("query is a string")
@@ -5466,6 +5490,55 @@ def build_mcp_server(service: McpService):
                   on_list_tools=list_tools, on_call_tool=call_tool)
 
 
+class _SafeLines:
+    """The server's stdin, one JSON-RPC message per line, made readable by the SDK.
+
+    The MCP SDK (2.3.0) parses each line with pydantic, which refuses a
+    string holding a lone surrogate escape (``"\\ud800"``, valid JSON that
+    Python's own parser reads); it then answers nothing at all, and the
+    client waits for ever.  Such a line is decoded here and written again
+    with each lone surrogate replaced by U+FFFD, so the request is answered.
+    """
+
+    def __init__(self, lines):
+        self._lines = lines
+
+    def __aiter__(self):
+        return self._fixed()
+
+    async def _fixed(self):
+        async for line in self._lines:
+            yield mcp_request_line(line)
+
+
+#: A JSON escape of a UTF-16 surrogate (half of a pair, or alone).
+_SURROGATE_JSON_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def mcp_request_line(line: str) -> str:
+    """Return a request line with lone surrogates replaced (see _SafeLines)."""
+    if not _SURROGATE_JSON_ESCAPE.search(line):
+        return line
+    try:
+        obj = json.loads(line)
+    except (ValueError, RecursionError):
+        return line  # not JSON: the SDK reports it as it does
+    text = json.dumps(obj, ensure_ascii=False)
+    if not LONE_SURROGATE.search(text):
+        return line  # surrogate pairs only: the SDK reads them
+    return json.dumps(_no_surrogates(obj), ensure_ascii=False) + "\n"
+
+
+def _no_surrogates(value: Any) -> Any:
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, list):
+        return [_no_surrogates(v) for v in value]
+    if isinstance(value, dict):
+        return {clean_text(k): _no_surrogates(v) for k, v in value.items()}
+    return value
+
+
 def serve_stdio(home: Path, sync_fn: Callable[..., Any]) -> None:
     """Serve the tools over stdin/stdout until the client hangs up.
 
@@ -5475,15 +5548,18 @@ def serve_stdio(home: Path, sync_fn: Callable[..., Any]) -> None:
     passes one that runs the core ``sync``.  Both protocol eras are served:
     the client's first request picks one.
     """
+    import io
+
     import anyio
     from mcp.server.stdio import stdio_server
 
     service = McpService(home, sync_fn)
     server = build_mcp_server(service)
     service.start()
+    stdin = _SafeLines(anyio.wrap_file(io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace")))
 
     async def run() -> None:
-        async with stdio_server() as (read, write):
+        async with stdio_server(stdin=stdin) as (read, write):
             # None, not create_initialization_options(): a snapshot taken here
             # would be what every later legacy `initialize` reports.
             await server.run(read, write, None)
@@ -6839,6 +6915,14 @@ def main(argv: list[str] | None = None) -> int:
     """Run the `origin` command; return its exit code."""
     argv = sys.argv[1:] if argv is None else list(argv)
     _Parser.json_errors = "--json" in argv or "--nl" in argv
+    # Bytes that are not UTF-8 reach Python as lone surrogates, which no
+    # output and no SQLite string can hold: refuse the argument, showing them.
+    bad = next((a for a in argv if isinstance(a, str) and LONE_SURROGATE.search(a)), None)
+    if bad is not None:
+        shown = bad.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        _print_error(f"the argument '{shown}' is not valid UTF-8 text (the bytes shown as \\x..); "
+                     "type it again in UTF-8", 2, as_json=_Parser.json_errors)
+        return 2
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

@@ -2482,9 +2482,11 @@ def _open_mirror(store: Store, row: sqlite3.Row):
 _ORIGIN_CALL = re.compile(
     r"(?:mcp[_:.\-]*)?origin[_:.\-/]+(?:search|timeline|get|sources|remember|correct|forget)(?:\s|$)", re.I)
 #: A result of one of Origin's own tools: the compact JSON its MCP server
-#: writes, opening with one of the keys it answers with (the CLI's --json
-#: output is indented, so a shell running `origin … --json` is not taken).
-_ORIGIN_RESULT = re.compile(r'\s*\{"(?:entry|items|entries|events|done|id|session|since|sessions|note)":')
+#: writes, opening with its "quoted" marker and one of the keys it answers
+#: with (the CLI's --json output is indented, so a shell running
+#: `origin … --json` is not taken for one).
+_ORIGIN_RESULT = re.compile(
+    r'\s*\{(?:"quoted":"[^"]{0,200}",)?"(?:entry|items|entries|events|done|id|session|since|sessions|note)":')
 _ENTRY_REF = re.compile(r"ent_[0-9a-f]{16,32}")
 _EVENT_REF = re.compile("(?:" + "|".join(re.escape(n) for n in ADAPTERS) + r"):[^\s\"'\\,\[\]{}()<>]+")
 

@@ -41,8 +41,9 @@ def sightings(store, word: str) -> list[str]:
         if low in (s["title"] or "").casefold():
             out.append(f"title:{s['session']}")
         tl = origin.timeline(store, session=s["session"], source=s["source"], include_tools=True)
-        if low in json.dumps(tl, ensure_ascii=False).casefold():
+        if low in json.dumps(tl["session"], ensure_ascii=False).casefold():
             out.append(f"timeline:{s['session']}")
+        out += [f"timeline:{e['id']}" for e in tl["events"] if low in json.dumps(e, ensure_ascii=False).casefold()]
     for evid in visible_ids(store):
         ev = origin.get_event(store, evid)
         if low in json.dumps(ev, ensure_ascii=False).casefold():
@@ -87,10 +88,14 @@ def codex_meta(thread: str, **extra) -> str:
                        "cli_version": "0.104.0", **extra})
 
 
+def codex_prompt(ts: str, text: str) -> str:
+    return codex_line(ts, "event_msg", {"type": "user_message", "message": text, "images": []})
+
+
 HISTORY = [
-    codex_message("2026-02-23T11:41:10.000Z", "user", "When does the bridge migration ship, and what blocks it?"),
+    codex_prompt("2026-02-23T11:41:10.000Z", "When does the bridge migration ship, and what blocks it?"),
     codex_message("2026-02-23T11:41:20.000Z", "assistant", SECRET),
-    codex_message("2026-02-23T11:41:30.000Z", "user", "Fine, note the kingfisher checklist for the release."),
+    codex_prompt("2026-02-23T11:41:30.000Z", "Fine, note the kingfisher checklist for the release."),
 ]
 
 
@@ -280,3 +285,289 @@ def test_add_fingerprint_key_refuses_another_key_under_a_known_id(store):
         with pytest.raises(origin.UsageError):
             origin.add_fingerprint_key(store, bad_id, bad_key)
     assert origin.fingerprint_keys(store) == {kid: key}
+
+
+# ---------------------------------------------------------------------------
+# Item 1: copies with a new id stay hidden (exclusion by content)
+# ---------------------------------------------------------------------------
+
+
+def test_item_1_an_identical_codex_line_appended_stays_hidden(store, rollout):
+    path, secret = rollout
+    origin.forget(store, secret)
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(HISTORY[1] + "\n")  # the same line again: its id carries the line number
+    report = origin.sync(store)
+    assert report.events_added == 0  # was 1, and the text searchable again
+    assert store.conn.execute("SELECT count(*) FROM event WHERE text = ?", (SECRET,)).fetchone()[0] == 2
+    assert sightings(store, "otterbridge") == []
+    assert sightings(store, "kingfisher")  # nothing else is hidden
+
+
+def test_item_1_a_timestamp_byte_changed_in_place_stays_hidden(store, rollout):
+    path, secret = rollout
+    origin.forget(store, secret)
+    data = path.read_text(encoding="utf-8")
+    changed = HISTORY[1].replace("11:41:20.000Z", "11:41:21.000Z")
+    path.write_text(data.replace(HISTORY[1], changed), encoding="utf-8")
+    origin.sync(store)
+    gens = store.conn.execute("SELECT count(*) FROM raw_file WHERE path = ?", (str(path),)).fetchone()[0]
+    assert gens == 2  # a rewrite: the event came back under a new id before
+    assert sightings(store, "otterbridge") == []
+    assert sightings(store, "kingfisher") and sightings(store, "bridge migration ship")
+
+
+def test_item_1_a_codex_fork_with_copied_history_stays_hidden(store, rollout, user_home):
+    path, secret = rollout
+    origin.forget(store, secret)
+    fork = path.with_name(f"rollout-2026-02-23T13-00-00-{FORK}.jsonl")
+    later = codex_prompt("2026-02-23T13:00:10.000Z", "Forked: now plan the heronfield rollout.")
+    fork.write_text("\n".join([codex_meta(FORK, forked_from_id=THREAD), codex_meta(THREAD), *HISTORY, later]) + "\n",
+                    encoding="utf-8")
+    origin.sync(store)
+    assert sightings(store, "otterbridge") == []
+    # The fork's own copies of the other messages, and its new line, are visible.
+    assert {e["session"] for e in origin.search_events(store, "kingfisher")} == {THREAD, FORK}
+    assert [e["session"] for e in origin.search_events(store, "heronfield")] == [FORK]
+
+
+def test_item_1_a_grok_rewrite_and_a_copy_in_another_session_stay_hidden(store, user_home):
+    from test_sources import GROK_ID, _grok
+
+    _grok(user_home)
+    origin.sync(store)
+    path = next(user_home.glob(f".grok/sessions/*/{GROK_ID}/chat_history.jsonl"))
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    secret_id = event_id_with(store, "summarize what it prints")
+    assert secret_id.startswith(f"grok:{GROK_ID}:")
+    words = "summarize what it prints"
+    assert sightings(store, words)
+    origin.forget(store, secret_id)
+    # A rewrite that drops a record inside the turn.
+    k = next(i for i, x in enumerate(lines) if json.loads(x)["type"] == "reasoning")
+    path.write_text("".join(lines[:k] + lines[k + 1:]), encoding="utf-8")
+    origin.sync(store)
+    assert sightings(store, words) == []
+    # The whole history copied into another session: every id is new there.
+    copy = path.parent.parent / "019f6851-0000-7000-8000-00000000c0b1"
+    shutil.copytree(path.parent, copy)
+    summary = json.loads((copy / "summary.json").read_text(encoding="utf-8"))
+    summary["info"]["id"] = copy.name
+    (copy / "summary.json").write_text(json.dumps(summary), encoding="utf-8")
+    report = origin.sync(store)
+    assert report.sources["grok"]["events_added"] > 0
+    assert sightings(store, words) == []
+    assert len(origin.search_events(store, "hello from the grok fixture", include_tools=True)) >= 2
+
+
+def test_a_short_text_is_excluded_by_id_only(store, user_home):
+    log = ClaudeLog(user_home, session="sess-short")
+    log.user("u-1", "Shall I go ahead with the walrus plan?")
+    ok = log.assistant("a-1", "ok")
+    log.user("u-2", "Then the next step.")
+    log.write()
+    origin.sync(store)
+    origin.forget(store, ok)
+    assert store.conn.execute("SELECT count(*) FROM tombstone_fingerprint").fetchone()[0] == 0
+    log.assistant("a-2", "ok")  # another "ok", later: not a copy of the forgotten one
+    log.write()
+    assert origin.sync(store).events_added == 1
+    assert origin.get_event(store, "claude-code:a-2")["text"] == "ok"
+
+
+# ---------------------------------------------------------------------------
+# Items 3 and 6: Origin's own echoes, exactly
+# ---------------------------------------------------------------------------
+
+STATEMENT = "The gannet service keeps its queue in SQLite because one file is easy to back up."
+
+
+class EchoLog(ClaudeLog):
+    """A Claude Code transcript with the agent's calls of Origin's tools and their results."""
+
+    def origin_call(self, uuid: str, tool: str, args: dict) -> str:
+        return self.tool_call(uuid, f"mcp__origin__{tool}", args)
+
+    def origin_result(self, uuid: str, result: dict) -> str:
+        self._emit("user", uuid, "user", [{"type": "tool_result", "tool_use_id": f"toolu_{uuid}",
+                                           "content": [{"type": "text", "text": origin.mcp_json(result)}]}])
+        return f"claude-code:{uuid}#0"
+
+
+@pytest.fixture
+def echo(user_home, store):
+    log = EchoLog(user_home, session="sess-echo", cwd="/home/dev/gannet")
+    said = log.user("u-1", "Keep the gannet queue in SQLite: one file is easy to back up.")
+    log.tool_call("c-todo", "TodoWrite", {"todos": [{"content": f"Write down: {STATEMENT}", "status": "pending"}]})
+    log.tool_call("c-bash", "Bash", {"command": "grep -r 'gannet service keeps its queue in SQLite' docs"})
+    log.write()
+    origin.sync(store)
+    entry = origin.remember(store, kind="knowledge", text=STATEMENT, author="claude-code",
+                            sources=[{"event": said}])
+    call = log.origin_call("c-rem", "remember", {"kind": "knowledge", "text": STATEMENT,
+                                                 "sources": [{"event": said}]})
+    result = log.origin_result("r-rem", {"entry": entry})
+    get_call = log.origin_call("c-get", "get", {"ids": [entry["id"]]})
+    get_result = log.origin_result("r-get", origin.mcp_get(store, {"ids": [entry["id"]]}, "claude-code"))
+    preview = log.origin_result("r-prev", {"done": False, **origin.preview_forget(store, entry["id"])})
+    log.write()
+    origin.sync(store)
+    for evid in (call, result, get_call, get_result, preview):
+        assert origin.get_event(store, evid)
+    return log, said, entry, [call, result, get_call, get_result, preview]
+
+
+def test_item_3_the_logged_calls_and_results_of_origins_tools_go_with_the_entry(store, echo):
+    log, said, entry, echoes = echo
+    done = origin.forget(store, entry["id"])
+    assert set(done["excluded_events"]) == {said, *echoes}
+    # Only the other tools' events still show the words; nothing shows the entry.
+    assert sightings(store, "gannet service")
+    assert all("c-todo" in x or "c-bash" in x for x in sightings(store, "gannet service"))
+    assert sightings(store, entry["id"]) == []
+    # Other tools sharing the words are untouched.
+    for evid in ("claude-code:c-todo#0", "claude-code:c-bash#0"):
+        assert origin.get_event(store, evid)["kind"] == "tool_call"
+
+
+def test_item_3_echoes_logged_after_the_forget_are_excluded_when_they_arrive(store, echo):
+    log, said, entry, _echoes = echo
+    done = origin.forget(store, entry["id"])
+    # The agent's own forget call and its result, and a repeated remember, arrive later.
+    later = [
+        log.origin_call("c-forget", "forget", {"id": entry["id"]}),
+        log.origin_result("r-forget", {"done": True, **{k: v for k, v in done.items() if k != "index_pending"}}),
+        log.origin_call("c-again", "remember", {"kind": "knowledge", "text": STATEMENT.upper(),
+                                                "sources": [{"quote": "gannet queue"}]}),
+        log.origin_call("c-search", "search", {"query": "gannet"}),
+    ]
+    log.user("u-2", "Unrelated: the gannet logo needs a new colour.")
+    log.write()
+    report = origin.sync(store)
+    assert report.events_added == 2  # the new prompt and the search call (it names no forgotten id or text)
+    hidden = {r[0] for r in store.conn.execute("SELECT event_id FROM excluded_event")}
+    assert set(later[:3]) <= hidden and later[3] not in hidden
+    assert all("c-todo" in x or "c-bash" in x for x in sightings(store, "gannet service"))
+    assert sightings(store, entry["id"]) == []
+    assert [e["id"] for e in origin.search_events(store, "gannet logo")] == ["claude-code:u-2"]
+
+
+def test_item_6_an_entry_typed_in_the_cli_hides_exactly_its_one_event(store, user_home, cli):
+    log = ClaudeLog(user_home, session="sess-todo")
+    cited = log.assistant("a-1", "Discovering available commands in the project")
+    for i in range(5):
+        log.tool_call(f"c-todo{i}", "TodoWrite", {"todos": [
+            {"content": "Discovering available commands in the project", "status": "in_progress",
+             "activeForm": f"Discovering available commands in the project, step {i}"}]})
+    log.write()
+    origin.sync(store)
+    code, entry = cli("remember", "Discovering available commands in the project", "--kind", "memory",
+                      "--event", cited, "--json")
+    assert code == 0
+    code, preview = cli("forget", entry["id"], "--json")
+    assert [e["id"] for e in preview["would_exclude_events"]] == [cited]  # was 6: five TodoWrite calls
+    code, done = cli("forget", entry["id"], "--yes", "--json")
+    assert code == 0 and done["excluded_events"] == [cited]
+    assert len(origin.search_events(store, "Discovering available commands", include_tools=True)) == 5
+
+
+# ---------------------------------------------------------------------------
+# Item 4: titles, whole sessions, the same text in other sessions
+# ---------------------------------------------------------------------------
+
+CURSOR_TITLE = "create settings page that enables to enter OpenAI API key,"
+
+
+@pytest.fixture
+def cursor(user_home, store, monkeypatch):
+    from test_sources import _cursor
+
+    for k, v in _cursor(user_home).items():
+        monkeypatch.setenv(k, v)
+    origin.sync(store)
+
+
+def titles(store) -> dict[str, str]:
+    return {s["session"]: s["title"] for s in origin.timeline(store, since=0, limit=200)["sessions"]}
+
+
+def test_item_4_forgetting_a_cursor_chats_first_prompt_drops_its_title(store, cursor, cli):
+    chats = [sid for sid, t in titles(store).items() if t == CURSOR_TITLE]
+    assert len(chats) == 2  # the same first prompt in two composers
+    first = store.conn.execute("SELECT id FROM event WHERE session = ? AND role = 'user' ORDER BY ts, seq LIMIT 1",
+                               (chats[0],)).fetchone()[0]
+    code, preview = cli("forget", first, "--json")
+    others = [e["id"] for e in preview["same_text_events"]]
+    assert any(o.startswith(f"cursor:{chats[1]}:") for o in others)
+    origin.forget(store, first)
+    after = titles(store)
+    assert CURSOR_TITLE not in (after[chats[0]] or "") and after[chats[0]]
+    assert after[chats[1]] == CURSOR_TITLE  # a copy the person kept
+    for other in others:
+        origin.forget(store, other)
+    assert CURSOR_TITLE not in json.dumps(titles(store))
+    assert sightings(store, "enables to enter OpenAI API key") == []
+
+
+def test_item_4_the_same_message_in_four_composers_is_listed_and_hidden_with_same_text(store, cursor, cli, run):
+    text = store.conn.execute(
+        "SELECT text FROM event WHERE source = 'cursor' AND role = 'assistant' AND text LIKE "
+        "'I''ll help you create a Copilot page%' GROUP BY text HAVING count(DISTINCT session) = 4").fetchone()[0]
+    copies = [r[0] for r in store.conn.execute("SELECT id FROM event WHERE text = ? ORDER BY id", (text,))]
+    assert len(copies) == 4
+    code, preview = cli("forget", copies[0], "--json")
+    assert code != 0 and [e["id"] for e in preview["would_exclude_events"]] == [copies[0]]
+    assert sorted(e["id"] for e in preview["same_text_events"]) == copies[1:]
+    assert "same_text" in preview["same_text_note"]
+    code, out, _ = run("forget", copies[0])
+    assert "3 other visible events with the same text" in out and "--same-text" in out
+    code, preview = cli("forget", copies[0], "--same-text", "--json")
+    assert sorted(e["id"] for e in preview["would_exclude_events"]) == copies
+    code, done = cli("forget", copies[0], "--same-text", "--yes", "--json")
+    assert code == 0 and sorted(done["excluded_events"]) == copies
+    assert sightings(store, text[:60]) == []
+
+
+def test_item_4_a_summary_title_goes_when_a_message_it_summarises_is_forgotten(store, user_home):
+    log = ClaudeLog(user_home, session="sess-sum")
+    log.user("u-1", "Walk me through the cutover for the billing service.")
+    secret = log.assistant("a-2", "The pelican cutover happens at 02:00 with a rollback script ready.")
+    log.user("u-3", "And who signs off on it?")
+    log.records.append({"type": "summary", "summary": "Pelican cutover plan and rollback", "leafUuid": "a-2"})
+    log.write()
+    origin.sync(store)
+    assert titles(store)["sess-sum"] == "Pelican cutover plan and rollback"
+    origin.forget(store, secret)
+    assert titles(store)["sess-sum"] == "Walk me through the cutover for the billing service."
+    assert sightings(store, "pelican") == []
+    log.path.write_text(log.path.read_text() + "\n", encoding="utf-8")  # read again: the summary comes back
+    origin.sync(store)
+    assert sightings(store, "pelican") == []
+
+
+def test_item_4_forget_session_hides_its_events_and_title_with_the_same_preview(store, user_home, cli):
+    log = ClaudeLog(user_home, session="sess-gone")
+    log.user("u-1", "Draft the albatross vendor email.")
+    log.assistant("a-2", "Here is the albatross draft with the price cap.")
+    log.tool_call("c-3", "Bash", {"command": "echo albatross > note.txt"})
+    log.records.append({"type": "summary", "summary": "Albatross vendor negotiation", "leafUuid": "a-2"})
+    log.write()
+    keep = ClaudeLog(user_home, session="sess-keep", cwd="/home/dev/other")
+    keep.user("u-9", "Unrelated: update the readme.")
+    keep.write()
+    origin.sync(store)
+    entry = origin.remember(store, kind="memory", text="The albatross vendor caps the price.", author="x",
+                            sources=[{"event": "claude-code:a-2"}])
+    code, preview = cli("forget", "sess-gone", "--json")
+    assert code != 0 and preview["kind"] == "session"
+    assert sorted(e["id"] for e in preview["would_exclude_events"]) == [
+        "claude-code:a-2", "claude-code:c-3#0", "claude-code:u-1"]
+    assert [e["id"] for e in preview["would_forget_entries"]] == [entry["id"]]
+    code, done = cli("forget", "claude-code:sess-gone", "--yes", "--json")
+    assert code == 0 and done["kind"] == "session"
+    assert "sess-gone" not in titles(store) and titles(store)["sess-keep"]
+    assert sightings(store, "albatross") == []
+    with pytest.raises(origin.Forgotten):
+        origin.forget(store, "sess-gone")
+    t = store.conn.execute("SELECT kind, target FROM tombstone").fetchone()
+    assert tuple(t) == ("session", "claude-code:sess-gone")

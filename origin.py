@@ -2078,8 +2078,9 @@ def _copy_prefix(src: Path, dst: Path, size: int | None = None) -> tuple[int, st
     """
     digest = hashlib.sha256()
     done = 0
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    with open(src, "rb") as fin, open(dst, "xb") as fout:
+    private_dir(dst.parent)
+    fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE_MODE)
+    with open(src, "rb") as fin, open(fd, "wb") as fout:
         while size is None or done < size:
             chunk = fin.read(READ_CHUNK if size is None else min(READ_CHUNK, size - done))
             if not chunk:
@@ -2119,7 +2120,7 @@ def _snapshot_db(src: Path, dst: Path) -> None:
     while writers go on (WAL lets them), and no write restarts it.
     """
     source = sqlite3.connect(_uri(src, mode="ro"), uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
-    target = sqlite3.connect(str(dst))
+    target = sqlite3.connect(str(private_file(dst)))
     try:
         source.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         source.backup(target)
@@ -2170,14 +2171,15 @@ def backup(store: Store, dest: Path) -> dict:
         raise UsageError(f"the backup folder {dest} is inside ORIGIN_HOME {store.home}; put it elsewhere")
     started = time.monotonic()
     created = not dest.exists()
-    dest.mkdir(mode=0o700, parents=True, exist_ok=True)
+    # The copy is as private as the store: a whole history of prompts and code.
+    private_dir(dest)
     files: list[dict] = []
     try:
         for part in EVENT_INDEXES:
             src = _index_path(store.home, part)
             if src.exists():
                 rel = f"{INDEX_DIR}/{src.name}"
-                (dest / INDEX_DIR).mkdir(exist_ok=True)
+                private_dir(dest / INDEX_DIR)
                 _snapshot_db(src, dest / rel)
                 files.append({"path": rel})
         _snapshot_db(store.home / DB_NAME, dest / DB_NAME)
@@ -2209,7 +2211,7 @@ def backup(store: Store, dest: Path) -> dict:
                 # on restore.
                 data = src.read_bytes()
                 data = data[: data.rfind(b"\n") + 1]  # a torn last line is not part of the log yet
-                (dest / name).write_bytes(data)
+                private_file(dest / name).write_bytes(data)
                 files.append({"path": name})
         for f in files:
             if "sha256" not in f:
@@ -2221,7 +2223,7 @@ def backup(store: Store, dest: Path) -> dict:
         }
         _fsync_dirs(dest)
         tmp = dest / (BACKUP_MANIFEST + ".tmp")
-        with open(tmp, "w", encoding="utf-8") as fh:
+        with open(private_file(tmp), "w", encoding="utf-8") as fh:
             json.dump(manifest, fh, ensure_ascii=False, indent=1)
             fh.flush()
             os.fsync(fh.fileno())
@@ -2286,10 +2288,10 @@ def restore(src: Path, home: Path) -> dict:
     manifest = read_backup_manifest(src)
     _empty_target(home, "ORIGIN_HOME", allow=(RESTORE_STAGING,))
     started = time.monotonic()
-    home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    private_dir(home)
     staging = home / RESTORE_STAGING
     shutil.rmtree(staging, ignore_errors=True)  # what an interrupted restore left
-    staging.mkdir(mode=0o700)
+    private_dir(staging)
     try:
         for f in manifest["files"]:
             rel = f.get("path")
@@ -2318,7 +2320,7 @@ def restore(src: Path, home: Path) -> dict:
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    (home / "raw").mkdir(exist_ok=True)
+    private_dir(home / "raw")
     with open_store(home) as store:
         update_index(store)
         integrity = store.conn.execute("PRAGMA integrity_check").fetchone()[0]

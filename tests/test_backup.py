@@ -144,6 +144,15 @@ def test_backup_and_restore_through_the_cli(forgotten_home, origin_home, tmp_pat
         {k: live[k] for k in ("events", "sessions", "entries", "tombstones")}
 
 
+def test_backup_and_restored_store_are_owner_only(forgotten_home, origin_home, tmp_path):
+    with origin.open_store(origin_home) as store:
+        origin.backup(store, tmp_path / "b")
+    origin.restore(tmp_path / "b", tmp_path / "restored")
+    for root in (tmp_path / "b", tmp_path / "restored"):
+        loose = [str(p) for p in [root, *root.rglob("*")] if p.stat().st_mode & 0o077]
+        assert loose == [], loose
+
+
 def test_restore_refuses_a_home_that_is_not_empty(forgotten_home, origin_home, tmp_path, cli, monkeypatch):
     with origin.open_store(origin_home) as store:
         origin.backup(store, tmp_path / "b")

@@ -4267,6 +4267,10 @@ def purge(store: Store, *, actor: str = "user", channel: str = "cli") -> dict:
     update_index(store)
     upto = min(index_marks(store.reader, part)[1] for part in EVENT_INDEXES)
     conn = store.conn
+    first = plan_purge(store, upto)
+    if not (first["events"] or first["entries"] or first["scan"] or first["compaction_pending"]):
+        return {"events": 0, "entries": 0, "lines": 0, "mirrors": 0, "tombstones_upto": upto, "lines_kept": 0,
+                "mirrors_read": 0, "bytes_read": 0, "complete": True, "seconds": round(time.monotonic() - clock, 2)}
     conn.execute("PRAGMA secure_delete = ON")
     with transaction(conn):
         key = _purge_key(conn)
@@ -4274,7 +4278,7 @@ def purge(store: Store, *, actor: str = "user", channel: str = "cli") -> dict:
     # (an MCP server's) are not held up by a long read.  Mirrors only grow:
     # what is found stays true, and what was written meanwhile is read by
     # the next purge (its size is recorded as read up to here).
-    found, needles = _find_copies(store, plan_purge(store, upto), upto, key)
+    found, needles = _find_copies(store, first, upto, key)
     started = now_ms()
     with transaction(conn):
         # The write lock keeps every sync from appending to a mirror while
@@ -6544,7 +6548,7 @@ def cmd_purge(args) -> int:
             if args.json:
                 _print_json({"done": False, **p})
             elif p["nothing_to_do"]:
-                print("nothing to purge: every forgotten text is already gone from ORIGIN_HOME")
+                print("nothing to purge: nothing forgotten is left in ORIGIN_HOME")
             else:
                 read = f"{_n(p['mirrors_to_read'], 'raw mirror')} ({p['bytes_to_read'] / 1e6:.1f} MB)"
                 if p["events"] or p["entries"]:

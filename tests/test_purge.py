@@ -303,3 +303,26 @@ def test_a_purge_killed_before_its_commit_is_finished_by_the_next_run(planted, o
     assert code == 0 and res["complete"] and res["events"] >= len(planted["gone"])
     assert grep(origin_home) == []
     assert not leftover.exists()
+
+
+def test_a_forgotten_entry_its_quote_and_its_index_leave_the_store(claude_root, origin_home, cli):
+    statement = "Teal heron 5512: the archive keeps every session"
+    with origin.open_store(origin_home) as s:
+        origin.sync(s)
+        cited = s.conn.execute("SELECT id, text FROM event WHERE kind = 'message' AND role = 'assistant' "
+                               "AND length(text) > 60 ORDER BY seq LIMIT 1").fetchone()
+        quote = cited["text"][:40]
+        ent = origin.remember(s, kind="memory", text=statement, author="user",
+                              sources=[{"event": cited["id"], "quote": quote}])
+        origin.forget(s, ent["id"], reason="purge test")
+        s.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    assert grep(origin_home, statement)  # the entry's text is still in the store's pages
+    code, res = cli("purge", "--yes", "--json")
+    assert code == 0 and res["complete"] and res["entries"] == 1 and res["events"] == 1
+    assert grep(origin_home, statement) == [] and grep(origin_home, quote) == []
+    with origin.open_store(origin_home) as s:
+        assert origin.search(s, "heron", history=True)["entries"] == []
+        assert s.conn.execute("SELECT text FROM entry WHERE id = ?", (ent["id"],)).fetchone()[0] == ""
+        assert s.conn.execute("SELECT quote FROM entry_source WHERE entry_id = ?", (ent["id"],)).fetchone()[0] is None
+        with pytest.raises(origin.Forgotten):
+            origin.get_entry(s, ent["id"])

@@ -4,7 +4,7 @@ Forget hides; purge deletes.  Every adapter's real fixture shapes get one
 distinctive sentence planted (a Claude text block beside a ``tool_use``, a
 Codex prompt in a two-frame ``.zst`` whose ``response_item`` repeats it, a
 Cursor bubble in ``state.vscdb``, a ZCode part, a Grok chunk and a Grok chat
-record with ``tool_calls``), the events holding it are forgotten, copies
+record with ``tool_calls``, a Claude Code memory note), the events holding it are forgotten, copies
 arrive afterwards (a transcript copied to another project, a chat history
 rewritten), and after ``origin purge --yes`` a real ``grep -r`` under
 ORIGIN_HOME — database, WAL, index, every mirror generation — finds it 0
@@ -76,6 +76,7 @@ def plant(home: Path, monkeypatch) -> dict[str, Path]:
         for k, v in (layout(home) or {}).items():
             monkeypatch.setenv(k, v)
     demo = home / ".claude" / "projects" / "-path-to-Demo" / DEMO
+    _replace_in(demo.parent / "memory" / "feedback_reviews.md", "Point out missing tests before style nits", CANARY)
     _replace_in(demo, "I'll analyze the codebase and ", CANARY + " ")
     with open(demo, "a", encoding="utf-8") as fh:
         fh.write(_claude_line("purge-shared", f"{CANARY}: noting it before listing the docs."))
@@ -142,7 +143,7 @@ def test_grep_finds_a_purged_text_nowhere_under_origin_home(planted, origin_home
     # Before the purge the forgotten text is on disk: mirrors of every kind,
     # the generation a rewrite left behind, the store (or its WAL).
     mirrors = [f for f in found if "/raw/" in f]
-    for part in ("claude-code/", "-path-to-Copy", "codex/", ZST[:-4], "cursor/", "zcode/", "grok/"):
+    for part in ("claude-code/", "-path-to-Copy", "codex/", ZST[:-4], "cursor/", "zcode/", "grok/", "claude-memory/"):
         assert any(part in f for f in mirrors), (part, mirrors)
     assert any(".g1" in f for f in mirrors)  # the chat history's second generation
     assert any(Path(f).name.startswith(origin.DB_NAME) for f in found)
@@ -219,8 +220,10 @@ def test_every_event_left_still_reads_back_its_line_after_a_purge(planted, origi
 
 
 def test_purge_is_audited_counts_only_and_a_second_run_has_nothing_to_do(planted, origin_home, cli):
+    log = (origin_home / origin.TOMBSTONE_LOG).read_bytes()
     code, res = cli("purge", "--yes", "--json")
     assert code == 0
+    assert (origin_home / origin.TOMBSTONE_LOG).read_bytes() == log  # it never held text: it stays as it was
     with origin.open_store(origin_home) as s:
         (row,) = s.conn.execute("SELECT actor, action, channel, details FROM audit_log WHERE action = 'purge'")
         details = json.loads(row["details"])

@@ -44,14 +44,16 @@ def mcp_session(argv: list[str], env: dict, calls: list[tuple[str, dict]]) -> tu
     for msg in send:
         p.stdin.write(json.dumps(msg) + "\n")
     p.stdin.flush()
-    answers = []
-    for _ in range(len(calls) + 1):
+    answers: dict[int, dict] = {}
+    while len(answers) < len(calls) + 1:
         line = p.stdout.readline()
         if not line:
             p.kill()
             raise AssertionError(f"the MCP server closed its output: {p.stderr.read()[-2000:]}")
-        answers.append(json.loads(line))
-    return p, answers[1:]
+        msg = json.loads(line)
+        if "id" in msg and ("result" in msg or "error" in msg):  # not a notification
+            answers[msg["id"]] = msg
+    return p, [answers[i] for i in range(1, len(calls) + 1)]
 
 
 def close(p: subprocess.Popen) -> int:

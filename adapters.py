@@ -366,17 +366,17 @@ def clean_text(text: str) -> str:
 
 
 #: A JSON escape of a UTF-16 surrogate: only lines holding one need scrubbing.
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
 
-def _scrub(value: Any) -> Any:
+def scrub_surrogates(value: Any) -> Any:
     """Return a JSON value with lone surrogates replaced in every string."""
     if isinstance(value, str):
         return clean_text(value)
     if isinstance(value, list):
-        return [_scrub(v) for v in value]
+        return [scrub_surrogates(v) for v in value]
     if isinstance(value, dict):
-        return {clean_text(k): _scrub(v) for k, v in value.items()}
+        return {clean_text(k): scrub_surrogates(v) for k, v in value.items()}
     return value
 
 
@@ -389,7 +389,7 @@ def _load_object(line: str) -> dict:
     obj = load_json_line(line)
     if not isinstance(obj, dict):
         raise ParseError("line is not a JSON object")
-    return _scrub(obj) if _SURROGATE_ESCAPE.search(line) else obj
+    return scrub_surrogates(obj) if SURROGATE_ESCAPE.search(line) else obj
 
 
 def _guarded(parse):
@@ -514,10 +514,11 @@ def _listing(path: Path, keep) -> list[Path]:
 
 
 def _safe(keep, entry) -> bool:
+    """Apply a check to a path or a directory entry; a failure is noted, and False."""
     try:
         return bool(keep(entry))
     except OSError as e:
-        _unreadable(Path(entry.path), e)
+        _unreadable(getattr(entry, "path", entry), e)
         return False
 
 
@@ -545,19 +546,11 @@ def _unreadable(path: Path | str, e: OSError) -> None:
 
 
 def _is_dir(path: Path) -> bool:
-    try:
-        return path.is_dir()
-    except OSError as e:
-        _unreadable(path, e)
-        return False
+    return _safe(Path.is_dir, path)
 
 
 def _is_file(path: Path) -> bool:
-    try:
-        return path.is_file()
-    except OSError as e:
-        _unreadable(path, e)
-        return False
+    return _safe(Path.is_file, path)
 
 
 def discover_guarded(adapter: "Adapter", env: Mapping[str, str], home: Path) -> tuple[list, list[tuple[str, str]]]:
@@ -2597,16 +2590,28 @@ class _StateExport:
                 ids.add(cid)
                 parents.update((sub, cid) for sub in _list(data.get("subComposerIds")) if isinstance(sub, str))
         end = "bubbleId;"  # the key range of "bubbleId:", as in _kv_range
+        counts: dict[str, int] = {}
         for (key,) in conn.execute("SELECT key FROM cursorDiskKV WHERE key >= 'bubbleId:' AND key < ?", (end,)):
             parts = key.split(":")
             if len(parts) == 3:
                 ids.add(parts[1])
+                counts[parts[1]] = counts.get(parts[1], 0) + 1
         for cid in sorted(ids):
             row = conn.execute("SELECT value FROM cursorDiskKV WHERE key = ?", (f"composerData:{cid}",)).fetchone()
             comp = _dict(_loads(row[0])) if row else {}
             created, last = _composer_times(comp, self.file_ms)
             if not _settled(last, self.now_ms, _generating(comp)):
                 continue
+            info = _composer_info(comp, parents.get(cid))
+            if _ts(comp.get("lastUpdatedAt")) is not None:
+                # The composer's own change time and its number of bubble
+                # rows go into its session line: when both match what the
+                # last export saw, none of its bubble values is read.  A
+                # running Cursor rewrites the database all the time (editor
+                # state), so this keeps a re-read to the keys and composers.
+                info.update(updated=last, bubbles=counts.get(cid, 0))
+                if self.known.get(f"composer:{cid}") == _digest(_session_line(cid, info)):
+                    continue
             inline = _inline_bubbles(cid, comp)
             # Rows are compared by the hash of their raw value, so a composer
             # with nothing new costs no JSON decoding.
@@ -2617,9 +2622,10 @@ class _StateExport:
                 bubbles = _order_bubbles(comp, inline + _kv_bubbles(conn, cid))
             else:
                 bubbles = []
-            info = _composer_info(comp, parents.get(cid))
-            yield from self._session(f"composer:{cid}", cid, info, bool(rows or inline))
             yield from self._conversation("kv", cid, bubbles, created, last, _composer_model(comp))
+            # After its bubbles: the session line is what marks the composer
+            # as read, so it is recorded only with (or after) them.
+            yield from self._session(f"composer:{cid}", cid, info, bool(rows or inline))
 
     def _session(self, key: str, session: str, info: dict, has_content: bool) -> list:
         """Export a session line when its facts are new or changed.
@@ -2629,7 +2635,7 @@ class _StateExport:
         """
         if not has_content and not info.get("title"):
             return []
-        line = {"t": "session", "session": session, **{k: v for k, v in info.items() if v is not None}}
+        line = _session_line(session, info)
         digest = _digest(line)
         if self.known.get(key) == digest:
             return []
@@ -2661,6 +2667,11 @@ class _StateExport:
                     "cwd": cwd, "model": model, "occ": occ, "bubble": _prune(bubble)}
             out.append((key, digest, _line({k: v for k, v in line.items() if v is not None})))
         return out
+
+
+def _session_line(session: str, info: dict) -> dict:
+    """Return the exported line of a session's facts (its hash leaves out the cwd)."""
+    return {"t": "session", "session": session, **{k: v for k, v in info.items() if v is not None}}
 
 
 def _prompt_session(f: SourceFile) -> str:

@@ -5519,13 +5519,9 @@ class _SafeLines:
             yield mcp_request_line(line)
 
 
-#: A JSON escape of a UTF-16 surrogate (half of a pair, or alone).
-_SURROGATE_JSON_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
-
-
 def mcp_request_line(line: str) -> str:
     """Return a request line with lone surrogates replaced (see _SafeLines)."""
-    if not _SURROGATE_JSON_ESCAPE.search(line):
+    if not adapters.SURROGATE_ESCAPE.search(line):
         return line
     try:
         obj = json.loads(line)
@@ -5534,17 +5530,7 @@ def mcp_request_line(line: str) -> str:
     text = json.dumps(obj, ensure_ascii=False)
     if not LONE_SURROGATE.search(text):
         return line  # surrogate pairs only: the SDK reads them
-    return json.dumps(_no_surrogates(obj), ensure_ascii=False) + "\n"
-
-
-def _no_surrogates(value: Any) -> Any:
-    if isinstance(value, str):
-        return clean_text(value)
-    if isinstance(value, list):
-        return [_no_surrogates(v) for v in value]
-    if isinstance(value, dict):
-        return {clean_text(k): _no_surrogates(v) for k, v in value.items()}
-    return value
+    return json.dumps(adapters.scrub_surrogates(obj), ensure_ascii=False) + "\n"
 
 
 def serve_stdio(home: Path, sync_fn: Callable[..., Any]) -> None:

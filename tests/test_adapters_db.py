@@ -221,6 +221,38 @@ def test_cursor_second_export_with_known_map_yields_nothing(db, store):
     assert list(adapter.export(f, {k: h for k, h, _ in first}, NOW)) == []
 
 
+def touch_composer(conn: sqlite3.Connection, composer: str, updated: int) -> None:
+    key = f"composerData:{composer}"
+    comp = json.loads(conn.execute("SELECT value FROM cursorDiskKV WHERE key = ?", (key,)).fetchone()[0])
+    comp["lastUpdatedAt"] = updated
+    conn.execute("INSERT INTO cursorDiskKV VALUES (?, ?)", (key, json.dumps(comp)))
+
+
+def test_cursor_re_read_reads_no_bubble_value_of_an_unchanged_composer(tmp_path, monkeypatch):
+    """Repro: a running Cursor's state.vscdb was fully re-hashed on every read (every bubble value)."""
+    db = copy_db(GLOBAL_DB, tmp_path)
+    adapter = adapters.Cursor()
+    first = list(adapter.export(state_db(db), {}, NOW))
+    known = {k: h for k, h, _ in first}
+    read = []
+    real = adapters._kv_range
+
+    def counting(conn, prefix):
+        for key, value in real(conn, prefix):
+            read.append(key)
+            yield key, value
+
+    monkeypatch.setattr(adapters, "_kv_range", counting)
+    assert list(adapter.export(state_db(db), known, NOW)) == []  # the file was touched, no chat changed
+    assert not [k for k in read if k.startswith("bubbleId:")]
+    # One composer moves on: only its bubbles are read again.
+    read.clear()
+    add_bubble(db, HELLO_COMPOSER, "b0000000-0000-4000-8000-00000000000a", "one more question", NOW - 600_000)
+    out = list(adapter.export(state_db(db), known, NOW))
+    assert [k for k, _, _ in out][0] == f"bubble:{HELLO_COMPOSER}:b0000000-0000-4000-8000-00000000000a"
+    assert {k.split(":")[1] for k in read if k.startswith("bubbleId:")} == {HELLO_COMPOSER}
+
+
 def add_bubble(db: Path, composer: str, bubble_id: str, text: str, updated: int) -> None:
     """Append a user bubble to a composer, as Cursor does when a chat goes on."""
     conn = sqlite3.connect(db)
@@ -242,7 +274,9 @@ def test_cursor_changed_composer_exports_only_its_new_bubbles(tmp_path):
     known = {k: h for k, h, _ in first}
     add_bubble(db, HELLO_COMPOSER, "b0000000-0000-4000-8000-000000000001", "and what about tests?", NOW - 600_000)
     out, records, infos, _ = export_parse(adapter, state_db(db), known)
-    assert [k for k, _, _ in out] == [f"bubble:{HELLO_COMPOSER}:b0000000-0000-4000-8000-000000000001"]
+    # The new bubble, then the composer's session line: it marks what was read.
+    assert [k for k, _, _ in out] == [f"bubble:{HELLO_COMPOSER}:b0000000-0000-4000-8000-000000000001",
+                                      f"composer:{HELLO_COMPOSER}"]
     assert [(r.role, r.text) for r in records] == [("user", "and what about tests?")]
     assert records[0].id not in {r.id for r in before}
 
@@ -257,11 +291,13 @@ def test_cursor_rewritten_bubble_is_a_new_event_only_if_its_text_changed(tmp_pat
     bubble = json.loads(conn.execute("SELECT value FROM cursorDiskKV WHERE key = ?", (key,)).fetchone()[0])
     bubble["tokenCount"] = {"inputTokens": 1, "outputTokens": 2}  # a change that says nothing new
     conn.execute("INSERT INTO cursorDiskKV VALUES (?, ?)", (key, json.dumps(bubble)))
+    touch_composer(conn, HELLO_COMPOSER, NOW - 600_000)  # Cursor moves lastUpdatedAt with every change
     conn.commit()
     _, same, _, _ = export_parse(adapter, state_db(db), known)
     assert len(same) == 1 and same[0].id in {r.id for r in before}
     bubble["text"] = "Hello! (edited)"
     conn.execute("INSERT INTO cursorDiskKV VALUES (?, ?)", (key, json.dumps(bubble)))
+    touch_composer(conn, HELLO_COMPOSER, NOW - 500_000)
     conn.commit()
     conn.close()
     _, changed, _, _ = export_parse(adapter, state_db(db), known)
@@ -277,7 +313,7 @@ def test_cursor_waits_for_a_conversation_to_go_quiet(tmp_path):
     assert list(adapter.export(state_db(db), known, NOW)) == []
     later = NOW - 10_000 + adapters.DB_QUIET_MS
     assert [k.rsplit(":", 1)[1] for k, _, _ in adapter.export(state_db(db), known, later)] == [
-        "b0000000-0000-4000-8000-000000000002"]
+        "b0000000-0000-4000-8000-000000000002", HELLO_COMPOSER]
 
 
 def test_cursor_trusts_a_generating_flag_until_it_is_stale(tmp_path):

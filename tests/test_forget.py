@@ -602,7 +602,16 @@ def test_scenario_decision_remembered_corrected_shown_and_forgotten_on_real_logs
 
 
 class StickyForget(RuleBasedStateMachine):
-    """Remember, correct, forget and re-sync at random against a model of the rules."""
+    """Remember, correct, forget and ingest anything at random against a model of the rules.
+
+    The model: a forgotten entry and an excluded event never show again, on
+    any read route, whatever ingest does next — the same lines appended
+    under new ids, copies in new files and projects, rewrites that drop or
+    insert records, a deleted index, a deleted ``origin.db`` rebuilt from
+    the agents' logs and the tombstone log — and nothing else is hidden.  A
+    new copy of an excluded text is excluded on arrival when the forget
+    fingerprinted it: when no visible copy of that text was left behind.
+    """
 
     SESSIONS = ("sess-a", "sess-b")
 
@@ -614,12 +623,13 @@ class StickyForget(RuleBasedStateMachine):
         self.store = origin.open_store(self.tmp / "origin")
         self.logs = {s: ClaudeLog(self.home, session=s, cwd=f"/home/dev/src/{s}") for s in self.SESSIONS}
         self.n = 0
-        self.events: dict[str, dict] = {}  # id -> {"session", "kind", "word"}
+        self.events: dict[str, dict] = {}  # id -> {"session", "kind", "word"}; copies share kind and word
         self.chains: list[list[str]] = []  # every entry's versions, oldest first
         self.sources: dict[str, set[str]] = {}  # entry id -> cited event ids
         self.words: dict[str, str] = {}  # entry id -> a word only it holds
         self.forgotten: set[str] = set()
         self.excluded: set[str] = set()
+        self.fingerprinted: set[tuple] = set()  # (kind, word) of texts a forget fingerprinted
         self.copies = 0
         for s in self.SESSIONS:
             for kind in ("message", "message", "tool_call", "tool_result", "message"):
@@ -636,17 +646,27 @@ class StickyForget(RuleBasedStateMachine):
         self.n += 1
         return f"{prefix}{self.n:04d}q"
 
-    def _add_event(self, session: str, kind: str) -> str:
-        log, w = self.logs[session], self._word("w")
+    def _write_event(self, log: ClaudeLog, uid: str, kind: str, w: str) -> str:
+        if kind == "message":
+            return (log.user if self.n % 2 else log.assistant)(uid, f"Line {w} of the conversation.")
+        if kind == "tool_call":
+            return log.tool_call(uid, "Bash", {"command": f"echo {w}"})
+        return log.tool_result(uid, f"output {w} done")
+
+    def _arrive(self, evid: str, session: str, kind: str, w: str) -> None:
+        """Model a new event: excluded on arrival when its text was fingerprinted."""
+        self.events[evid] = {"session": session, "kind": kind, "word": w}
+        if (kind, w) in self.fingerprinted:
+            self.excluded.add(evid)
+
+    def _add_event(self, session: str, kind: str, word: str | None = None) -> str:
+        log = self.logs[session]
+        w = word or self._word("w")
+        self.n += 0 if word is None else 1
         uid = f"{session}-{self.n}"
         log.compact = getattr(log, "compact", False)
-        if kind == "message":
-            evid = (log.user if self.n % 2 else log.assistant)(uid, f"Line {w} of the conversation.")
-        elif kind == "tool_call":
-            evid = log.tool_call(uid, "Bash", {"command": f"echo {w}"})
-        else:
-            evid = log.tool_result(uid, f"output {w} done")
-        self.events[evid] = {"session": session, "kind": kind, "word": w}
+        evid = self._write_event(log, uid, kind, w)
+        self._arrive(evid, session, kind, w)
         log.write(compact=log.compact)
         return evid
 
@@ -670,6 +690,19 @@ class StickyForget(RuleBasedStateMachine):
             if chain[-1] not in self.forgotten and not self.sources[chain[-1]] - self.excluded:
                 self._forget_chain(chain)
 
+    def _exclude(self, planned: set[str]) -> None:
+        """Exclude events; fingerprint each text no visible copy outside the plan keeps."""
+        for evid in planned:
+            key = (self.events[evid]["kind"], self.events[evid]["word"])
+            kept = [e for e, ev in self.events.items() if (ev["kind"], ev["word"]) == key
+                    and e not in planned and e not in self.excluded]
+            if not kept:
+                self.fingerprinted.add(key)
+        self.excluded |= planned
+
+    def _visible_with(self, word: str, kinds=("message", "tool_call", "tool_result")) -> set[str]:
+        return {e for e, ev in self.events.items() if ev["word"] == word and ev["kind"] in kinds} - self.excluded
+
     # -- rules ---------------------------------------------------------------
 
     def _remember(self, data, how: str) -> None:
@@ -678,15 +711,18 @@ class StickyForget(RuleBasedStateMachine):
         src = {"event": {"event": evid}, "quote": {"quote": word}, "both": {"event": evid, "quote": word}}[how]
         text = f"Entry {self._word('ent')}."
         before = counts(self.store)
-        if evid in self.excluded or (how == "quote" and self.events[evid]["kind"] == "tool_call"):
+        # A quote alone cites a visible message or tool result holding it (a copy will do).
+        quotable = self._visible_with(word, ("message", "tool_result"))
+        if (how != "quote" and evid in self.excluded) or (how == "quote" and not quotable):
             with pytest.raises((origin.Forgotten, origin.NotFound)):
                 origin.remember(self.store, kind="memory", text=text, author="m", sources=[src])
             assert counts(self.store) == before
             return
         e = origin.remember(self.store, kind="memory", text=text, author="m", sources=[src])
-        assert [s["event"] for s in e["sources"]] == [evid]
+        cited = [s["event"] for s in e["sources"]]
+        assert cited == [evid] if how != "quote" else cited[0] in quotable and len(cited) == 1
         self.chains.append([e["id"]])
-        self.sources[e["id"]] = {evid}
+        self.sources[e["id"]] = set(cited)
         self.words[e["id"]] = text.split()[1].rstrip(".")
 
     def _correct(self, data, extra: str | None) -> None:
@@ -745,26 +781,29 @@ class StickyForget(RuleBasedStateMachine):
         res = origin.forget(self.store, eid)
         before = set(self.forgotten)
         self._forget_chain(chain)
-        self.excluded |= cited
+        self._exclude(cited)
         self._provenance_cascade()
         assert set(res["forgotten_entries"]) == self.forgotten - before
         assert set(res["excluded_events"]) == cited
 
-    @rule(data=st.data())
-    def forget_event(self, data):
+    @rule(data=st.data(), same_text=st.booleans())
+    def forget_event(self, data, same_text):
         evid = data.draw(st.sampled_from(sorted(self.events)), label="event")
         if evid in self.excluded:
             with pytest.raises(origin.Forgotten):
                 origin.forget(self.store, evid)
             return
-        res = origin.forget(self.store, evid)
+        ev = self.events[evid]
+        copies = {e for e, x in self.events.items() if (x["kind"], x["word"]) == (ev["kind"], ev["word"])}
+        planned = (copies - self.excluded) if same_text else {evid}
+        res = origin.forget(self.store, evid, same_text=same_text)
         before = set(self.forgotten)
-        self.excluded.add(evid)
+        self._exclude(planned)
         for chain in self.chains:
-            if any(evid in self.sources[v] for v in chain) and chain[-1] not in self.forgotten:
+            if any(self.sources[v] & planned for v in chain) and chain[-1] not in self.forgotten:
                 self._forget_chain(chain)
         self._provenance_cascade()
-        assert res["excluded_events"] == [evid]
+        assert set(res["excluded_events"]) == planned
         assert set(res["forgotten_entries"]) == self.forgotten - before
 
     @rule(session=st.sampled_from(SESSIONS), kind=st.sampled_from(["message", "tool_result", "tool_call"]))
@@ -772,9 +811,20 @@ class StickyForget(RuleBasedStateMachine):
         self._add_event(session, kind)
         self._sync()
 
-    @rule(session=st.sampled_from(SESSIONS), how=st.sampled_from(["unchanged", "rewritten", "copied"]))
+    @rule(data=st.data(), session=st.sampled_from(SESSIONS))
+    def same_text_under_a_new_id(self, data, session):
+        # The same text written again with a new id (an appended copy, a
+        # re-keyed rewrite, a fork's copied history).
+        evid = data.draw(st.sampled_from(sorted(self.events)), label="copy of")
+        ev = self.events[evid]
+        self._add_event(session, ev["kind"], word=ev["word"])
+        self._sync()
+
+    @rule(session=st.sampled_from(SESSIONS),
+          how=st.sampled_from(["unchanged", "rewritten", "copied", "new project", "dropped and inserted"]))
     def resync(self, session, how):
         log = self.logs[session]
+        added = set()
         if how == "rewritten":  # the same lines serialised differently: a new generation
             log.compact = not getattr(log, "compact", False)
             log.path.write_text("".join(line + "\n" for line in log.lines(log.compact)), encoding="utf-8")
@@ -783,12 +833,63 @@ class StickyForget(RuleBasedStateMachine):
             dest = self.home / ".claude" / "projects" / f"-copy-{self.copies}" / f"{session}-copy.jsonl"
             dest.parent.mkdir(parents=True)
             shutil.copy(log.path, dest)
-        assert origin.sync(self.store, env=self.env, home=self.home, sources=["claude-code"]).events_added == 0
+        elif how == "new project":  # every line copied under a new id, into another project
+            self.copies += 1
+            copy = ClaudeLog(self.home, session=f"{session}-p{self.copies}", cwd=f"/home/dev/fork{self.copies}")
+            self.logs[copy.session] = copy
+            for evid, ev in list(self.events.items()):
+                if ev["session"] == session:
+                    self.n += 1
+                    new = self._write_event(copy, f"{copy.session}-{self.n}", ev["kind"], ev["word"])
+                    self._arrive(new, copy.session, ev["kind"], ev["word"])
+                    added.add(new)
+            copy.write()
+        elif how == "dropped and inserted":  # a rewrite that drops one record and inserts a new one
+            if len(log.records) > 1:
+                del log.records[len(log.records) // 2]
+            self._add_event(session, "message")
+            added = {e for e in self.events if e not in self._seen}
+        report = origin.sync(self.store, env=self.env, home=self.home, sources=["claude-code"])
+        assert report.events_added == len((added | set(self.events) - self._seen) - self.excluded)
+
+    @rule()
+    def delete_the_index(self):
+        self.store.close()
+        shutil.rmtree(self.store.home / origin.INDEX_DIR)
+        self.store = origin.open_store(self.store.home)
+        self._check(index=False)  # every read is right before the index is rebuilt
+        self._sync()
+
+    @rule()
+    def rebuild_a_deleted_store(self):
+        # origin.db goes; the agents' logs, raw/ and the tombstone log stay.
+        # Entries lived only in the database: they are gone, forgets are not.
+        home = self.store.home
+        self.store.close()
+        for p in home.glob(origin.DB_NAME + "*"):
+            p.unlink()
+        self.store = origin.open_store(home)
+        self._sync()
+        self.chains, self.sources, self.words = [], {}, {}
+        self.forgotten = set()
+        # Records a rewrite dropped from every log are not read again.
+        uuids = {json.loads(line)["uuid"] for f in (self.home / ".claude" / "projects").rglob("*.jsonl")
+                 for line in f.read_text(encoding="utf-8").splitlines() if line.strip()}
+        for evid in [e for e in self.events if e.split(":", 1)[1].split("#")[0] not in uuids]:
+            del self.events[evid]
+            self.excluded.discard(evid)
 
     # -- invariants ----------------------------------------------------------
 
+    @property
+    def _seen(self) -> set[str]:
+        return {r[0] for r in self.store.conn.execute("SELECT id FROM event")}
+
     @invariant()
     def nothing_forgotten_is_visible(self):
+        self._check(index=True)
+
+    def _check(self, index: bool) -> None:
         s = self.store
         active = {c[-1] for c in self.chains if c[-1] not in self.forgotten}
         kept = {v for c in self.chains for v in c if v not in self.forgotten}
@@ -806,28 +907,33 @@ class StickyForget(RuleBasedStateMachine):
                 e = origin.get_entry(s, eid)
                 assert e["status"] == self._status(eid)
                 assert set(shown(e)) == self.sources[eid] - self.excluded
-        n_visible = {sess: 0 for sess in self.SESSIONS}
-        for evid, ev in self.events.items():
-            hits = set(ids(origin.search_events(s, ev["word"], include_tools=True)))
-            if evid in self.excluded:
-                assert hits == set()
-                with pytest.raises(origin.Forgotten):
-                    origin.get_item(s, evid)
-            else:
-                assert hits == {evid}
-                n_visible[ev["session"]] += 1
-        sessions = {x["session"]: x for x in origin.timeline(s, since=0)["sessions"]}
+        assert self._seen == set(self.events)
+        visible = set(self.events) - self.excluded
+        for word in {ev["word"] for ev in self.events.values()}:
+            hits = set(ids(origin.search_events(s, word, include_tools=True, limit=200)))
+            assert hits == self._visible_with(word), word
+        for evid in self.excluded:
+            with pytest.raises(origin.Forgotten):
+                origin.get_item(s, evid)
+        for evid in sorted(visible)[:12]:  # a sample of reads of what stays
+            assert origin.get_event(s, evid)["id"] == evid
+            assert all(r.get("raw") or r.get("text") for r in origin.raw_sources(s, evid))
+        sessions = {x["session"]: x for x in origin.timeline(s, since=0, limit=200)["sessions"]}
         dump = json.dumps(sessions)
-        for sess in self.SESSIONS:
-            if n_visible[sess] == 0:
+        for sess in {ev["session"] for ev in self.events.values()}:
+            mine = {e for e, ev in self.events.items() if ev["session"] == sess} - self.excluded
+            if not mine:
                 assert sess not in sessions
                 continue
-            assert sessions[sess]["events"] == n_visible[sess]
+            assert sessions[sess]["events"] == len(mine)
             in_timeline = set(ids(origin.timeline(s, session=sess, include_tools=True)["events"]))
-            assert in_timeline == {e for e, ev in self.events.items() if ev["session"] == sess} - self.excluded
-        for evid in self.excluded:
-            assert self.events[evid]["word"] not in dump
-        check_index(s)
+            assert in_timeline == mine
+        gone = {self.events[e]["word"] for e in self.excluded} - {ev["word"] for e, ev in self.events.items()
+                                                                  if e not in self.excluded}
+        for word in gone:
+            assert word not in dump
+        if index:
+            check_index(s)
 
 
 def test_invariant_2_forget_reaches_an_index_that_was_behind(store, plan, monkeypatch):

@@ -99,6 +99,13 @@ HISTORY = [
 ]
 
 
+def append_secret_again(store, path: Path):
+    """Append the forgotten line to the rollout once more (a new id: it carries the line number) and sync."""
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(HISTORY[1] + "\n")
+    return origin.sync(store)
+
+
 @pytest.fixture
 def rollout(user_home, store):
     day = user_home / ".codex" / "sessions" / "2026" / "02" / "23"
@@ -217,9 +224,7 @@ def test_a_store_rebuilt_from_the_log_adopts_the_old_fingerprint_key(store, roll
         assert origin.fingerprint_keys(again) == keys
         origin.sync(again)
         # A copy under a new id arrives after the rebuild: the old fingerprint still holds.
-        with open(path, "a", encoding="utf-8") as fh:
-            fh.write(HISTORY[1] + "\n")
-        origin.sync(again)
+        append_secret_again(again, path)
         assert sightings(again, "otterbridge") == []
     finally:
         again.close()
@@ -255,9 +260,7 @@ def test_tombstones_after_and_apply_tombstones_carry_a_forget_to_another_store(s
         assert origin.tombstones_after(other, 0, 10)[0]["uid"] == rec["uid"]
         assert rec["uid"] in (other.home / origin.TOMBSTONE_LOG).read_text()
         # A copy of the text reaching the other store later is excluded there.
-        with open(path, "a", encoding="utf-8") as fh:
-            fh.write(HISTORY[1] + "\n")
-        origin.sync(other)
+        append_secret_again(other, path)
         assert sightings(other, "otterbridge") == []
     finally:
         other.close()
@@ -295,9 +298,7 @@ def test_add_fingerprint_key_refuses_another_key_under_a_known_id(store):
 def test_item_1_an_identical_codex_line_appended_stays_hidden(store, rollout):
     path, secret = rollout
     origin.forget(store, secret)
-    with open(path, "a", encoding="utf-8") as fh:
-        fh.write(HISTORY[1] + "\n")  # the same line again: its id carries the line number
-    report = origin.sync(store)
+    report = append_secret_again(store, path)
     assert report.events_added == 0  # was 1, and the text searchable again
     assert store.conn.execute("SELECT count(*) FROM event WHERE text = ?", (SECRET,)).fetchone()[0] == 2
     assert sightings(store, "otterbridge") == []
@@ -571,3 +572,16 @@ def test_item_4_forget_session_hides_its_events_and_title_with_the_same_preview(
         origin.forget(store, "sess-gone")
     t = store.conn.execute("SELECT kind, target FROM tombstone").fetchone()
     assert tuple(t) == ("session", "claude-code:sess-gone")
+
+
+def test_item_1_a_rollout_compressed_and_moved_to_the_archive_stays_hidden(store, rollout, user_home):
+    zstd = pytest.importorskip("zstandard")
+    path, secret = rollout
+    origin.forget(store, secret)
+    archived = user_home / ".codex" / "archived_sessions"
+    archived.mkdir()
+    (archived / (path.name + ".zst")).write_bytes(zstd.ZstdCompressor().compress(path.read_bytes()))
+    path.unlink()
+    origin.sync(store)
+    assert sightings(store, "otterbridge") == []
+    assert sightings(store, "kingfisher")

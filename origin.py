@@ -540,29 +540,35 @@ def _random_value(value: str) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class SecretPattern:
-    """One named family of secrets: a regex, the literal hints that must occur
-    for it to be tried at all (a cheap prefilter), and an optional check of
-    the matched value (group ``v`` if the regex has one)."""
+    """One named family of secrets.
+
+    A prefixed family is a ``regex`` tried only when one of its literal
+    ``hints`` occurs in the text.  A family recognised by its name (``names``
+    set) is found by its key word in the lower-cased text: ``regex`` must
+    then match right after the key word (the assignment and the value, in
+    group ``v``), ``before`` must occur in the 24 characters before it, and
+    only the value is masked.  ``check`` vets the value (group ``v`` if the
+    regex has one).
+    """
 
     kind: str
     regex: re.Pattern
-    hints: tuple[str, ...]
+    hints: tuple[str, ...] = ()
     check: Callable[[str], bool] | None = None
-    fold: bool = False  # hints are matched on the lower-cased text
-    value_only: bool = False  # mask group ``v`` only (the name stays readable)
+    names: tuple[str, ...] = ()
+    before: str | None = None
 
 
-def _sp(kind: str, pattern: str, hints: tuple[str, ...], check=None, *, fold: bool = False,
-        value_only: bool = False) -> SecretPattern:
-    return SecretPattern(kind, re.compile(pattern), hints, check, fold, value_only)
+def _sp(kind: str, pattern: str, hints: tuple[str, ...] = (), check=None, *, names: tuple[str, ...] = (),
+        before: str | None = None) -> SecretPattern:
+    return SecretPattern(kind, re.compile(pattern), hints, check, names, before)
 
 
-#: How a secret is named and assigned in env, JSON and YAML shapes: the
-#: name's key word (not right after "[", which opens a mask), the rest of the
-#: name, optional quotes (JSON-escaped too), ``:``, ``=`` or ``=>``, and the
-#: value in group ``v``.
-_ASSIGN = (r"{name}s?[\w-]{{0,20}}(?:\\?[\"'])?\s*(?::|=>?)\s*(?:\\?[\"'])?"
-           r"(?P<v>[^\s\"'`,;<>(){{}}\[\]\\…]{{12,200}})")
+#: How a value is assigned to a name in env, JSON and YAML shapes: the rest
+#: of the name, optional quotes (JSON-escaped too), ``:``, ``=`` or ``=>``,
+#: optional quotes, and the value in group ``v``.
+_ASSIGN = r"s?[\w-]{0,20}(?:\\?[\"'])?[ \t]*(?::|=>?)[ \t]*(?:\\?[\"'])?"
+_VALUE = r"(?P<v>[^\s\"'`,;<>(){}\[\]\\…]{12,200})"
 
 #: The one table of secret families, most specific first.  A span claimed
 #: by an earlier pattern is not matched again by a later one.
@@ -577,76 +583,76 @@ SECRET_PATTERNS: tuple[SecretPattern, ...] = (
     _sp("xai", r"\bxai-[A-Za-z0-9]{40,}", ("xai-",)),
     _sp("google", r"\bAIza[0-9A-Za-z_-]{35}", ("AIza",)),
     _sp("slack", r"\bxox[abprs]-(?P<v>[A-Za-z0-9-]{10,})", ("xoxa-", "xoxb-", "xoxp-", "xoxr-", "xoxs-"), _has_mix),
-    _sp("stripe", r"\b[rs]k_live_[A-Za-z0-9]{16,}", ("k_live_",)),
+    _sp("stripe", r"\b[rs]k_live_[A-Za-z0-9]{16,}", ("sk_live_", "rk_live_")),
     _sp("npm", r"\bnpm_[A-Za-z0-9]{36}\b", ("npm_",)),
     _sp("pypi", r"\bpypi-[A-Za-z0-9_-]{50,}", ("pypi-",)),
     _sp("huggingface", r"\bhf_(?P<v>[A-Za-z0-9]{30,})\b", ("hf_",), _has_mix),
     _sp("origin", r"\bogn_[A-Za-z0-9_-]{20,}", ("ogn_",)),
     _sp("jwt", r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}", ("eyJ",)),
     _sp("aws-access-key", r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b", ("AKIA", "ASIA")),
-    _sp("aws-secret-key", r"(?i)aws.{0,20}?secret.{0,20}?(?:\\?[\"'])?\s*(?::|=>?)\s*(?:\\?[\"'])?"
-        r"(?P<v>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])", ("secret",), _has_mix, fold=True, value_only=True),
-    _sp("password", "(?i)(?<!\\[)" + _ASSIGN.format(name="(?:passw(?:or)?d|pwd|passphrase)"),
-        ("passw", "pwd", "passphrase"), _random_value, fold=True, value_only=True),
-    _sp("credential", "(?i)(?<!\\[)" + _ASSIGN.format(
-        name="(?:secret|token|api[_-]?key|apikey|access[_-]?key|auth[_-]?key|private[_-]?key|credential)"),
-        ("secret", "token", "key", "credential"), _random_value, fold=True, value_only=True),
+    _sp("aws-secret-key", r"[\w-]{0,20}?(?:\\?[\"'])?[ \t]*(?::|=>?)[ \t]*(?:\\?[\"'])?"
+        r"(?P<v>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])", check=_has_mix, names=("secret",), before="aws"),
+    _sp("password", _ASSIGN + _VALUE, check=_random_value, names=("pass", "pwd")),
+    _sp("credential", _ASSIGN + _VALUE, check=_random_value, names=("secret", "token", "credential", "key")),
 )
+#: Key words found by a shorter anchor (one pass over the text instead of
+#: one per spelling): what must come right before the anchor, or the words
+#: the text must continue with at the anchor.
+_NAME_FORMS: dict[str, tuple[re.Pattern | None, tuple[str, ...]]] = {
+    "key": (re.compile(r"(?:api|access|auth|private)[_-]?$"), ()),  # api_key, apikey, access-key, …
+    "pass": (None, ("password", "passwd", "passphrase")),
+}
 #: An AWS secret key is 40 base64 characters; next to an access key id it
 #: needs no name to be recognised.
 _AWS_SECRET_NEAR = re.compile(r"(?<![A-Za-z0-9/+])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")
 _AWS_NEAR_CHARS = 300
+#: Characters after a name's key word that a cut-short value is looked for in.
+_NAME_AFTER = 300
 
 
-#: Characters before and after a name's key word that a match can span.
-_NAME_BEFORE, _NAME_AFTER = 40, 300
+def _after_names(p: SecretPattern, text: str, low: str) -> Iterator[re.Match]:
+    """Match p's assignment right after each of its key words in text.
 
-
-def _hint_windows(low: str, hints: tuple[str, ...]) -> list[tuple[int, int]]:
-    """Return merged windows of text around each hint, for the named patterns.
-
-    Words such as "token" occur in most lines of tool output; trying the
-    assignment regex only around them keeps the scan a small part of ingest.
+    Key words such as "token" occur in most tool output; trying the
+    assignment only right after them keeps the scan a small part of ingest.
     """
-    spots = []
-    for h in hints:
-        i = low.find(h)
+    for name in p.names:
+        pre, words = _NAME_FORMS.get(name, (None, ()))
+        i = low.find(name)
         while i >= 0:
-            spots.append((max(0, i - _NAME_BEFORE), min(len(low), i + _NAME_AFTER)))
-            i = low.find(h, i + 1)
-    spots.sort()
-    merged: list[tuple[int, int]] = []
-    for a, b in spots:
-        if merged and a <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(merged[-1][1], b))
-        else:
-            merged.append((a, b))
-    return merged
+            j = i + len(name)
+            ahead = text[j:j + 26]  # the rest of a name, quotes and the sign fit in these
+            # Not right after "[": "[secret:…]" is a mask.
+            if ((":" in ahead or "=" in ahead) and (i == 0 or text[i - 1] != "[")
+                    and (p.before is None or p.before in low[max(0, i - 24):i])
+                    and (pre is None or pre.search(low, max(0, i - 9), i))):
+                word = next((w for w in words if low.startswith(w, i)), None) if words else name
+                m = p.regex.match(text, i + len(word)) if word else None
+                if m:
+                    yield m
+            i = low.find(name, j)
 
 
 def find_secrets(text: str) -> list[tuple[int, int, str]]:
     """Return the (start, end, kind) spans of secrets in text, in order."""
     if not text:
         return []
-    low: str | None = None
     spans: list[tuple[int, int, str]] = []
 
     def free(a: int, b: int) -> bool:
         return all(b <= s or a >= e for s, e, _k in spans)
 
+    low = text.lower()
     for p in SECRET_PATTERNS:
-        if p.fold:
-            low = text.lower() if low is None else low
-            windows = _hint_windows(low, p.hints)
-            if not windows:
+        if not p.names:
+            if not any(h in text for h in p.hints):
                 continue
-        elif not any(h in text for h in p.hints):
-            continue
+            matches: Iterable = p.regex.finditer(text)
         else:
-            windows = [(0, len(text))]
+            matches = _after_names(p, text, low)
         has_v = "v" in p.regex.groupindex
-        for m in (m for a, b in windows for m in p.regex.finditer(text, a, b)):
-            a, b = m.span("v") if p.value_only else m.span()
+        for m in matches:
+            a, b = m.span("v") if p.names else m.span()
             if p.check is not None and not p.check(m.group("v") if has_v else m.group(0)):
                 continue
             if free(a, b):
@@ -1219,6 +1225,7 @@ def open_store(home: Path | None = None) -> Store:
         conn.execute("PRAGMA recursive_triggers = ON")
         check_sqlite(conn)
         _apply_schema(conn)
+        _mark_masking(conn)
         store = Store(home=home, conn=conn, tightened=tightened)
         # Invariant 2 (sticky forget): forgets in the tombstone log are
         # applied before the store serves a single read.
@@ -1234,6 +1241,24 @@ def open_store(home: Path | None = None) -> Store:
         conn.close()
         raise
     return store
+
+
+#: The setting naming the first event seq whose text was masked on ingest.
+MASKED_FROM = "secrets_masked_from"
+
+
+def _mark_masking(conn: sqlite3.Connection) -> None:
+    """Record, once, from which event on texts were masked before storing.
+
+    Events of a store written before secrets were masked keep their text as
+    logged (Invariant 3: events are never rewritten); the index masks those
+    as it takes them in, and every read-out masks them on the way out.
+    """
+    if conn.execute("SELECT 1 FROM setting WHERE key = ?", (MASKED_FROM,)).fetchone():
+        return
+    with transaction(conn):
+        conn.execute("INSERT OR IGNORE INTO setting (key, value) SELECT ?, coalesce(max(seq), 0) + 1 FROM event",
+                     (MASKED_FROM,))
 
 
 def _apply_schema(conn: sqlite3.Connection) -> None:
@@ -1772,6 +1797,7 @@ def _open_index(home: Path, part: str) -> sqlite3.Connection:
         conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_CHECKPOINT_PAGES}")
         conn.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT}")
         fts = EVENT_INDEXES[part][1]
+        conn.create_function("origin_mask", 1, mask_secrets, deterministic=True)
         if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'mark'").fetchone():
             conn.execute("BEGIN IMMEDIATE")
             conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {fts} USING fts5 "
@@ -1860,15 +1886,26 @@ def index_catch_up(conn: sqlite3.Connection, part: str, *, batch: int = INDEX_BA
     try:
         have = dict(conn.execute("SELECT name, value FROM mark").fetchall())
         seq, tomb = have.get("event", 0), have.get("tombstone", 0)
-        top_tomb, top_seq = conn.execute(
-            "SELECT (SELECT coalesce(max(id), 0) FROM src.tombstone), (SELECT coalesce(max(seq), 0) FROM src.event)"
+        top_tomb, top_seq, masked_from = conn.execute(
+            "SELECT (SELECT coalesce(max(id), 0) FROM src.tombstone), (SELECT coalesce(max(seq), 0) FROM src.event), "
+            f"(SELECT CAST(value AS INTEGER) FROM src.setting WHERE key = '{MASKED_FROM}')"
         ).fetchone()
+        masked_from = masked_from or 1
+        if "masked" not in have:
+            if seq:
+                # Taken in before secrets were masked: start again, masked.
+                conn.execute(f"INSERT INTO {fts} ({fts}) VALUES ('delete-all')")
+                seq = tomb = 0
+            conn.execute("INSERT OR REPLACE INTO mark (name, value) VALUES ('masked', 1)")
+        # Events stored before masking existed are masked here, the same way
+        # when they are taken in and when their postings are deleted.
+        text = "e.text" if masked_from <= 1 else f"CASE WHEN e.seq < {int(masked_from)} THEN origin_mask(e.text) ELSE e.text END"
         if top_tomb > tomb:
             # Invariant 2 (sticky forget): a forgotten event's words leave the
             # index.  Only events this part holds are deleted: those at or
             # below its mark that were not excluded when it took them in.
             conn.execute(
-                f"INSERT INTO {fts} ({fts}, rowid, text) SELECT 'delete', e.seq, e.text "
+                f"INSERT INTO {fts} ({fts}, rowid, text) SELECT 'delete', e.seq, {text} "
                 "FROM src.excluded_event x JOIN src.event e ON e.id = x.event_id "
                 f"WHERE x.tombstone_id > ? AND x.tombstone_id <= ? AND e.seq <= ? AND e.indexed = 1 "
                 f"AND e.kind IN ({marks})", (tomb, top_tomb, seq, *kinds))
@@ -1877,7 +1914,7 @@ def index_catch_up(conn: sqlite3.Connection, part: str, *, batch: int = INDEX_BA
             # Invariant 2 (sticky forget): an event excluded before it was
             # indexed never enters the index.
             conn.execute(
-                f"INSERT INTO {fts} (rowid, text) SELECT e.seq, e.text FROM src.event e "
+                f"INSERT INTO {fts} (rowid, text) SELECT e.seq, {text} FROM src.event e "
                 f"WHERE e.seq > ? AND e.seq <= ? AND e.indexed = 1 AND e.kind IN ({marks}) "
                 "AND NOT EXISTS (SELECT 1 FROM src.excluded_event x WHERE x.event_id = e.id)", (seq, upto, *kinds))
         conn.executemany("INSERT OR REPLACE INTO mark (name, value) VALUES (?, ?)",
@@ -1894,7 +1931,8 @@ def index_lagging(store: "Store") -> bool:
     """True when some part of the event index is behind the store."""
     top_seq, top_tomb = store.conn.execute(
         "SELECT (SELECT coalesce(max(seq), 0) FROM event), (SELECT coalesce(max(id), 0) FROM tombstone)").fetchone()
-    return any(index_marks(store.reader, part) < (top_seq, top_tomb) for part in EVENT_INDEXES)
+    return any(index_marks(store.reader, part) < (top_seq, top_tomb) or not store.reader.execute(
+        f"SELECT 1 FROM ix_{part}.mark WHERE name = 'masked'").fetchone() for part in EVENT_INDEXES)
 
 
 def update_index(store: "Store") -> None:

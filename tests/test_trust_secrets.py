@@ -326,3 +326,35 @@ def test_remember_and_correct_refuse_a_secret_in_the_text_or_the_quote(claude_ro
     finally:
         service.close()
     assert is_error and "holds a secret (github)" in text
+
+
+def test_a_store_written_before_masking_gets_its_index_rebuilt_masked(user_home, origin_home, monkeypatch, cli):
+    token = "ghp_" + "Lg5" * 12
+    log = user_home / ".claude" / "projects" / "-w" / "s.jsonl"
+    log.parent.mkdir(parents=True)
+    log.write_text(json.dumps({"type": "user", "uuid": "u1", "sessionId": "s", "cwd": "/w",
+                               "timestamp": "2026-03-01T10:00:00Z",
+                               "message": {"role": "user", "content": f"deploy with {token} please"}}) + "\n")
+    # An older version: no masking, so the text and the index hold the token.
+    with monkeypatch.context() as m:
+        m.setattr(origin, "mask_secrets", lambda text: text)
+        with origin.open_store(origin_home) as s:
+            origin.sync(s)
+            assert token in s.conn.execute("SELECT text FROM event").fetchone()[0]
+            assert [h["id"] for h in origin.search_events(s, token)] == ["claude-code:u1"]
+            with origin.transaction(s.conn):
+                s.conn.execute("DELETE FROM setting WHERE key = ?", (origin.MASKED_FROM,))
+        for part in origin.EVENT_INDEXES:
+            c = origin._open_index(origin_home, part)
+            c.execute("DELETE FROM mark WHERE name = 'masked'")
+            c.close()
+    # This version: the event keeps its text (Invariant 3), the index is taken in again masked.
+    with origin.open_store(origin_home) as s:
+        assert s.conn.execute("SELECT value FROM setting WHERE key = ?", (origin.MASKED_FROM,)).fetchone()[0] == "2"
+        origin.sync(s)
+        assert token in s.conn.execute("SELECT text FROM event").fetchone()[0]
+        assert origin.search_events(s, token) == []
+        assert [h["id"] for h in origin.search_events(s, "deploy with")] == ["claude-code:u1"]
+    code, out = cli("show", "claude-code:u1")
+    assert token not in out and "[secret:github…" in out
+

@@ -3730,11 +3730,15 @@ def get_entry(store: Store, entry_id: str) -> dict:
     return _entry_dict(conn, row, full=True)
 
 
-def list_entries(store: Store, *, kind: str | None = None, project: str | None = None, history: bool = False,
-                 limit: int = DEFAULT_LIMIT) -> list[dict]:
-    """Return entries, newest first: active ones, or every version with history."""
-    limit = _check_limit(limit)
-    where, args = ["NOT EXISTS (SELECT 1 FROM forgotten_entry f WHERE f.entry_id = e.id)"], []
+def entry_filters(*, history: bool = False, kind: str | None = None, project: str | None = None,
+                  since: int | None = None, until: int | None = None) -> tuple[list[str], list]:
+    """Return SQL conditions on entry ``e`` and their arguments.
+
+    Never a forgotten entry (Invariant 2); only the newest versions unless
+    ``history``; then kind, project and creation time.
+    """
+    where = ["NOT EXISTS (SELECT 1 FROM forgotten_entry f WHERE f.entry_id = e.id)"]
+    args: list = []
     if not history:
         where.append("NOT EXISTS (SELECT 1 FROM entry s WHERE s.supersedes = e.id)")
     if kind:
@@ -3742,9 +3746,18 @@ def list_entries(store: Store, *, kind: str | None = None, project: str | None =
             raise UsageError(f"kind must be one of {', '.join(ENTRY_KINDS)}")
         where.append("e.kind = ?")
         args.append(kind)
-    if project:
-        where.append("e.project = ?")
-        args.append(project)
+    for cond, value in (("e.project = ?", project), ("e.created_at >= ?", since), ("e.created_at <= ?", until)):
+        if value is not None and value != "":
+            where.append(cond)
+            args.append(value)
+    return where, args
+
+
+def list_entries(store: Store, *, kind: str | None = None, project: str | None = None, history: bool = False,
+                 limit: int = DEFAULT_LIMIT) -> list[dict]:
+    """Return entries, newest first: active ones, or every version with history."""
+    limit = _check_limit(limit)
+    where, args = entry_filters(history=history, kind=kind, project=project)
     rows = store.conn.execute(
         f"SELECT e.* FROM entry e WHERE {' AND '.join(where)} ORDER BY e.created_at DESC, e.seq DESC LIMIT ?",
         (*args, limit),
@@ -4512,24 +4525,7 @@ def search_entries(store: Store, query: str | None, *, limit: int = DEFAULT_LIMI
         raise UsageError("query is a string")
     longs, likes, terms = _split_query(query)
     match = " AND ".join(fts_phrase(t) for t in longs)
-    where = ["NOT EXISTS (SELECT 1 FROM forgotten_entry f WHERE f.entry_id = e.id)"]
-    args: list = []
-    if not history:
-        where.append("NOT EXISTS (SELECT 1 FROM entry s WHERE s.supersedes = e.id)")
-    if kind:
-        if kind not in ENTRY_KINDS:
-            raise UsageError(f"kind must be one of {', '.join(ENTRY_KINDS)}")
-        where.append("e.kind = ?")
-        args.append(kind)
-    if project:
-        where.append("e.project = ?")
-        args.append(project)
-    if since is not None:
-        where.append("e.created_at >= ?")
-        args.append(since)
-    if until is not None:
-        where.append("e.created_at <= ?")
-        args.append(until)
+    where, args = entry_filters(history=history, kind=kind, project=project, since=since, until=until)
     if match:
         like_sql = "".join(" AND entry_fts.text LIKE ? ESCAPE '\\'" for _ in likes)
         order = "e.created_at DESC" if recent else "bm25(entry_fts)"
@@ -4916,15 +4912,7 @@ def export_markdown(store: Store, dest: Path, *, sessions: bool = False, project
         path.write_text(text, encoding="utf-8")
         written.append(rel)
 
-    where = ["NOT EXISTS (SELECT 1 FROM forgotten_entry f WHERE f.entry_id = e.id)",
-             "NOT EXISTS (SELECT 1 FROM entry s WHERE s.supersedes = e.id)"]
-    args: list = []
-    if project:
-        where.append("e.project = ?")
-        args.append(project)
-    if since is not None:
-        where.append("e.created_at >= ?")
-        args.append(since)
+    where, args = entry_filters(project=project, since=since)
     groups: dict[tuple[str, str], list[str]] = {}
     n_entries = 0
     for row in conn.execute(f"SELECT e.* FROM entry e WHERE {' AND '.join(where)} ORDER BY e.created_at, e.seq",

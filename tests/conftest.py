@@ -112,3 +112,21 @@ def expected_rows(store) -> dict[str, set[int]]:
     from reliability_tools import index_should_hold
 
     return index_should_hold(store.conn)
+
+
+#: The Cursor session of the workspace fixture whose 32 messages share one timestamp.
+CURSOR_SAME_TS = "2aa483d1-573c-4039-ae4e-7415e28d2605"
+
+
+@pytest.fixture
+def all_agents(claude_root, user_home) -> Path:
+    """Lay the real fixture logs of Claude Code, Codex, Cursor and Grok out under HOME."""
+    shutil.copytree(FIXTURES / "codex" / "localpush" / "sessions", user_home / ".codex" / "sessions")
+    user = user_home / ".config" / "Cursor" / "User"
+    (user / "globalStorage").mkdir(parents=True)
+    shutil.copyfile(FIXTURES / "cursor" / "urpg-global" / "state.vscdb", user / "globalStorage" / "state.vscdb")
+    (user / "workspaceStorage" / "ws1").mkdir(parents=True)
+    shutil.copyfile(FIXTURES / "cursor" / "slevin48-workspace" / "state.vscdb",
+                    user / "workspaceStorage" / "ws1" / "state.vscdb")
+    shutil.copytree(FIXTURES / "grok" / "made-here" / "sessions", user_home / ".grok" / "sessions")
+    return user_home

@@ -143,7 +143,7 @@ def test_every_argument_has_help_and_help_shows_no_markup():
         for action in sp._actions:
             if action.dest != "help":
                 assert action.help, f"origin {name} {action.option_strings or action.dest} has no help"
-    assert f"at most {origin.MAX_LIMIT}" in commands["search"].format_help()
+    assert f"at most {origin.MAX_LIMIT})" in " ".join(commands["search"].format_help().split())
 
 
 def test_correct_takes_kind_and_project_like_the_mcp_tool(claude_root, cli):
@@ -204,3 +204,116 @@ def test_status_after_a_sync_that_found_nothing_does_not_ask_for_a_sync(cli):
     cli("sync")
     code, out = cli("status")
     assert "run `origin sync`" not in out and "found no agent logs" in out and "origin path" in out
+
+
+# Issue 13, items 12 to 15: the mission question, phrases, paging, context, listings.
+
+DECISION = ("Demo project: `npm run type-check` was removed from CLAUDE.md because package.json "
+            "defines no such script.")
+QUOTE = "`npm run type-check`を削除（実際には存在しない）"
+
+
+def test_mission_what_did_i_decide_in_project_x_and_why_in_three_commands(all_agents, cli):
+    """On the fixture logs of four agents plus one remembered decision, with the project in the wrong case."""
+    cli("sync")
+    code, entry = cli("remember", DECISION, "--kind", "memory", "--quote", QUOTE, "--json")
+    assert code == 0, cli.err
+    commands = 0
+
+    def run(*argv):
+        nonlocal commands
+        commands += 1
+        code, out = cli(*argv)
+        assert code == 0, cli.err
+        return out
+
+    listed = run("projects")
+    assert "Demo" in listed and "claude-code" in listed
+    found = run("search", "type-check", "--project", "demo")
+    entry_id = found.split()[0]
+    assert entry_id == entry["id"]
+    shown = run("show", entry_id)
+    assert commands <= 3
+    assert "because package.json defines no such script" in shown  # the decision and its reason
+    assert f"quote: {QUOTE}" in shown
+    original = next(line for line in shown.splitlines() if line.startswith("  original line: "))
+    assert QUOTE in original  # the cited original line, cut around the quote
+
+
+def test_a_quoted_phrase_finds_adjacent_words(claude_root, cli, capsys):
+    cli("sync")
+    code, out = cli("search", '"update the CLAUDE.md"')
+    assert code == 0 and "update the CLAUDE.md" in out and "no matches" not in out
+    code, out = cli("search", '"the update CLAUDE.md"')
+    assert "no matches" in out
+    with pytest.raises(SystemExit):
+        origin.main(["search", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert '"quoted words" must appear next to each other' in out and "every word must appear" in out
+
+
+def test_search_and_timeline_agree_on_an_unknown_session_and_source(claude_root, cli):
+    cli("sync")
+    for argv in (("search", "CLAUDE.md", "--session", "nope"), ("timeline", "--session", "nope")):
+        code, _ = cli(*argv)
+        assert code == 3 and "no session 'nope'" in cli.err
+    for argv in (("search", "x", "--source", "nope"), ("timeline", "--source", "nope")):
+        with pytest.raises(SystemExit) as e:
+            origin.main(list(argv))
+        assert e.value.code == 2
+
+
+def test_session_listing_shows_event_ids_and_pages_after_the_last_one(all_agents, cli):
+    from conftest import CURSOR_SAME_TS
+
+    cli("sync")
+    code, whole = cli("timeline", "--session", CURSOR_SAME_TS, "--json")
+    every = [e["id"] for e in whole["events"]]
+    code, out = cli("timeline", "--session", CURSOR_SAME_TS, "--limit", "5")
+    shown = [line.strip() for line in out.splitlines() if line.startswith("      ")]
+    assert shown == every[:5]
+    assert out.splitlines()[-1] == f"more: run again with --after {every[4]}"
+    seen, after = [], None
+    while True:
+        code, page = cli("timeline", "--session", CURSOR_SAME_TS, "--limit", "5",
+                         *(("--after", after) if after else ()), "--json")
+        seen += [e["id"] for e in page["events"]]
+        if "next" not in page:
+            break
+        after = page["next"]["after"]
+    assert seen == every and len(every) == 32
+
+
+def test_timeline_says_when_more_sessions_than_shown_exist(claude_root, cli):
+    cli("sync")
+    code, out = cli("timeline", "--since", "2020-01-01", "--limit", "2")
+    assert out.splitlines()[-1] == "more: run again with --offset 2"
+    code, res = cli("timeline", "--since", "2020-01-01", "--limit", "2", "--offset", "2", "--json")
+    assert len(res["sessions"]) == 2
+
+
+def test_show_context_lists_the_messages_around_an_event(claude_root, cli):
+    cli("sync")
+    code, one = cli("timeline", "--session", "5c0375b4-57a5-4f26-b12d-d022ee4e51b7", "--json")
+    middle = one["events"][3]["id"]
+    code, res = cli("show", middle, "--context", "2", "--json")
+    assert [e["id"] for e in res["context"]["before"]] == [e["id"] for e in one["events"][1:3]]
+    assert [e["id"] for e in res["context"]["after"]] == [e["id"] for e in one["events"][4:6]]
+    code, out = cli("show", middle, "--context", "2")
+    marked = [line for line in out.splitlines() if line.startswith("> ")]
+    assert len(marked) == 1 and one["events"][2]["id"] in out and one["events"][4]["id"] in out
+
+
+def test_listings_print_one_json_object_per_line_with_nl(claude_root, cli):
+    cli("sync")
+    cli("remember", "Demo keeps CLAUDE.md short.", "--kind", "memory", "--quote", "CLAUDE.md")
+    for argv, key in ((("search", "CLAUDE.md", "--limit", "3"), None), (("timeline", "--since", "600w"), "sessions"),
+                      (("projects",), "projects"), (("entries",), "entries")):
+        code, whole = cli(*argv, "--json")
+        code, out = cli(*argv, "--nl")
+        rows = [json.loads(line) for line in out.splitlines()]
+        if key is None:  # a search lists entries, then events, each marked with its type
+            assert [r.pop("type") for r in rows] == ["entry"] * len(whole["entries"]) + ["event"] * len(whole["events"])
+            assert rows == whole["entries"] + whole["events"] and len(rows) == 4
+        else:
+            assert rows == whole[key] and rows, argv

@@ -541,7 +541,9 @@ def test_search_without_a_query_lists_the_most_recent_entries(store, talk):
     ("db 数据库", {"c"}),
     ("数据库", {"c"}),
     ("数据", {"c"}),
-    ('"wal', set()),  # quotes are literal characters, never FTS syntax
+    ('"wal', {"a"}),  # an unclosed quote's phrase runs to the end; never FTS syntax
+    ('"with wal"', {"a"}),  # a phrase: adjacent words, in order
+    ('"wal with"', set()),
     ("wal OR server", set()),
     ("a%b", set()),
 ])

@@ -153,6 +153,11 @@ def test_every_error_is_a_tool_error_with_a_reason(archive, mode):
         ("correct", {"id": "ent_nope", "text": "y"}, "not found: no entry"),
         ("forget", {"id": "ent_nope"}, "not found: no entry, event or session"),
         ("timeline", {"session": "no-such-session"}, "not found: no session"),
+        ("search", {"query": "x", "source": "nope"}, "argument 'source': 'nope' is not one of"),
+        ("search", {"query": "x", "session": "no-such-session"}, "not found: no session 'no-such-session'"),
+        ("search", {"query": "x", "project": "no-such-project"}, "not found: no project 'no-such-project'"),
+        ("timeline", {"session": SESSION, "after": "claude-code:nope"}, "invalid arguments: after is the id"),
+        ("get", {"ids": [f"claude-code:{SESSION}"], "context": 99}, "maximum"),
     ]
 
     async def body(c):
@@ -195,8 +200,12 @@ def test_remember_cites_a_line_written_after_the_server_started(archive, claude_
     assert entry["sources"][0]["time"] is not None
 
 
-def test_scenario_what_did_i_decide_and_why_in_three_calls(archive, capsys):
-    """Done means: asking what was decided, and why, gets an answer with sources."""
+def test_scenario_what_did_i_decide_and_why_in_three_calls(all_agents, archive, capsys):
+    """Done means: asking what was decided in a project, and why, gets the answer and its original line.
+
+    On the fixture logs of four agents plus one remembered decision, with the project named in the wrong case;
+    the calls and the characters of tool output they cost are printed (not timed).
+    """
     async def body(c):
         calls, chars = 0, 0
 
@@ -207,7 +216,7 @@ def test_scenario_what_did_i_decide_and_why_in_three_calls(archive, capsys):
             chars += sum(len(part.text) for part in result.content)
             return ok(result)
 
-        found = await call("search", {"query": "type-check", "project": "Demo"})
+        found = await call("search", {"query": "type-check", "project": "demo"})
         entry_id = found["entries"][0]["id"]
         entry = (await call("get", {"ids": [entry_id]}))["items"][0]["entry"]
         raw = (await call("sources", {"id": entry_id}))["sources"][0]
@@ -215,12 +224,92 @@ def test_scenario_what_did_i_decide_and_why_in_three_calls(archive, capsys):
 
     calls, chars, entry, raw = run_client("auto", body)
     with capsys.disabled():
-        print(f"\nscenario: {calls} tool calls, {chars} characters of tool output")
+        print(f"\nscenario search -> get -> sources: {calls} tool calls, {chars} characters of tool output")
+    assert entry["id"] == archive["id"]
     assert "because package.json defines no such script" in entry["text"]  # the decision and its reason
     log = Path(raw["file"]).read_text(encoding="utf-8").splitlines()
     assert raw["raw"] == log[raw["line"] - 1]  # the original log line, verbatim
     assert QUOTE in raw["raw"]
     assert calls <= 3 and chars <= 6000
+
+
+@pytest.mark.parametrize("mode", ERAS)
+def test_tools_list_costs_at_most_6000_characters(archive, capsys, mode):
+    async def body(c):
+        return await c.list_tools()
+
+    listed = run_client(mode, body)
+    wire = listed.model_dump_json(by_alias=True, exclude_none=True)  # the whole result, envelope included
+    with capsys.disabled():
+        print(f"\ntools/list ({mode} era): {len(wire)} characters for {len(listed.tools)} tools")
+    assert len(wire) <= 6000
+    for t in listed.tools:  # still clear: each says what it does, and each argument is typed
+        assert len(t.description) > 150 and t.input_schema["type"] == "object"
+        assert all("type" in p for p in t.input_schema["properties"].values()), t.name
+
+
+def test_published_schemas_leave_out_bounds_that_are_still_enforced(archive, origin_home):
+    published = origin.published_schema(origin.MCP_TOOLS["search"].schema)
+    assert "maxLength" not in published["properties"]["query"]
+    service = origin.McpService(origin_home, FakeSync())
+    text, is_error = service.call("search", {"query": "x" * (origin.MAX_QUERY + 1)}, "t")
+    service.close()
+    assert is_error and text == f"invalid arguments: argument 'query' is at most {origin.MAX_QUERY} characters"
+
+
+def test_timeline_pages_a_session_with_next_through_32_messages_sharing_one_timestamp(all_agents, archive):
+    from conftest import CURSOR_SAME_TS
+
+    async def body(c):
+        first = ok(await c.call_tool("timeline", {"session": CURSOR_SAME_TS, "limit": 5}))
+        pages, seen, page = 1, [e["id"] for e in first["events"]], first
+        while "next" in page:
+            page = ok(await c.call_tool("timeline", {"session": CURSOR_SAME_TS, "limit": 5, **page["next"]}))
+            seen += [e["id"] for e in page["events"]]
+            pages += 1
+        whole = ok(await c.call_tool("timeline", {"session": CURSOR_SAME_TS, "limit": 100}))
+        return first, seen, pages, whole
+
+    first, seen, pages, whole = run_client("auto", body)
+    assert seen == [e["id"] for e in whole["events"]] and len(seen) == 32 and pages == 7
+    assert "next" not in whole
+    assert all(not {"session", "source", "project"} & set(e) and e["id"] and e["snippet"] for e in first["events"])
+    assert "since" not in next(t for t in origin.MCP_TOOLS.values() if t.name == "timeline").description
+
+
+def test_get_with_context_returns_the_messages_around_each_event(archive, origin_home):
+    with origin.open_store(origin_home) as store:
+        events = origin.timeline(store, session=SESSION)["events"]
+        res = origin.mcp_get(store, {"ids": [events[3]["id"], archive["id"]], "context": 2}, "t")
+    around = res["items"][0]["context"]
+    assert [e["id"] for e in around["before"]] == [e["id"] for e in events[1:3]]
+    assert [e["id"] for e in around["after"]] == [e["id"] for e in events[4:6]]
+    assert "context" not in res["items"][1]  # an entry has sources instead
+
+
+def test_sources_cut_a_long_line_at_the_message_not_the_envelope(archive, origin_home):
+    with origin.open_store(origin_home) as store:
+        long = next(e for e in origin.timeline(store, session=SESSION)["events"]
+                    if len(origin.raw_sources(store, e["id"])[0]["raw"]) > 1000
+                    and origin.raw_sources(store, e["id"])[0]["raw"].find(
+                        origin.get_event(store, e["id"])["text"][:30]) > 300)
+        text = origin.get_event(store, long["id"])["text"]
+        res = origin.mcp_sources(store, {"id": long["id"], "max_chars": 300}, "t")
+    raw = res["sources"][0]["raw"]
+    assert res["sources"][0]["raw_truncated"] is True
+    assert text[:30] in raw and raw.startswith("…") and len(raw) <= 302
+
+
+def test_forget_shares_its_checks_and_plan_with_the_cli(archive, origin_home, cli):
+    with origin.open_store(origin_home) as store:
+        tool = origin.mcp_forget(store, {"id": archive["id"], "preview": True}, "t")
+    code, preview = cli("forget", archive["id"], "--json")
+    assert code == 1 and preview == tool
+    code, _ = cli("forget", archive["id"], "--reason", "r" * (origin.MAX_REASON + 1), "--yes")
+    with origin.open_store(origin_home) as store:
+        with pytest.raises(origin.UsageError) as mcp_error:
+            origin.mcp_forget(store, {"id": archive["id"], "reason": "r" * (origin.MAX_REASON + 1)}, "t")
+    assert code == 2 and str(mcp_error.value) in cli.err
 
 
 def test_long_raw_lines_are_cut_around_the_quote_and_marked(archive, origin_home):

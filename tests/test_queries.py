@@ -51,7 +51,7 @@ def ids(rows):
 def test_terms_are_anded_phrases_and_tool_events_need_include_tools(corpus):
     assert set(ids(origin.search_events(corpus, "trigram"))) == {"a1", "a2", "a5", "w1"}
     assert ids(origin.search_events(corpus, "trigram CJK")) == ["a2"]
-    assert ids(origin.search_events(corpus, '"trigram search"')) == []  # quotes are part of the term
+    assert set(ids(origin.search_events(corpus, '"trigram search"'))) == {"a1", "a2"}  # a phrase, in order
     assert ids(origin.search_events(corpus, "tokenizer")) == []
     assert set(ids(origin.search_events(corpus, "tokenizer", include_tools=True))) == {"a3#0"}
     assert set(ids(origin.search_events(corpus, "grep", include_tools=True))) == {"a2#1"}
@@ -153,3 +153,134 @@ def test_ranked_search_reads_the_index_first_and_still_skips_forgotten_events(us
     assert fast == slow == ids[::-1][4:9]
     fast, slow = both(200)
     assert fast == slow and len(fast) == 26
+
+
+# Issue 13: phrases, the project filter, stable paging, context, projects, one validation.
+
+def test_quoted_phrases_match_adjacent_words_in_order_beside_anded_words(corpus):
+    assert set(ids(origin.search_events(corpus, '"trigram search"'))) == {"a1", "a2"}
+    assert ids(origin.search_events(corpus, '"search trigram"')) == ["a5"]
+    assert ids(origin.search_events(corpus, '"trigram  search"  CJK')) == ["a2"]  # spacing inside is squeezed
+    assert ids(origin.search_events(corpus, '"use trigram" "the archive"')) == ["a1"]
+    assert ids(origin.search_events(corpus, '"archive trigram"')) == []
+    assert ids(origin.search_events(corpus, '"UI label" OK')) == ["a4"]
+    assert origin.parse_query('say "the  CLAUDE.md" now').terms == ("say", "the CLAUDE.md", "now")
+    assert origin.parse_query('"unclosed phrase').terms == ("unclosed phrase",)
+    assert origin.parse_query('""  ').terms == ()
+
+
+@pytest.fixture
+def two_apis(corpus, user_home):
+    write_session(user_home, "s-old", "/archive/api", [
+        ("o1", "2026-02-01T10:00:00Z", "user", "the old trigram prototype"),
+    ])
+    write_session(user_home, "s-Web", "/src/Web-App", [
+        ("x1", "2026-02-02T10:00:00Z", "user", "trigram in the web app"),
+    ])
+    origin.sync(corpus)
+    return corpus
+
+
+def test_project_filter_takes_a_name_in_any_case_or_the_end_of_a_path(two_apis):
+    assert set(ids(origin.search_events(two_apis, "trigram", project="api"))) == {"a1", "a2", "a5", "o1"}
+    assert set(ids(origin.search_events(two_apis, "trigram", project="API"))) == {"a1", "a2", "a5", "o1"}
+    assert set(ids(origin.search_events(two_apis, "trigram", project="src/api"))) == {"a1", "a2", "a5"}
+    assert set(ids(origin.search_events(two_apis, "trigram", project="/archive/api/"))) == {"o1"}
+    assert set(ids(origin.search_events(two_apis, "trigram", project="web-app"))) == {"x1"}
+    since = origin.parse_when("2020-01-01")
+    assert [s["session"] for s in origin.timeline(two_apis, since=since, project="SRC/API")["sessions"]] == ["s-api"]
+
+
+def test_an_unknown_project_is_refused_naming_the_close_matches(two_apis):
+    with pytest.raises(origin.NotFound, match=r"no project 'wbe'; close matches: web.*origin projects"):
+        origin.search(two_apis, "trigram", project="wbe")
+    with pytest.raises(origin.NotFound, match="close matches: web, Web-App;"):
+        origin.timeline(two_apis, project="we")
+    with pytest.raises(origin.NotFound, match="no project 'zzz'; list projects"):
+        origin.search_entries(two_apis, None, project="zzz")
+
+
+def test_projects_list_agents_sessions_folders_and_activity(two_apis):
+    res = origin.projects(two_apis)
+    by = {p["project"]: p for p in res["projects"]}
+    assert list(by) == ["web", "api", "Web-App"]  # most recently active first
+    api = by["api"]
+    assert api["agents"] == ["claude-code"] and api["sessions"] == 2 and api["folders"] == ["/archive/api", "/src/api"]
+    assert api["first"].startswith("2026-02-01T") and api["last"].startswith("2026-03-06T")
+    assert api["messages"] == 5 and api["entries"] == 0 and "next" not in res
+    page = origin.projects(two_apis, limit=2)
+    assert [p["project"] for p in page["projects"]] == ["web", "api"] and page["next"] == {"offset": 2}
+    assert [p["project"] for p in origin.projects(two_apis, limit=2, offset=2)["projects"]] == ["Web-App"]
+
+
+def test_search_pages_by_offset_and_says_when_there_is_more(corpus):
+    whole = ids(origin.search(corpus, "trigram", scope="events", recent=True)["events"])
+    pages, offset = [], 0
+    while True:
+        res = origin.search(corpus, "trigram", scope="events", recent=True, limit=1, offset=offset)
+        pages += ids(res["events"])
+        if "next" not in res:
+            break
+        offset = res["next"]["offset"]
+    assert pages == whole and len(whole) == 4
+    assert "next" not in origin.search(corpus, "trigram", limit=4)
+
+
+def test_session_events_page_by_a_stable_cursor_through_32_messages_sharing_one_timestamp(all_agents, store):
+    from conftest import CURSOR_SAME_TS
+
+    origin.sync(store)
+    whole = origin.timeline(store, session=CURSOR_SAME_TS)
+    assert len(whole["events"]) == 32 and len({e["time"] for e in whole["events"]}) == 1
+    assert "next" not in whole
+    seen, after, pages = [], None, 0
+    while True:
+        page = origin.timeline(store, session=CURSOR_SAME_TS, limit=5, after=after)
+        seen += [e["id"] for e in page["events"]]
+        pages += 1
+        if "next" not in page:
+            break
+        after = page["next"]["after"]
+        assert after == seen[-1]
+    assert seen == [e["id"] for e in whole["events"]] and pages == 7
+    with pytest.raises(origin.UsageError, match="after is the id of an event of session"):
+        origin.timeline(store, session=CURSOR_SAME_TS, after="claude-code:nope")
+
+
+def test_a_sessions_events_do_not_repeat_its_session_source_and_project(corpus):
+    one = origin.timeline(corpus, session="s-api")
+    assert one["session"]["project"] == "api" and one["session"]["source"] == "claude-code"
+    assert all(set(e) == {"id", "time", "role", "kind", "snippet"} for e in one["events"])
+
+
+def test_timeline_of_sessions_pages_by_offset(corpus):
+    since = origin.parse_when("2020-01-01")
+    first = origin.timeline(corpus, since=since, limit=1)
+    assert [s["session"] for s in first["sessions"]] == ["s-web"] and first["next"] == {"offset": 1}
+    second = origin.timeline(corpus, since=since, limit=1, offset=1)
+    assert [s["session"] for s in second["sessions"]] == ["s-api"] and "next" not in second
+
+
+def test_event_context_lists_the_messages_around_an_event_in_session_order(corpus):
+    around = origin.event_context(corpus, "claude-code:a4", 1)
+    assert ids(around["before"]) == ["a2"] and ids(around["after"]) == ["a5"]
+    around = origin.event_context(corpus, "claude-code:a2", 5, include_tools=True)
+    assert ids(around["before"]) == ["a1"] and ids(around["after"]) == ["a2#1", "a3#0", "a4", "a5"]
+    assert origin.event_context(corpus, "claude-code:a1", 0) == {"before": [], "after": []}
+    with pytest.raises(origin.UsageError, match="context is a whole number"):
+        origin.event_context(corpus, "claude-code:a1", origin.MAX_CONTEXT + 1)
+    origin.forget(corpus, "claude-code:a4")
+    assert ids(origin.event_context(corpus, "claude-code:a5", 1)["before"]) == ["a2"]  # forgotten: skipped
+    with pytest.raises(origin.Forgotten):
+        origin.event_context(corpus, "claude-code:a4", 1)
+
+
+def test_search_and_timeline_refuse_an_unknown_session_or_source_alike(corpus):
+    for call in (lambda: origin.search(corpus, "trigram", session="nope"),
+                 lambda: origin.timeline(corpus, session="nope")):
+        with pytest.raises(origin.NotFound, match="no session 'nope'; list sessions with `origin timeline`"):
+            call()
+    for call in (lambda: origin.search(corpus, "trigram", source="nope"),
+                 lambda: origin.timeline(corpus, source="nope")):
+        with pytest.raises(origin.UsageError, match="source 'nope' is not an agent Origin knows: use one of"):
+            call()

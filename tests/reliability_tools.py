@@ -89,12 +89,20 @@ def holds_store_open(pid: int, origin_home: Path) -> bool:
     return False
 
 
-def kill_after(proc: subprocess.Popen, delay: float, origin_home: Path) -> str:
-    """SIGKILL proc after delay; return where it was: finished, starting or mid-sync."""
+def kill_mid_sync(proc: subprocess.Popen, delay: float, origin_home: Path, *, wait_open: float = 120.0) -> str:
+    """SIGKILL proc delay seconds after it opened the store; return where it was.
+
+    The delay counts from the moment the sync holds ``origin.db`` open, not
+    from the start of the process, so a slow interpreter start-up on a
+    loaded machine does not move the kill into the start-up.  "finished"
+    when the sync ended first, "starting" when it never opened the store
+    within wait_open seconds, else "mid-sync".
+    """
+    give_up = time.monotonic() + wait_open
+    while proc.poll() is None and not holds_store_open(proc.pid, origin_home) and time.monotonic() < give_up:
+        time.sleep(0.002)
     deadline = time.monotonic() + delay
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            break
+    while proc.poll() is None and time.monotonic() < deadline:
         time.sleep(min(0.005, max(0.0, deadline - time.monotonic())))
     if proc.poll() is not None:
         proc.communicate()

@@ -4445,8 +4445,9 @@ def purge(store: Store, *, actor: str = "user", channel: str = "cli") -> dict:
 ###############################################################################
 # Queries #####################################################################
 ###############################################################################
-# Owns: search, timeline, get, sources, status.  Every read filters out the
-# exclusion set and forgotten entries (Invariant 2).
+# Owns: the query parser, the project filter, search, timeline, projects,
+# get (with the events around one), sources, status, and paging.  Every read
+# filters out the exclusion set and forgotten entries (Invariant 2).
 
 _MESSAGE_KINDS = ("message",)
 _TOOL_KINDS = ("message", "tool_call", "tool_result")
@@ -4482,7 +4483,7 @@ class Query:
         return ["%" + like_escape(t) + "%" for t in self.terms if len(t) < 3]
 
 
-#: What a query means, for --help and the tool descriptions.
+#: What a query means, for --help (the search tool says it in its own words).
 QUERY_HELP = ('every word must appear, as a case-insensitive substring; "quoted words" must appear '
               'next to each other, in that order')
 

@@ -153,7 +153,8 @@ def lay_mixed_corpus(home: Path, *, claude_files: int, claude_turns, seed: int =
     """Lay synthetic Claude sessions and the real fixtures of the other agents under home.
 
     Codex (two plain rollouts and a two-frame .zst), Cursor (two state.vscdb
-    and a transcript) and Grok come from test_sources.LAYOUTS.  ZCode is the
+    and a transcript) and Grok come from test_sources.LAYOUTS; the made-here
+    Claude Code memory notes go beside the first synthetic project.  ZCode is the
     same made-here database with its clock three hours back, so that no
     message is still streaming; every file is then made quiet, so that every
     sync of the same bytes sees the same settled sources.  Return the extra
@@ -164,6 +165,10 @@ def lay_mixed_corpus(home: Path, *, claude_files: int, claude_turns, seed: int =
 
     env: dict = {}
     claude = write_claude_corpus(home / ".claude", files=claude_files, turns=claude_turns, seed=seed)
+    import shutil
+
+    from conftest import FIXTURES
+    shutil.copytree(FIXTURES / "claude-code" / "made-here" / "memory", claude[0].parent / "memory")
     for name in ("codex", "cursor", "grok"):
         env.update(LAYOUTS[name](home) or {})
     build_zcode_db(home / ".zcode" / "cli" / "db" / "db.sqlite", origin.now_ms() - 3 * 3600 * 1000)

@@ -87,14 +87,24 @@ WAL_SIZE_LIMIT = 4 * 1024 * 1024
 FTS_AUTOMERGE = 16
 FTS_CRISISMERGE = 64
 #: The event index lives in files of its own under ORIGIN_HOME/index, one
-#: per part: part name -> (file, FTS table, event kinds it covers).  Two
-#: parts are written on two threads, so indexing uses both cores, and a
-#: search of messages (the default) reads only the message part.
+#: per part: part name -> (file, FTS table, event kinds it covers).  Each
+#: part is written on a thread of its own, so indexing uses both cores, and
+#: a search of messages (the default) reads only the message part.  Tool
+#: calls and outputs hold about four fifths of the indexed text of real
+#: logs, so they are split by a hash of the event seq into two parts of
+#: about equal volume (INDEX_SLICES): with one tool part, its thread alone
+#: set the pace of a first sync while the message thread idled.
 INDEX_DIR = "index"
 EVENT_INDEXES = {
     "message": ("messages.db", "message_fts", ("message",)),
     "tool": ("tools.db", "tool_fts", ("tool_call", "tool_result")),
+    "tool2": ("tools2.db", "tool2_fts", ("tool_call", "tool_result")),
 }
+#: Parts that hold one slice of their kinds: part -> (slice, slices).  An
+#: event belongs to slice ((seq * INDEX_HASH) >> 16) % slices, so calls and
+#: outputs, which alternate in seq, spread evenly over the slices.
+INDEX_SLICES = {"tool": (0, 2), "tool2": (1, 2)}
+INDEX_HASH = 2654435761
 #: Most events one index transaction takes in (a range of event seq).
 INDEX_BATCH = 50_000
 #: Page cache of each index part on the read connection, in KiB (the store
@@ -1801,13 +1811,21 @@ def _open_index(home: Path, part: str) -> sqlite3.Connection:
         conn.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT}")
         fts = EVENT_INDEXES[part][1]
         conn.create_function("origin_mask", 1, mask_secrets, deterministic=True)
-        if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'mark'").fetchone():
+        slices = INDEX_SLICES.get(part, (0, 1))[1]
+        if _index_layout(conn) != slices:
             conn.execute("BEGIN IMMEDIATE")
+            if _index_layout(conn) not in (None, slices):
+                # A part written before its kinds were sliced holds events of
+                # other slices: start it again (the next catch-up refills it
+                # from ``event``; search scans what it lacks meanwhile).
+                conn.execute(f"DROP TABLE IF EXISTS {fts}")
+                conn.execute("DROP TABLE mark")
             conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {fts} USING fts5 "
                          "(text, content='', tokenize='trigram', detail='full')")
             conn.execute(f"INSERT INTO {fts} ({fts}, rank) VALUES ('automerge', ?)", (FTS_AUTOMERGE,))
             conn.execute(f"INSERT INTO {fts} ({fts}, rank) VALUES ('crisismerge', ?)", (FTS_CRISISMERGE,))
             conn.execute("CREATE TABLE IF NOT EXISTS mark (name TEXT PRIMARY KEY, value INTEGER NOT NULL)")
+            conn.execute("INSERT OR REPLACE INTO mark (name, value) VALUES ('slices', ?)", (slices,))
             conn.execute("COMMIT")
         conn.execute("ATTACH DATABASE ? AS src", (_uri(home / DB_NAME, mode="ro"),))
         _claim_index(conn, fts)
@@ -1837,13 +1855,34 @@ def _claim_index(conn: sqlite3.Connection, fts: str) -> None:
     try:
         if conn.execute("SELECT store FROM owner").fetchall() != [(sid[0],)]:
             conn.execute(f"INSERT INTO {fts} ({fts}) VALUES ('delete-all')")
-            conn.execute("DELETE FROM mark")
+            conn.execute("DELETE FROM mark WHERE name IN ('event', 'tombstone')")  # the slices stay
             conn.execute("DELETE FROM owner")
             conn.execute("INSERT INTO owner (store) VALUES (?)", (sid[0],))
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
         raise
+
+
+def _index_layout(conn: sqlite3.Connection) -> int | None:
+    """Return how many slices an index part's file was built for (None: new).
+
+    A part made before slices existed has marks but no 'slices' mark: it
+    was built whole, which is 1.
+    """
+    if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'mark'").fetchone():
+        return None
+    row = conn.execute("SELECT value FROM mark WHERE name = 'slices'").fetchone()
+    return row[0] if row else 1
+
+
+def index_slice_sql(part: str, e: str = "e") -> str:
+    """Return the SQL condition (with a leading AND) that picks the events of
+    the slice a part holds, or "" for a part that holds all of its kinds."""
+    if part not in INDEX_SLICES:
+        return ""
+    mine, slices = INDEX_SLICES[part]
+    return f" AND (({e}.seq * {INDEX_HASH}) >> 16) % {slices} = {mine}"
 
 
 def _open_reader(home: Path) -> sqlite3.Connection:
@@ -1885,6 +1924,7 @@ def index_catch_up(conn: sqlite3.Connection, part: str, *, batch: int = INDEX_BA
     """
     _file, fts, kinds = EVENT_INDEXES[part]
     marks = ",".join("?" * len(kinds))
+    mine = index_slice_sql(part)
     conn.execute("BEGIN IMMEDIATE")
     try:
         have = dict(conn.execute("SELECT name, value FROM mark").fetchall())
@@ -1905,20 +1945,21 @@ def index_catch_up(conn: sqlite3.Connection, part: str, *, batch: int = INDEX_BA
         text = "e.text" if masked_from <= 1 else f"CASE WHEN e.seq < {int(masked_from)} THEN origin_mask(e.text) ELSE e.text END"
         if top_tomb > tomb:
             # Invariant 2 (sticky forget): a forgotten event's words leave the
-            # index.  Only events this part holds are deleted: those at or
-            # below its mark that were not excluded when it took them in.
+            # index.  Only events this part holds are deleted: those of its
+            # kinds and slice at or below its mark that were not excluded when
+            # it took them in.
             conn.execute(
                 f"INSERT INTO {fts} ({fts}, rowid, text) SELECT 'delete', e.seq, {text} "
                 "FROM src.excluded_event x JOIN src.event e ON e.id = x.event_id "
                 f"WHERE x.tombstone_id > ? AND x.tombstone_id <= ? AND e.seq <= ? AND e.indexed = 1 "
-                f"AND e.kind IN ({marks})", (tomb, top_tomb, seq, *kinds))
+                f"AND e.kind IN ({marks}){mine}", (tomb, top_tomb, seq, *kinds))
         upto = min(top_seq, seq + batch)
         if upto > seq:
             # Invariant 2 (sticky forget): an event excluded before it was
             # indexed never enters the index.
             conn.execute(
                 f"INSERT INTO {fts} (rowid, text) SELECT e.seq, {text} FROM src.event e "
-                f"WHERE e.seq > ? AND e.seq <= ? AND e.indexed = 1 AND e.kind IN ({marks}) "
+                f"WHERE e.seq > ? AND e.seq <= ? AND e.indexed = 1 AND e.kind IN ({marks}){mine} "
                 "AND NOT EXISTS (SELECT 1 FROM src.excluded_event x WHERE x.event_id = e.id)", (seq, upto, *kinds))
         conn.executemany("INSERT OR REPLACE INTO mark (name, value) VALUES (?, ?)",
                          (("event", max(seq, upto)), ("tombstone", max(tomb, top_tomb))))
@@ -2023,7 +2064,7 @@ def _match_events(store: "Store", terms: list[str], kinds: tuple, cols: str, whe
         tail_like = ["%" + like_escape(t) + "%" for t in terms]
         tail += reader.execute(
             f"SELECT {cols}, e.seq AS _seq, e.ts AS _ts, 0 AS _score FROM event e WHERE e.seq > ? AND e.indexed = 1 AND "
-            + " AND ".join(conds + [_LIKE_TEXT] * len(tail_like)) + f" ORDER BY e.seq DESC{cap}",
+            + " AND ".join(conds + [_LIKE_TEXT] * len(tail_like)) + index_slice_sql(part) + f" ORDER BY e.seq DESC{cap}",
             (mark, *params, *tail_like)).fetchall()
     if order == "rank":
         ranked.sort(key=lambda r: r["_score"])

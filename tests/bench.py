@@ -20,6 +20,7 @@ import json
 import os
 import platform
 import random
+import re
 import shutil
 import sqlite3
 import statistics
@@ -40,14 +41,22 @@ from corpus import write_claude_corpus, write_codex_corpus, write_cursor_db, wri
 
 SEED = 20261129
 #: Bumped whenever a generator changes, so no stale cached corpus is used.
-CORPUS_VERSION = 3
+CORPUS_VERSION = 4
 TURNS = (2, 40)  # Claude Code sessions of ~30 KB to ~600 KB, ~280 KB on average
 CODEX_TURNS = GROK_TURNS = (2, 30)  # ~370 to ~400 KB on average
 BUBBLES = (10, 120)  # bubbles per Cursor conversation, ~400 KB of database each
 #: Each agent's share of the corpus's raw bytes, in the order Origin syncs them.
 SHARES = {"claude-code": 0.45, "codex": 0.25, "cursor": 0.15, "grok": 0.15}
 #: Average raw bytes of one generated file, session or conversation (measured).
-UNIT_BYTES = {"claude-code": 280_000, "codex": 400_000, "cursor": 400_000, "grok": 370_000}
+UNIT_BYTES = {"claude-code": 250_000, "codex": 610_000, "cursor": 400_000, "grok": 370_000}
+#: How the Claude Code and Codex logs are shaped, so that the share of raw
+#: bytes Origin indexes, and the tool calls' and outputs' share of that, are
+#: those of the real logs in tests/fixtures (``fixture_shares`` measures
+#: both; the bench prints them side by side): Claude Code about 17 % text,
+#: four fifths of it tool calls and outputs; Codex about 29 %, nine tenths
+#: tool output.
+CLAUDE_SHAPE = {"edits": 0.5, "outputs": (40, 120, 600, 1500), "talk": 0.7}
+CODEX_SHAPE = {"outputs": (120, 600, 1500, 1500), "talk": 0.3}
 #: Fewest units per agent, so a small corpus still has zstd and archived rollouts.
 MIN_UNITS = {"claude-code": 10, "codex": 12, "cursor": 5, "grok": 10}
 #: Files of short Claude Code sessions (~85 events each) added per BENCH
@@ -128,8 +137,10 @@ def _cached(name: str, build, what: str) -> Path:
 
 def _write_mixed(d: Path, mb: int) -> None:
     home = d / "home"
-    write_claude_corpus(home / ".claude", files=units(mb, "claude-code"), turns=TURNS, seed=SEED, projects=8)
-    write_codex_corpus(home / ".codex", files=units(mb, "codex"), turns=CODEX_TURNS, seed=SEED + 1, projects=8)
+    write_claude_corpus(home / ".claude", files=units(mb, "claude-code"), turns=TURNS, seed=SEED, projects=8,
+                        **CLAUDE_SHAPE)
+    write_codex_corpus(home / ".codex", files=units(mb, "codex"), turns=CODEX_TURNS, seed=SEED + 1, projects=8,
+                       **CODEX_SHAPE)
     write_grok_corpus(home / ".grok", sessions=units(mb, "grok"), turns=GROK_TURNS, seed=SEED + 2, projects=8)
     write_cursor_db(d / "cursor" / "User" / "globalStorage" / "state.vscdb", composers=units(mb, "cursor"),
                     bubbles_per_composer=BUBBLES, seed=SEED + 3, projects=8)
@@ -263,6 +274,68 @@ def json_floor(files: list[Path]) -> float:
                 total += len(line)
                 json.loads(line)
     return total / 1e6 / (time.perf_counter() - t)
+
+
+#: A redacted fixture line keeps the length of what it hides:
+#: ``[REDACTED_TEXT len=3638 sha=…]``.
+_REDACTED = re.compile(r"\[REDACTED_(?:TEXT|OUTPUT) len=(\d+) sha=[0-9a-f]+\]")
+
+
+def _unredacted(text: str) -> int:
+    """Bytes of text with each redaction counted at the length it hides."""
+    return len(text.encode("utf-8")) + sum(int(m.group(1)) - len(m.group(0)) for m in _REDACTED.finditer(text))
+
+
+def text_shares(conn: sqlite3.Connection, raw: dict[str, int] | None = None,
+                unredact: bool = False) -> dict[str, tuple[float, float]]:
+    """Return per agent (indexed text / raw bytes, tool text / indexed text).
+
+    raw: each agent's raw bytes (default: the bytes ingested).  With
+    unredact, a redacted text counts at its original length, cut as the
+    adapters cut tool text, so a redacted fixture weighs what the real log did.
+    """
+    import adapters
+
+    caps = {"tool_call": adapters.TOOL_CALL_MAX, "tool_result": adapters.TOOL_RESULT_MAX}
+    out = {}
+    for source, ingested in conn.execute("SELECT source, sum(bytes_ingested) FROM raw_file GROUP BY source").fetchall():
+        size = (raw or {}).get(source, ingested)
+        if unredact:
+            size = sum(_unredacted(Path(p).read_text(encoding="utf-8", errors="replace"))
+                       for (p,) in conn.execute("SELECT path FROM raw_file WHERE source = ?", (source,)))
+        text = tools = 0
+        for kind, t in conn.execute("SELECT kind, text FROM event WHERE source = ? AND indexed = 1", (source,)):
+            n = min(_unredacted(t), caps.get(kind, len(t) * 4)) if unredact else len(t.encode("utf-8"))
+            text += n
+            tools += n if kind != "message" else 0
+        out[source] = (text / max(1, size), tools / max(1, text))
+    return out
+
+
+def fixture_shares() -> dict[str, tuple[float, float]]:
+    """Return text_shares of the real Claude Code and Codex logs in tests/fixtures."""
+    fixtures = ROOT / "tests" / "fixtures"
+    with tempfile.TemporaryDirectory() as tmp:
+        user = Path(tmp) / "user"
+        projects = user / ".claude" / "projects" / "-fixtures"
+        projects.mkdir(parents=True)
+        for p in (fixtures / "claude-code").rglob("*.jsonl"):
+            if "subagents" not in p.parts:
+                shutil.copy(p, projects / p.name)
+        day = user / ".codex" / "sessions" / "2026" / "02" / "23"
+        day.mkdir(parents=True)
+        for i, p in enumerate(sorted((fixtures / "codex").rglob("*.jsonl"))):
+            name = p.name if p.name.startswith("rollout-") else \
+                f"rollout-2026-02-23T10-00-{i:02d}-019b0000-0000-7000-8000-{i:012d}.jsonl"
+            shutil.copy(p, day / name)
+        with origin.open_store(Path(tmp) / "home") as s:
+            origin.sync(s, env=agent_env(user, user / "no-cursor"), home=user)
+            return text_shares(s.conn, unredact=True)
+
+
+def shares_row(shares: dict[str, tuple[float, float]]) -> str:
+    return ", ".join(f"{origin.ADAPTERS[k].display} {t:.0%} text, {u:.0%} of it tools"
+                     for k, (t, u) in sorted(shares.items()))
 
 
 def fts_limit(store: origin.Store, raw_bytes: int) -> tuple[float, float]:
@@ -426,6 +499,10 @@ def corpus_rows(sizes: dict, report: dict, times: dict, events: int, wall: float
     return rows
 
 
+def machine_row() -> str:
+    return f"{os.cpu_count()} cores, Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}"
+
+
 def main() -> None:
     mb = int(os.environ.get("BENCH_MB", "200"))
     src = corpus_dir(mb)
@@ -451,6 +528,17 @@ def main() -> None:
             st = origin.status(s)
             l_text, l_raw = fts_limit(s, raw)
             scan_s, scan_chars = scanner_cost(s)
+            shares = text_shares(s.conn)
+        rate = raw / 1e6 / wall
+        ingest_rows = corpus_rows(sizes, report, times, events, wall) + [
+            ("limit L (bare FTS5 trigram insert)", f"{l_text:.1f} MB/s of indexed text = {l_raw:.1f} MB/s of raw logs; "
+                                                  f"ingest is {rate / l_raw:.2f} x L"),
+            ("indexed text, real logs (tests/fixtures)", shares_row(fixture_shares())),
+            ("indexed text, this corpus", shares_row(shares)),
+        ]
+        if os.environ.get("BENCH_ONLY") == "ingest":
+            table([("machine", machine_row())] + ingest_rows)
+            return
         nfiles = sum(v["files"] for v in sizes.values())
         noop = bench_noop(home, env)
         append_one = bench_append_one(home, env)
@@ -480,15 +568,11 @@ def main() -> None:
             origin.timeline(s, since=origin.parse_when("2026-09-01"), until=origin.parse_when("2026-09-08"))
             tl_ms = (time.perf_counter() - t) * 1000
         mcp = bench_mcp(home, user, n=100, query=query_set()[3][1])
-        rate = raw / 1e6 / wall
-        machine = f"{os.cpu_count()} cores, Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}"
-        rows = [("machine", machine)]
-        rows += corpus_rows(sizes, report, times, events, wall)
+        rows = [("machine", machine_row())]
+        rows += ingest_rows
         rows += [
             ("parse errors / unknown records", ", ".join(f"{origin.ADAPTERS[k].display} {e}/{u}"
                                                          for k, (e, u) in sorted(faults.items()))),
-            ("limit L (bare FTS5 trigram insert)", f"{l_text:.1f} MB/s of indexed text = {l_raw:.1f} MB/s of raw logs; "
-                                                  f"ingest is {rate / l_raw:.2f} x L"),
             ("json.loads floor (plain JSONL)", f"{floor:.0f} MB/s"),
             ("secret scanner", f"{scan_s:.2f} s over {scan_chars / 1e6:.0f} M characters of event text = "
                                f"{scan_s / wall:.1%} of the initial ingest"),

@@ -114,13 +114,16 @@ def _usage(rng: random.Random) -> dict:
 
 
 def claude_session_lines(rng: random.Random, session: str, cwd: str, start: dt.datetime, turns: int,
-                         outputs: tuple[int, ...] = (15, 40, 120, 600, 1500)) -> list[str]:
+                         outputs: tuple[int, ...] = (15, 40, 120, 600, 1500), edits: float = 0.0,
+                         talk: float = 1.0) -> list[str]:
     """Return the JSONL lines of one Claude Code session.
 
     The shapes follow real Claude Code 2.1 transcripts: one line per content
     block, usage repeated on every assistant line, thinking with a signature,
     and tool output present twice (``toolUseResult`` and the result block).
-    ``outputs`` are the tool output sizes (in words) to pick from.
+    ``outputs`` are the tool output sizes (in words) to pick from; ``edits``
+    is the share of tool uses that edit a file (see ``_claude_edit``);
+    ``talk`` scales the longest thinking and reply.
     """
     lines = []
     t = start
@@ -145,11 +148,16 @@ def claude_session_lines(rng: random.Random, session: str, cwd: str, start: dt.d
     for _ in range(turns):
         emit({"type": "user", "promptId": _uuid(rng), "permissionMode": "default",
               "message": {"role": "user", "content": _text(rng, rng.randint(5, 40))}})
-        emit(assistant([{"type": "thinking", "thinking": _text(rng, rng.randint(20, 120)),
+        emit(assistant([{"type": "thinking", "thinking": _text(rng, rng.randint(20, max(20, round(120 * talk)))),
                          "signature": _blob(rng, rng.randint(400, 1600))}]))
-        emit(assistant([{"type": "text", "text": _text(rng, rng.randint(10, 80))}]))
+        emit(assistant([{"type": "text", "text": _text(rng, rng.randint(10, max(10, round(80 * talk))))}]))
         for _ in range(rng.choice((0, 1, 1, 2))):
             tid = "toolu_" + _blob(rng, 24)
+            if edits and rng.random() < edits:
+                use, result = _claude_edit(rng, tid, cwd)
+                emit(assistant([use]))
+                emit(result)
+                continue
             cmd = rng.choice(CODE)
             emit(assistant([{"type": "tool_use", "id": tid, "name": "Bash", "input": {"command": cmd,
                                                                                        "description": _text(rng, 6)}}]))
@@ -161,13 +169,40 @@ def claude_session_lines(rng: random.Random, session: str, cwd: str, start: dt.d
     return lines
 
 
+def _claude_edit(rng: random.Random, tid: str, cwd: str) -> tuple[dict, dict]:
+    """Return an Edit tool use and its result line, as Claude Code writes them.
+
+    The edit's old and new text are in the call; the result block is one
+    short sentence, while ``toolUseResult`` repeats the edit and carries the
+    whole file before it and a structured patch, none of which is indexed.
+    """
+    path = f"{cwd}/src/{rng.choice(WORDS)}.py"
+    old, new = _text(rng, rng.randint(10, 120)), _text(rng, rng.randint(10, 160))
+    original = _text(rng, rng.choice((150, 400, 1000)))
+    use = {"type": "tool_use", "id": tid, "name": "Edit",
+           "input": {"file_path": path, "old_string": old, "new_string": new, "replace_all": False}}
+    start = rng.randint(1, 400)
+    patch = [{"oldStart": start, "oldLines": old.count(" ") // 8 + 1, "newStart": start,
+              "newLines": new.count(" ") // 8 + 1,
+              "lines": [" " + _text(rng, 8), *("-" + w for w in old.split(" ")[::8]),
+                        *("+" + w for w in new.split(" ")[::8]), " " + _text(rng, 8)]}]
+    result = {"type": "user", "toolUseResult": {"filePath": path, "oldString": old, "newString": new,
+                                                 "originalFile": original, "structuredPatch": patch,
+                                                 "userModified": False, "replaceAll": False},
+              "message": {"role": "user", "content": [
+                  {"type": "tool_result", "tool_use_id": tid, "content": f"The file {path} has been updated."}]}}
+    return use, result
+
+
 def write_claude_corpus(root: Path, *, files: int, turns: int | tuple[int, int], seed: int = 7,
                         projects: int = 5, start: dt.datetime | None = None,
-                        outputs: tuple[int, ...] = (15, 40, 120, 600, 1500)) -> list[Path]:
+                        outputs: tuple[int, ...] = (15, 40, 120, 600, 1500), edits: float = 0.0,
+                        talk: float = 1.0) -> list[Path]:
     """Write files sessions under root/projects/<slug>/; return their paths.
 
     ``turns`` is the number of turns per session, or a (low, high) range;
-    ``outputs`` the tool output sizes in words.
+    ``outputs`` the tool output sizes in words, ``edits`` the share of tool
+    uses that edit a file, ``talk`` scales the longest thinking and reply.
     """
     rng = random.Random(seed)
     start = start or dt.datetime(2026, 6, 1, tzinfo=dt.timezone.utc)
@@ -180,7 +215,7 @@ def write_claude_corpus(root: Path, *, files: int, turns: int | tuple[int, int],
         session = _uuid(rng)
         t0 = start + dt.timedelta(hours=rng.randint(0, 24 * 150))
         n = turns if isinstance(turns, int) else rng.randint(*turns)
-        lines = claude_session_lines(rng, session, cwd, t0, n, outputs)
+        lines = claude_session_lines(rng, session, cwd, t0, n, outputs, edits, talk)
         p = folder / f"{session}.jsonl"
         p.write_text("\n".join(lines) + "\n", encoding="utf-8")
         out.append(p)
@@ -225,9 +260,13 @@ def _age(path: Path, t: dt.datetime) -> None:
     os.utime(path, (ts, ts))
 
 
+#: Tool output sizes in words: mostly short, sometimes long (as Claude's).
+OUTPUT_WORDS = (15, 40, 120, 600, 1500)
+
+
 def _tool_output(rng: random.Random) -> str:
     """Return a tool's output: mostly short, sometimes long (as Claude's)."""
-    return _text(rng, rng.choice((15, 40, 120, 600, 1500)))
+    return _text(rng, rng.choice(OUTPUT_WORDS))
 
 
 def _chunks(rng: random.Random, text: str, low: int = 3, high: int = 12) -> list[str]:
@@ -268,10 +307,10 @@ def _codex_usage(rng: random.Random) -> dict:
             "reasoning_output_tokens": reasoning, "total_tokens": inp + out}
 
 
-def _codex_call(rng: random.Random, cwd: str) -> tuple[dict, dict]:
+def _codex_call(rng: random.Random, cwd: str, outputs: tuple[int, ...] = OUTPUT_WORDS) -> tuple[dict, dict]:
     """Return a (call, output) pair of response items, as one tool run."""
     call_id = "call_" + _blob(rng, 24)
-    out = _tool_output(rng)
+    out = _text(rng, rng.choice(outputs))
     cmd = rng.choice(CODE)
     kind = rng.random()
     if kind < 0.45:  # 0.10x: exec_command, output as the shell prints it
@@ -296,7 +335,8 @@ def _codex_call(rng: random.Random, cwd: str) -> tuple[dict, dict]:
 
 
 def codex_rollout_lines(rng: random.Random, thread: str, cwd: str, start: dt.datetime, turns: int,
-                        instructions: str) -> tuple[list[str], dt.datetime]:
+                        instructions: str, outputs: tuple[int, ...] = OUTPUT_WORDS,
+                        talk: float = 1.0) -> tuple[list[str], dt.datetime]:
     """Return the JSONL lines of one Codex rollout, and the time of the last.
 
     The shapes follow real 0.104 and 0.146 rollouts: envelope lines with an
@@ -366,10 +406,10 @@ def codex_rollout_lines(rng: random.Random, thread: str, cwd: str, start: dt.dat
             item({"type": "reasoning", "summary": [{"type": "summary_text", "text": summary}], "content": None,
                   "encrypted_content": "gAAAAA" + _blob(rng, rng.randint(800, 2400))})
             if rng.random() < 0.7:
-                note = _text(rng, rng.randint(10, 60))
+                note = _text(rng, rng.randint(10, max(10, round(60 * talk))))
                 event({"type": "agent_message", "message": note})
                 item(message("assistant", note, phase="commentary"))
-            pairs = [_codex_call(rng, cwd) for _ in range(rng.randint(1, 3))]
+            pairs = [_codex_call(rng, cwd, outputs) for _ in range(rng.randint(1, 3))]
             for call, _ in pairs:
                 item(call)
             usage = _codex_usage(rng)
@@ -378,7 +418,7 @@ def codex_rollout_lines(rng: random.Random, thread: str, cwd: str, start: dt.dat
             for _, output in pairs:
                 item(output, step=4)
             emit("turn_context", context)
-        answer = _text(rng, rng.randint(30, 200))
+        answer = _text(rng, rng.randint(30, max(30, round(200 * talk))))
         event({"type": "agent_message", "message": answer}, step=10)
         item(message("assistant", answer, phase="final_answer"))
         usage = _codex_usage(rng)
@@ -402,13 +442,16 @@ def _zstd(data: bytes, frames: int) -> bytes:
 
 
 def write_codex_corpus(root: Path, *, files: int, turns: int | tuple[int, int], seed: int = 7,
-                       projects: int = 5, start: dt.datetime | None = None) -> list[Path]:
+                       projects: int = 5, start: dt.datetime | None = None, outputs: tuple[int, ...] = OUTPUT_WORDS,
+                       talk: float = 1.0) -> list[Path]:
     """Write files rollouts under root (a CODEX_HOME); return their paths.
 
     Live rollouts go to ``sessions/YYYY/MM/DD/rollout-<time>-<thread>.jsonl``.
     Every third one is compressed to ``.jsonl.zst`` the way Codex's idle
     compressor leaves it (every other of those in several frames), and
-    every other compressed one is moved to ``archived_sessions/``.
+    every other compressed one is moved to ``archived_sessions/``.  ``outputs``
+    are the tool output sizes in words; ``talk`` scales the longest
+    commentary and answer.
     """
     rng = random.Random(seed)
     start = start or dt.datetime(2026, 6, 1, tzinfo=dt.timezone.utc)
@@ -419,7 +462,7 @@ def write_codex_corpus(root: Path, *, files: int, turns: int | tuple[int, int], 
         t0 = start + dt.timedelta(hours=rng.randint(0, SPAN_HOURS), seconds=rng.randrange(3600))
         thread = _uuid7(rng, t0)
         n = turns if isinstance(turns, int) else rng.randint(*turns)
-        lines, t_end = codex_rollout_lines(rng, thread, cwd, t0, n, instructions)
+        lines, t_end = codex_rollout_lines(rng, thread, cwd, t0, n, instructions, outputs, talk)
         data = ("\n".join(lines) + "\n").encode("utf-8")
         name = f"rollout-{t0:%Y-%m-%dT%H-%M-%S}-{thread}.jsonl"
         folder = root / "sessions" / f"{t0:%Y}" / f"{t0:%m}" / f"{t0:%d}"

@@ -281,12 +281,17 @@ def line_starts(data: bytes) -> list[int]:
 
 
 def index_should_hold(conn: sqlite3.Connection) -> dict[str, set[int]]:
-    """Return the event seqs each part of the index should hold: indexed, visible events of its kinds."""
+    """Return the event seqs each part of the index should hold: indexed,
+    visible events of its kinds, and of its slice for a sliced part."""
     out = {}
     for part, (_file, _fts, kinds) in origin.EVENT_INDEXES.items():
-        out[part] = {r[0] for r in conn.execute(
+        seqs = {r[0] for r in conn.execute(
             f"SELECT seq FROM event e WHERE indexed = 1 AND kind IN ({','.join('?' * len(kinds))}) "
             "AND NOT EXISTS (SELECT 1 FROM excluded_event x WHERE x.event_id = e.id)", kinds)}
+        if part in origin.INDEX_SLICES:  # computed here in Python, not by the SQL under test
+            mine, slices = origin.INDEX_SLICES[part]
+            seqs = {q for q in seqs if (q * origin.INDEX_HASH >> 16) % slices == mine}
+        out[part] = seqs
     return out
 
 

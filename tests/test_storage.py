@@ -191,3 +191,52 @@ def test_an_index_failure_is_reported_once_and_loses_nothing(claude_root, store,
     assert origin.sync(store).problems == []
     assert index_rows(store) == expected_rows(store)
     assert [e["id"] for e in origin.search_events(store, "the", limit=200, recent=True)] == hits
+
+
+def _tool_text_bytes(store, part: str) -> int:
+    want = expected_rows(store)[part]
+    return sum(len(t.encode()) for seq, t in store.conn.execute(
+        "SELECT seq, text FROM event WHERE kind IN ('tool_call', 'tool_result')") if seq in want)
+
+
+def test_tool_events_are_split_by_volume_over_two_parts_and_messages_keep_their_own(user_home, store):
+    # Issue 13 item 20: with one part for every tool event, its thread alone
+    # set the pace of a first sync while the message thread idled.
+    from corpus import write_claude_corpus
+
+    write_claude_corpus(user_home / ".claude", files=6, turns=12, seed=13, edits=0.5)
+    origin.sync(store)
+    rows = index_rows(store)
+    assert rows == expected_rows(store)
+    tools = {r[0] for r in store.conn.execute(
+        "SELECT seq FROM event WHERE kind IN ('tool_call', 'tool_result') AND indexed = 1")}
+    parts = [p for p, (_f, _t, kinds) in origin.EVENT_INDEXES.items() if "tool_result" in kinds]
+    assert len(parts) == 2 and not rows[parts[0]] & rows[parts[1]] and rows[parts[0]] | rows[parts[1]] == tools
+    volume = [_tool_text_bytes(store, p) for p in parts]
+    assert min(volume) > 0.35 * sum(volume)  # both halves carry a fair share of the text
+    messages = {r[0] for r in store.conn.execute("SELECT seq FROM event WHERE kind = 'message' AND indexed = 1")}
+    assert rows["message"] == messages
+    # A search with tools finds hits held by either part, each once.
+    hits = [h["id"] for h in origin.search_events(store, "the", include_tools=True, limit=200)]
+    seqs = {r[0] for r in store.conn.execute(
+        f"SELECT seq FROM event WHERE id IN ({','.join('?' * len(hits))})", hits)}
+    assert len(set(hits)) == len(hits) and seqs & rows[parts[0]] and seqs & rows[parts[1]]
+
+
+def test_a_tool_index_built_whole_by_an_older_version_is_rebuilt_as_its_slice(claude_root, store):
+    origin.sync(store)
+    want = expected_rows(store)
+    store.close()
+    # Make index/tools.db look as an older version left it: no slice mark,
+    # and every tool event in it (those of the other slice too).
+    path = store.home / origin.INDEX_DIR / origin.EVENT_INDEXES["tool"][0]
+    c = sqlite3.connect(path)
+    c.execute("DELETE FROM mark WHERE name = 'slices'")
+    c.executemany("INSERT INTO tool_fts (rowid, text) VALUES (?, 'old whole part')", [(q,) for q in want["tool2"]])
+    c.commit()
+    c.close()
+    with origin.open_store(store.home) as s:
+        origin.sync(s)
+        assert index_rows(s) == want
+        marks = dict(s.reader.execute("SELECT name, value FROM ix_tool.mark"))
+        assert marks["slices"] == 2

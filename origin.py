@@ -39,34 +39,72 @@ from __future__ import annotations
 # Imports and constants #######################################################
 ###############################################################################
 
-import argparse
-import datetime as dt
 import errno
-import hashlib
-import hmac
-import json
 import math
 import os
-import re
-import secrets
-import shutil
-import sqlite3
 import sys
-import threading
 import time
-import tomllib
-import traceback
-import unicodedata
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
 
-import adapters
-from adapters import ADAPTERS, Context, ParseError, Record, SessionInfo, SourceFile, clean_text
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # names only annotations use: never imported at run time
+    from concurrent.futures import ThreadPoolExecutor
+    from typing import Any, Callable, Iterable, Iterator
+
+    from adapters import Context, Record, SessionInfo, SourceFile
+
+
+class _OnFirstUse:
+    """Stands in for a module (or one of its names) until its first use.
+
+    It then imports the module and puts it (or the name) in its own place in
+    this module's namespace, so every later use is the real thing.  A
+    command thus loads only what it uses: ``origin --version`` none of these,
+    a search neither the adapters nor TOML nor the MCP machinery.
+    """
+
+    __slots__ = ("_module", "_name", "_attr")
+
+    def __init__(self, module: str, name: str | None = None, attr: str | None = None):
+        self._module, self._name, self._attr = module, name or attr or module, attr
+
+    def _load(self):
+        found = __import__(self._module)
+        if self._attr is not None:
+            found = getattr(found, self._attr)
+        globals()[self._name] = found
+        return found
+
+    def __getattr__(self, attr: str):
+        return getattr(self._load(), attr)
+
+    def __call__(self, *args, **kwargs):
+        return self._load()(*args, **kwargs)
+
+    def __instancecheck__(self, obj) -> bool:
+        return isinstance(obj, self._load())
+
+
+Path = _OnFirstUse("pathlib", attr="Path")
+re = _OnFirstUse("re")
+adapters = _OnFirstUse("adapters")
+argparse = _OnFirstUse("argparse")
+dt = _OnFirstUse("datetime", "dt")
+hashlib = _OnFirstUse("hashlib")
+hmac = _OnFirstUse("hmac")
+json = _OnFirstUse("json")
+secrets = _OnFirstUse("secrets")
+shutil = _OnFirstUse("shutil")
+sqlite3 = _OnFirstUse("sqlite3")
+threading = _OnFirstUse("threading")
+tomllib = _OnFirstUse("tomllib")
+traceback = _OnFirstUse("traceback")
+unicodedata = _OnFirstUse("unicodedata")
 
 __version__ = "0.1.0"
 
+#: The names of the agents in ``adapters.ADAPTERS`` (a test keeps them
+#: equal), so commands that read no logs never import the adapters.
+SOURCES = ("claude-code", "claude-memory", "codex", "cursor", "grok", "zcode")
 #: Environment variable naming the data directory.
 ENV_HOME = "ORIGIN_HOME"
 #: Default data directory when ORIGIN_HOME is unset.
@@ -225,6 +263,77 @@ class StoreError(OriginError):
 ###############################################################################
 
 
+class LazyRegex:
+    """A regular expression compiled at its first use, not at import.
+
+    Module-level patterns are many; compiling them all would tax every CLI
+    call.  ``source`` is the pattern, or a function returning it.
+    """
+
+    __slots__ = ("_source", "_flags", "_compiled")
+
+    def __init__(self, source: str | Callable[[], str], flags: int = 0):
+        self._source, self._flags, self._compiled = source, flags, None
+
+    def __getattr__(self, attr: str):
+        if self._compiled is None:
+            source = self._source() if callable(self._source) else self._source
+            self._compiled = re.compile(source, self._flags)
+        return getattr(self._compiled, attr)
+
+
+class Fresh:
+    """A field default that ``record`` makes anew for each instance."""
+
+    __slots__ = ("make",)
+
+    def __init__(self, make: Callable[[], Any]):
+        self.make = make
+
+
+def record(cls: type) -> type:
+    """Give a class of annotated fields an ``__init__``, ``__repr__`` and ``__eq__``.
+
+    The fields are the class's own annotations, in order; a class attribute
+    of the same name is the field's default (a ``Fresh`` one is made anew
+    for each instance).  It is the part of ``dataclasses`` Origin uses,
+    without importing it: that import (with ``inspect``) took about a fifth
+    of the start-up of every CLI call.
+    """
+    names = tuple(cls.__dict__.get("__annotations__", ()))
+    defaults = {n: cls.__dict__[n] for n in names if n in cls.__dict__}
+
+    def __init__(self, *args, **kwargs):
+        if len(args) > len(names):
+            raise TypeError(f"{cls.__name__}() takes at most {len(names)} arguments")
+        values = dict(zip(names, args))
+        for name, value in kwargs.items():
+            if name not in names or name in values:
+                raise TypeError(f"{cls.__name__}() got an unexpected or repeated argument {name!r}")
+            values[name] = value
+        for name in names:
+            if name not in values:
+                if name not in defaults:
+                    raise TypeError(f"{cls.__name__}() is missing the argument {name!r}")
+                default = defaults[name]
+                values[name] = default.make() if isinstance(default, Fresh) else default
+            setattr(self, name, values[name])
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{n}={getattr(self, n)!r}" for n in names if not n.startswith("_"))
+        return f"{cls.__name__}({shown})"
+
+    def __eq__(self, other: object):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return all(getattr(self, n) == getattr(other, n) for n in names)
+
+    cls.__init__, cls.__repr__, cls.__eq__ = __init__, __repr__, __eq__
+    cls.__hash__ = object.__hash__  # instances are equal by value but hashed by identity, so never mutate keys
+    cls.__match_args__ = names
+    return cls
+
+
 def now_ms() -> int:
     """Return the current time in epoch milliseconds."""
     return int(time.time() * 1000)
@@ -240,7 +349,7 @@ def iso_local(ms: int | None) -> str | None:
         return None
 
 
-_REL_TIME = re.compile(r"^(\d{1,15})\s*([smhdw])$")
+_REL_TIME = LazyRegex(r"^(\d{1,15})\s*([smhdw])$")
 #: The oldest age accepted in --since/--until (about 500 years).
 MAX_AGE_MS = 500 * 366 * 86400 * 1000
 
@@ -279,7 +388,7 @@ def normalise_text(text: str) -> str:
     of whitespace one space, so the same words re-serialised, re-indented or
     re-cased by an agent give the same fingerprint.
     """
-    return " ".join(unicodedata.normalize("NFKC", clean_text(text)).casefold().split())
+    return " ".join(unicodedata.normalize("NFKC", adapters.clean_text(text)).casefold().split())
 
 
 def fingerprint(key: bytes, norm: str) -> str | None:
@@ -344,7 +453,7 @@ def _check_limit(limit: Any, most: int = MAX_LIMIT) -> int:
 
 #: A lone UTF-16 surrogate: how Python hands over bytes of an argument that
 #: are not UTF-8 (surrogateescape), and what a JSON \\ud800 escape decodes to.
-LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+LONE_SURROGATE = LazyRegex("[\ud800-\udfff]")
 
 
 def new_id(prefix: str) -> str:
@@ -533,11 +642,11 @@ def _entropy(value: str) -> float:
 
 
 #: Values assigned to a secret-looking name that are not secrets.
-_NOT_SECRET = re.compile(
+_NOT_SECRET = LazyRegex(
     r"(?i)example|placeholder|redacted|changeme|your[_-]|xxxx|\*\*\*|\.\.\.|<|\$\{|\{\{|%\(|^\$|"
     r"^(?:true|false|null|none|undefined)$|^https?:|^[/~.]|secret:")
 #: An identifier or attribute chain (``process.env.DB_PASSWORD``), not a value.
-_IDENTIFIER = re.compile(r"^[A-Za-z_$][\w$]*(?:[.:][A-Za-z_$][\w$]*)*(?:\(\))?$")
+_IDENTIFIER = LazyRegex(r"^[A-Za-z_$][\w$]*(?:[.:][A-Za-z_$][\w$]*)*(?:\(\))?$")
 
 
 def _random_value(value: str) -> bool:
@@ -551,7 +660,7 @@ def _random_value(value: str) -> bool:
     return _entropy(value) >= 3.3
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SecretPattern:
     """One named family of secrets.
 
@@ -565,7 +674,7 @@ class SecretPattern:
     """
 
     kind: str
-    regex: re.Pattern
+    regex: LazyRegex
     hints: tuple[str, ...] = ()
     check: Callable[[str], bool] | None = None
     names: tuple[str, ...] = ()
@@ -574,7 +683,7 @@ class SecretPattern:
 
 def _sp(kind: str, pattern: str, hints: tuple[str, ...] = (), check=None, *, names: tuple[str, ...] = (),
         before: str | None = None) -> SecretPattern:
-    return SecretPattern(kind, re.compile(pattern), hints, check, names, before)
+    return SecretPattern(kind, LazyRegex(pattern), hints, check, names, before)
 
 
 #: How a value is assigned to a name in env, JSON and YAML shapes: the rest
@@ -612,12 +721,12 @@ SECRET_PATTERNS: tuple[SecretPattern, ...] = (
 #: one per spelling): what must come right before the anchor, or the words
 #: the text must continue with at the anchor.
 _NAME_FORMS: dict[str, tuple[re.Pattern | None, tuple[str, ...]]] = {
-    "key": (re.compile(r"(?:api|access|auth|private)[_-]?$"), ()),  # api_key, apikey, access-key, …
+    "key": (LazyRegex(r"(?:api|access|auth|private)[_-]?$"), ()),  # api_key, apikey, access-key, …
     "pass": (None, ("password", "passwd", "passphrase")),
 }
 #: An AWS secret key is 40 base64 characters; next to an access key id it
 #: needs no name to be recognised.
-_AWS_SECRET_NEAR = re.compile(r"(?<![A-Za-z0-9/+])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")
+_AWS_SECRET_NEAR = LazyRegex(r"(?<![A-Za-z0-9/+])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")
 _AWS_NEAR_CHARS = 300
 #: Characters after a name's key word that a cut-short value is looked for in.
 _NAME_AFTER = 300
@@ -694,7 +803,7 @@ def _mask_one(value: str, kind: str) -> str:
 #: A key cut short by an adapter's length limit (text ending in "…") is
 #: too short for its pattern but still most of a secret: a known prefix with
 #: a few key characters right before the cut is masked too.
-_CUT_KEY = re.compile(r"(?<![\w-])(?P<p>AKIA|ASIA|gh[pousr]_|github_pat_|glpat-|sk-ant-|sk-|xai-|AIza|xox[abprs]-|"
+_CUT_KEY = LazyRegex(r"(?<![\w-])(?P<p>AKIA|ASIA|gh[pousr]_|github_pat_|glpat-|sk-ant-|sk-|xai-|AIza|xox[abprs]-|"
                       r"[rs]k_live_|npm_|pypi-|hf_|ogn_|eyJ)[\w.+/=-]{4,}…$")
 _CUT_KINDS = {"AKIA": "aws-access-key", "ASIA": "aws-access-key", "github_pat_": "github", "glpat-": "gitlab",
               "sk-ant-": "anthropic", "sk-": "openai", "xai-": "xai", "AIza": "google", "npm_": "npm",
@@ -702,7 +811,7 @@ _CUT_KINDS = {"AKIA": "aws-access-key", "ASIA": "aws-access-key", "github_pat_":
 
 
 #: The same for a named value cut short (``password = "Xk9#m…``).
-_CUT_NAMED = re.compile(r"(?i)(?<!\[)(?:passw(?:or)?d|pwd|passphrase|secret|token|api[_-]?key|apikey|access[_-]?key|"
+_CUT_NAMED = LazyRegex(r"(?i)(?<!\[)(?:passw(?:or)?d|pwd|passphrase|secret|token|api[_-]?key|apikey|access[_-]?key|"
                         r"auth[_-]?key|private[_-]?key|credential)s?[\w-]{0,20}(?:\\?[\"'])?\s*(?::|=>?)\s*"
                         r"(?:\\?[\"'])?(?P<v>[^\s\"'`,;<>(){}\[\]\\…]{4,})…$")
 
@@ -740,7 +849,7 @@ def mask_secrets(text: str) -> str:
 
 #: Text that addresses the model reading it rather than reporting something:
 #: chat role tags, requests to drop earlier instructions, tool-call markup.
-INSTRUCTION_PATTERNS = tuple(re.compile(p) for p in (
+INSTRUCTION_PATTERNS = tuple(LazyRegex(p) for p in (
     r"<\|(?:im_start|im_end|system|user|assistant|endoftext|start_header_id|eot_id)\|>",
     r"(?i)</?(?:system|system[-_]prompt|system[-_]reminder|assistant|user|human|instructions?)>",
     r"\[/?INST\]|<</?SYS>>",
@@ -1119,7 +1228,7 @@ def tighten_store(home: Path) -> int:
     return count
 
 
-@dataclass
+@record
 class Store:
     """An open ORIGIN_HOME: the directory and one SQLite connection.
 
@@ -1129,7 +1238,7 @@ class Store:
 
     home: Path
     conn: sqlite3.Connection
-    _reader: sqlite3.Connection | None = field(default=None, repr=False)
+    _reader: sqlite3.Connection | None = None
     tightened: int = 0
 
     @property
@@ -1355,9 +1464,9 @@ _KEY_PREFIX = "fpkey:"
 _OWN_KEY = "fpkey_own"
 _STORE_ID = "store_id"
 _LOG_DONE = "tombstone_log_bytes"
-_KEY_ID = re.compile(r"[A-Za-z0-9_-]{1,32}\Z")
-_TOMB_UID = re.compile(r"tmb_[0-9a-f]{8,64}\Z")
-_FP_HEX = re.compile(r"[0-9a-f]{8,64}\Z")
+_KEY_ID = LazyRegex(r"[A-Za-z0-9_-]{1,32}\Z")
+_TOMB_UID = LazyRegex(r"tmb_[0-9a-f]{8,64}\Z")
+_FP_HEX = LazyRegex(r"[0-9a-f]{8,64}\Z")
 #: Kinds of tombstone target.
 TOMBSTONE_KINDS = ("entry", "event", "session")
 
@@ -1681,7 +1790,7 @@ def tombstone_record(conn: sqlite3.Connection, t: sqlite3.Row) -> dict:
     }
 
 
-_MARKUP = re.compile(r"</?[A-Za-z][\w:-]*(?:\s[^<>]*)?>")
+_MARKUP = LazyRegex(r"</?[A-Za-z][\w:-]*(?:\s[^<>]*)?>")
 
 
 def _title_kept(conn: sqlite3.Connection, source: str, sid: str, title: str | None, rank: int) -> bool:
@@ -1876,6 +1985,29 @@ def _index_layout(conn: sqlite3.Connection) -> int | None:
     return row[0] if row else 1
 
 
+def _index_sound(home: Path, part: str) -> bool:
+    """True when an index part exists, belongs to this store and has its slices.
+
+    Read-only and cheap; anything unexpected counts as not sound, so
+    ``_open_index`` looks at the part (and reports a damaged one).
+    """
+    path = _index_path(home, part)
+    try:
+        if not path.stat().st_size:
+            return False
+        conn = sqlite3.connect(_uri(path, mode="ro"), uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
+        try:
+            conn.execute("ATTACH DATABASE ? AS src", (_uri(home / DB_NAME, mode="ro"),))
+            sid = conn.execute("SELECT value FROM src.setting WHERE key = ?", (_STORE_ID,)).fetchone()
+            owner = conn.execute("SELECT store FROM owner").fetchall()
+            return (sid is not None and owner == [(sid[0],)]
+                    and _index_layout(conn) == INDEX_SLICES.get(part, (0, 1))[1])
+        finally:
+            conn.close()
+    except (OSError, sqlite3.Error):
+        return False
+
+
 def index_slice_sql(part: str, e: str = "e") -> str:
     """Return the SQL condition (with a leading AND) that picks the events of
     the slice a part holds, or "" for a part that holds all of its kinds."""
@@ -1886,8 +2018,14 @@ def index_slice_sql(part: str, e: str = "e") -> str:
 
 
 def _open_reader(home: Path) -> sqlite3.Connection:
-    """Open the store read-only with every part of the event index attached."""
-    for part in EVENT_INDEXES:
+    """Open the store read-only with every part of the event index attached.
+
+    A part that is missing, belongs to another store or was built for other
+    slices is put right by ``_open_index`` first; a store whose parts are
+    sound (every CLI call after the first) opens no writer at all.
+    """
+    unsound = [part for part in EVENT_INDEXES if not _index_sound(home, part)]
+    for part in unsound:
         _open_index(home, part).close()  # creates a missing part, empties one of another store
     try:
         conn = sqlite3.connect(_uri(home / DB_NAME), uri=True, timeout=BUSY_TIMEOUT_MS / 1000,
@@ -2420,7 +2558,7 @@ def restore(src: Path, home: Path) -> dict:
 # Invariant 3 (mirrors only grow; a rewritten source opens a new generation).
 
 
-@dataclass
+@record
 class FileResult:
     """What one file's ingest did."""
 
@@ -2433,13 +2571,13 @@ class FileResult:
     retry: bool = False
 
 
-@dataclass
+@record
 class SyncReport:
     """What one sync run did, per source."""
 
-    sources: dict = field(default_factory=dict)
-    looked_in: dict = field(default_factory=dict)
-    problems: list = field(default_factory=list)
+    sources: dict = Fresh(dict)
+    looked_in: dict = Fresh(dict)
+    problems: list = Fresh(list)
 
     def source(self, name: str) -> dict:
         """Return the counters of one source, starting them at zero."""
@@ -2563,16 +2701,17 @@ def _open_mirror(store: Store, row: sqlite3.Row):
 #: their own way (``mcp__origin__remember`` in Claude Code and Codex,
 #: ``origin__remember``, ``mcp_origin_remember``, ``origin.remember`` …).
 #: The tool call's text starts with that name.
-_ORIGIN_CALL = re.compile(
-    r"(?:mcp[_:.\-]*)?origin[_:.\-/]+(?:search|timeline|get|sources|remember|correct|forget)(?:\s|$)", re.I)
+_ORIGIN_CALL = LazyRegex(
+    r"(?:mcp[_:.\-]*)?origin[_:.\-/]+(?:search|timeline|get|sources|remember|correct|forget)(?:\s|$)", 2)  # 2: re.I
 #: A result of one of Origin's own tools: the compact JSON its MCP server
 #: writes, opening with its "quoted" marker and one of the keys it answers
 #: with (the CLI's --json output is indented, so a shell running
 #: `origin … --json` is not taken for one).
-_ORIGIN_RESULT = re.compile(
+_ORIGIN_RESULT = LazyRegex(
     r'\s*\{(?:"quoted":"[^"]{0,200}",)?"(?:entry|items|entries|events|done|id|session|since|sessions|note)":')
-_ENTRY_REF = re.compile(r"ent_[0-9a-f]{16,32}")
-_EVENT_REF = re.compile("(?:" + "|".join(re.escape(n) for n in ADAPTERS) + r"):[^\s\"'\\,\[\]{}()<>]+")
+_ENTRY_REF = LazyRegex(r"ent_[0-9a-f]{16,32}")
+_EVENT_REF = LazyRegex(lambda: "(?:" + "|".join(re.escape(n) for n in adapters.ADAPTERS)
+                       + r"):[^\s\"'\\,\[\]{}()<>]+")
 
 
 def is_origin_echo(kind: str, text: str) -> bool:
@@ -2702,21 +2841,21 @@ class _EventWriter:
         self.infos: dict[str, dict] = {}
 
     def record(self, rec: Record, lineno: int, offset: int) -> None:
-        if not isinstance(rec, Record) or not rec.id or not rec.session or rec.kind not in adapters.KINDS:
-            raise ParseError("adapter produced an incomplete record")
-        cwd = clean_text(rec.cwd) if rec.cwd else None
+        if not isinstance(rec, adapters.Record) or not rec.id or not rec.session or rec.kind not in adapters.KINDS:
+            raise adapters.ParseError("adapter produced an incomplete record")
+        cwd = adapters.clean_text(rec.cwd) if rec.cwd else None
         # Invariant 1 (provenance): every event keeps its mirror line and byte
         # offset; Invariant 3 (append-only): INSERT OR IGNORE never rewrites one.
         self.rows.append((
-            f"{self.source}:{clean_text(rec.id)}", self.source, clean_text(rec.session), rec.ts,
+            f"{self.source}:{adapters.clean_text(rec.id)}", self.source, adapters.clean_text(rec.session), rec.ts,
             1 if rec.ts_approx else 0, adapters.last_segment(cwd), cwd,
-            clean_text(rec.branch) if rec.branch else None, clean_text(rec.model) if rec.model else None,
+            adapters.clean_text(rec.branch) if rec.branch else None, adapters.clean_text(rec.model) if rec.model else None,
             # Secrets are masked before the text is stored, so they never
             # reach the index or a reader; Invariant 3 (append-only): the
             # mirror keeps the line as the agent wrote it.
             # A NUL would end the text for the index and LIKE (C strings): it
             # is stored as a space, so the words after it stay searchable.
-            rec.role or "", rec.kind, mask_secrets(clean_text(rec.text or "").replace("\x00", " ")),
+            rec.role or "", rec.kind, mask_secrets(adapters.clean_text(rec.text or "").replace("\x00", " ")),
             1 if rec.indexed and rec.text else 0,
             self.raw_file_id, rec.line or lineno, rec.offset if rec.offset is not None else offset,
             max(1, rec.span),
@@ -2727,25 +2866,25 @@ class _EventWriter:
 
     def add(self, item, lineno: int, offset: int) -> None:
         """Take one item an adapter produced for the line at lineno/offset."""
-        if isinstance(item, SessionInfo):
+        if isinstance(item, adapters.SessionInfo):
             self.info(item)
         else:
             self.record(item, lineno, offset)
 
     def info(self, si: SessionInfo) -> None:
-        if not isinstance(si, SessionInfo) or not si.session:
-            raise ParseError("adapter produced an incomplete session record")
-        d = self.infos.setdefault(clean_text(si.session), {})
+        if not isinstance(si, adapters.SessionInfo) or not si.session:
+            raise adapters.ParseError("adapter produced an incomplete session record")
+        d = self.infos.setdefault(adapters.clean_text(si.session), {})
         # A rank-0 title is the first prompt: the session table derives that
         # from visible events itself, so a forgotten prompt never lingers.
         if si.title and si.title_rank > 0:
             rank = si.title_rank
             if d.get("title") is None or rank >= d.get("title_rank", -1):
-                d["title"], d["title_rank"] = mask_secrets(clean_text(si.title.strip()[:300])), rank
+                d["title"], d["title_rank"] = mask_secrets(adapters.clean_text(si.title.strip()[:300])), rank
         for k in ("cwd", "branch", "model", "agent_version", "parent"):
             v = getattr(si, k)
             if v:
-                d[k] = clean_text(str(v))
+                d[k] = adapters.clean_text(str(v))
 
     def flush(self) -> None:
         if not self.rows:
@@ -2770,7 +2909,7 @@ def _parse_lines(adapter, sf: SourceFile, emit: Callable[[Any, int, int], None],
     Never raises: a line the adapter cannot read, or any adapter failure, is
     recorded in errors with its line number, and parsing goes on.
     """
-    ctx = Context(file=sf, state=state, mtime_ms=mtime_ms)
+    ctx = adapters.Context(file=sf, state=state, mtime_ms=mtime_ms)
     lineno, offset = first_line, first_offset
     for raw in data.split(b"\n")[:-1]:
         lineno += 1
@@ -2781,14 +2920,14 @@ def _parse_lines(adapter, sf: SourceFile, emit: Callable[[Any, int, int], None],
         try:
             for item in adapter.parse(raw.decode("utf-8", "replace"), ctx):
                 emit(item, lineno, ctx.offset)
-        except ParseError as e:
+        except adapters.ParseError as e:
             errors.append((lineno, str(e)[:300]))
         except Exception as e:  # an adapter bug must not stop ingest: count it
             errors.append((lineno, f"adapter failed: {type(e).__name__}: {str(e)[:200]}"))
     return lineno - first_line
 
 
-@dataclass
+@record
 class _Prepared:
     """A file's pending lines, read and parsed ahead of its transaction."""
 
@@ -3060,7 +3199,7 @@ def _ingest_log(store: Store, adapter, sf: SourceFile, row: sqlite3.Row, sig: st
                     for item, ln, off in prepared.items:
                         try:
                             writer.add(item, ln, off)
-                        except ParseError as e:
+                        except adapters.ParseError as e:
                             errors.append((ln, str(e)[:300]))
                     errors.extend(prepared.errors)
                     state = prepared.state
@@ -3080,7 +3219,7 @@ def _ingest_log(store: Store, adapter, sf: SourceFile, row: sqlite3.Row, sig: st
                                           f"{blocks.error}"[:300]))
             # Only complete lines are taken; a torn last line waits (Invariant 1).
         if flush and hasattr(adapter, "flush"):
-            ctx = Context(file=sf, state=state, lineno=lines, offset=cursor + appended, mtime_ms=mtime)
+            ctx = adapters.Context(file=sf, state=state, lineno=lines, offset=cursor + appended, mtime_ms=mtime)
             try:
                 for item in adapter.flush(ctx):
                     writer.add(item, lines, cursor + appended)
@@ -3164,7 +3303,7 @@ def _ingest_export(store: Store, adapter, sf: SourceFile, row: sqlite3.Row, sig:
         size = 0
         for key, digest, line in adapter.export(sf, known, now_ms()):
             # One row is one line: a stray newline would split it in two.
-            data = clean_text(line).replace("\n", " ").encode("utf-8") + b"\n"
+            data = adapters.clean_text(line).replace("\n", " ").encode("utf-8") + b"\n"
             chunk.append(data)
             updates.append((row["id"], key, digest))
             size += len(data)
@@ -3189,7 +3328,7 @@ def discover_all(env: dict | None = None, home: Path | None = None, sources: Ite
     """
     env = dict(os.environ if env is None else env)
     home = Path(env.get("HOME") or Path.home()) if home is None else home
-    for name, adapter in ADAPTERS.items():
+    for name, adapter in adapters.ADAPTERS.items():
         if sources and name not in sources:
             continue
         files, unreadable = adapters.discover_guarded(adapter, env, home)
@@ -3203,7 +3342,7 @@ def looked_in(env: dict | None = None, home: Path | None = None) -> dict:
     """Return, per agent, the directories discovery looks in."""
     env = dict(os.environ if env is None else env)
     home = Path(env.get("HOME") or Path.home()) if home is None else home
-    return {name: [str(p) for p in a.roots(env, home)] for name, a in ADAPTERS.items()}
+    return {name: [str(p) for p in a.roots(env, home)] for name, a in adapters.ADAPTERS.items()}
 
 
 def sync(store: Store, *, env: dict | None = None, home: Path | None = None, sources: Iterable[str] | None = None,
@@ -3279,7 +3418,7 @@ def sync(store: Store, *, env: dict | None = None, home: Path | None = None, sou
         for err in writers.close():
             report.problems.append({"source": "index", "path": str(store.home / INDEX_DIR), "error": err})
     if changed_since is None:
-        _record_sync_run(store, src or set(ADAPTERS), report)
+        _record_sync_run(store, src or set(adapters.ADAPTERS), report)
     if todo:
         # Copy what this sync wrote into the database now, without waiting
         # for readers (PASSIVE): the next write can then restart the WAL and
@@ -3319,6 +3458,8 @@ def _record_sync_run(store: Store, sources: Iterable[str], report: SyncReport) -
 def _ingest_todo(store: Store, todo: list, report: SyncReport, progress, writers: IndexWriters | None) -> None:
     """Ingest the files sync picked, in groups, parsing the next one ahead."""
     done = done_bytes = 0
+    from concurrent.futures import ThreadPoolExecutor
+
     with ThreadPoolExecutor(max_workers=1) as parse_pool, ThreadPoolExecutor(max_workers=1) as sync_pool:
         durable = _Durable(sync_pool)
         futures = [None] * len(todo)
@@ -3443,7 +3584,7 @@ def _source_shape(s: Any) -> tuple[str | None, str | None]:
     if quote is not None:
         if not isinstance(quote, str):
             raise UsageError("a source's quote must be a string")
-        quote = clean_text(quote.strip())
+        quote = adapters.clean_text(quote.strip())
         if len(quote) > MAX_QUOTE:
             raise UsageError(f"a quote is at most {MAX_QUOTE} characters; cite a shorter exact passage")
         if len(squash(quote)) < MIN_QUOTE:
@@ -3523,7 +3664,7 @@ def _check_entry_fields(kind: str, text: str, confidence: Any, valid_from: Any, 
     vt = _validity(valid_to, "valid_to")
     if vf and vt and _instant(vf) > _instant(vt):
         raise UsageError("valid_from must not be after valid_to")
-    return clean_text(text.strip()), float(confidence), vf, vt
+    return adapters.clean_text(text.strip()), float(confidence), vf, vt
 
 
 def _check_name(value: Any, what: str, *, required: bool) -> str | None:
@@ -3534,7 +3675,7 @@ def _check_name(value: Any, what: str, *, required: bool) -> str | None:
         raise UsageError(f"{what} is a non-empty string")
     if len(value) > MAX_NAME:
         raise UsageError(f"{what} is at most {MAX_NAME} characters")
-    return clean_text(value.strip())
+    return adapters.clean_text(value.strip())
 
 
 def _validity(value: Any, name: str) -> str | None:
@@ -3825,7 +3966,7 @@ def list_entries(store: Store, *, kind: str | None = None, project: str | Iterab
 # tombstones between stores.  Upholds: Invariant 2.
 
 
-_JSON_ESCAPES = re.compile(r"\\[nrtbf\"\\/]")
+_JSON_ESCAPES = LazyRegex(r"\\[nrtbf\"\\/]")
 _VISIBLE = _SQL_VISIBLE.format(e="e")
 _ECHO_KINDS = ("tool_call", "tool_result")
 _TEXT_KINDS = ("message", "tool_call", "tool_result")
@@ -4004,7 +4145,7 @@ def _forget_reason(reason: Any) -> str | None:
         raise UsageError("reason is a string")
     if reason is not None and len(reason) > MAX_REASON:
         raise UsageError(f"a reason is at most {MAX_REASON} characters")
-    return clean_text(reason.strip()) if reason and reason.strip() else None
+    return adapters.clean_text(reason.strip()) if reason and reason.strip() else None
 
 
 def _commit_tombstones(store: Store, records: list[dict]) -> list[int]:
@@ -4232,14 +4373,14 @@ def _scan_mirror(store: Store, m: dict, files: dict, excluded: set[str], needles
     exists), so a copy under the same id in another generation or file is
     found even when no single line holds the whole text (joined chunks).
     """
-    adapter = ADAPTERS.get(m["source"])
-    sf = files.get((m["source"], m["path"])) or SourceFile(m["path"], m["rel"], compressed=m["compression"],
+    adapter = adapters.ADAPTERS.get(m["source"])
+    sf = files.get((m["source"], m["path"])) or adapters.SourceFile(m["path"], m["rel"], compressed=m["compression"],
                                                            kind=m["kind"])
     by_id: set[int] = set()
     by_text: set[int] = set()
 
     def emit(item, lineno: int, _offset: int) -> None:
-        if isinstance(item, Record) and item.id and f"{m['source']}:{clean_text(item.id)}" in excluded:
+        if isinstance(item, adapters.Record) and item.id and f"{m['source']}:{adapters.clean_text(item.id)}" in excluded:
             first = item.line or lineno
             by_id.update(range(first, first + max(1, item.span)))
 
@@ -4260,7 +4401,7 @@ def _scan_mirror(store: Store, m: dict, files: dict, excluded: set[str], needles
             offset += len(complete)
     if adapter is not None and hasattr(adapter, "flush"):
         try:
-            for item in adapter.flush(Context(file=sf, state=state, lineno=lineno, offset=offset)):
+            for item in adapter.flush(adapters.Context(file=sf, state=state, lineno=lineno, offset=offset)):
                 emit(item, lineno, offset)
         except Exception:  # a mirror that ends mid-record: what it emitted is enough
             pass
@@ -4503,7 +4644,7 @@ def _check_offset(offset: Any) -> int:
     return offset
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Query:
     """A parsed search query: words and quoted phrases, all of which must match.
 
@@ -4560,7 +4701,7 @@ def parse_query(query: Any) -> Query:
     return Query(tuple(dict.fromkeys(terms)))
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ProjectMatch:
     """The projects a --project value names: names, and cwds for a path."""
 
@@ -4629,8 +4770,8 @@ def _project_sql(alias: str, match: ProjectMatch, *, events: bool) -> tuple[str,
 def _check_source(source: Any) -> str | None:
     if source is None or source == "":
         return None
-    if not isinstance(source, str) or source not in ADAPTERS:
-        raise UsageError(f"source {source!r} is not an agent Origin knows: use one of {', '.join(sorted(ADAPTERS))}")
+    if not isinstance(source, str) or source not in adapters.ADAPTERS:
+        raise UsageError(f"source {source!r} is not an agent Origin knows: use one of {', '.join(sorted(adapters.ADAPTERS))}")
     return source
 
 
@@ -5346,7 +5487,7 @@ def _schema(properties: dict, required: tuple[str, ...] = ()) -> dict:
 _KIND_ARG = {"type": "string", "enum": list(ENTRY_KINDS),
              "description": "memory: what happened; knowledge: a stable fact; cognition: the user's "
                             "preferences and ways."}
-_SOURCE_ARG = {"type": "string", "enum": sorted(ADAPTERS)}
+_SOURCE_ARG = {"type": "string", "enum": sorted(adapters.ADAPTERS)}
 _PROJECT_ARG = _text_arg("Name (any case) or the end of its folder path.", MAX_NAME)
 #: From `next`, as the tools' descriptions say; the core refuses one past MAX_OFFSET.
 _OFFSET_ARG = {"type": "integer", "minimum": 0}
@@ -5567,7 +5708,7 @@ def mcp_forget(store: Store, args: dict, author: str) -> dict:
     return {"done": False, **preview_forget(store, args["id"], same_text=same)}
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class McpTool:
     """One MCP tool: its public description and schema, and how it runs."""
 
@@ -5947,7 +6088,7 @@ class AgentConfigError(OriginError):
     exit_code = 7
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class AgentTarget:
     """Where and how one agent reads its MCP servers.
 
@@ -6154,8 +6295,8 @@ def _plan_json(target: AgentTarget, text: str, data: dict, path: Path, command: 
     return json.dumps(data, indent=_json_indent(text), ensure_ascii=False) + "\n"
 
 
-_TOML_HEADER = re.compile(r"^[ \t]*\[\[?(?P<key>[^\[\]#\n]+)\]\]?[ \t]*(#.*)?$")
-_TOML_KEY_PART = re.compile(
+_TOML_HEADER = LazyRegex(r"^[ \t]*\[\[?(?P<key>[^\[\]#\n]+)\]\]?[ \t]*(#.*)?$")
+_TOML_KEY_PART = LazyRegex(
     r"[ \t]*(?:(?P<bare>[A-Za-z0-9_-]+)|\"(?P<basic>(?:[^\"\\]|\\.)*)\"|'(?P<lit>[^']*)')[ \t]*")
 
 
@@ -7181,27 +7322,51 @@ def add_mcp_commands(sub, command, add_json) -> None:
     add_json(sp)
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse that keeps each command's docstring layout in --help.
+#: Set by main() when the command line asks for JSON (usage errors then too).
+_JSON_ERRORS = {"on": False}
 
-    Abbreviated long options are refused, so a script cannot silently bind
-    to the wrong flag; with --json on the command line, a usage error is
-    printed as JSON like every other error.
+
+def _parser_class() -> type:
+    """Return the CLI's argparse parser class, made at its first use.
+
+    It keeps each command's docstring layout in --help.  Abbreviated long
+    options are refused, so a script cannot silently bind to the wrong flag;
+    with --json on the command line, a usage error is printed as JSON like
+    every other error.  (Made here, not at import, so that `origin
+    --version` does not import argparse.)
+    """
+    made = _PARSER_CLASS.get("cls")
+    if made is not None:
+        return made
+
+    class Parser(argparse.ArgumentParser):
+        def __init__(self, *a, **kw):
+            kw.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+            kw.setdefault("allow_abbrev", False)
+            super().__init__(*a, **kw)
+
+        def error(self, message: str):
+            if _JSON_ERRORS["on"]:
+                _print_error(f"{message}; see `{self.prog} --help`", 2, as_json=True)
+                self.exit(2)
+            super().error(message)
+
+    _PARSER_CLASS["cls"] = Parser
+    return Parser
+
+
+_PARSER_CLASS: dict[str, type] = {}
+
+
+class _Unbuilt:
+    """Takes the options of a command the command line does not run.
+
+    build_parser builds only the parser of the command being run; the
+    options of the others are dropped unseen.
     """
 
-    #: Set by main() when the command line asks for JSON.
-    json_errors = False
-
-    def __init__(self, *a, **kw):
-        kw.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
-        kw.setdefault("allow_abbrev", False)
-        super().__init__(*a, **kw)
-
-    def error(self, message: str):
-        if _Parser.json_errors:
-            _print_error(f"{message}; see `{self.prog} --help`", 2, as_json=True)
-            self.exit(2)
-        super().error(message)
+    def __getattr__(self, _name: str):
+        return lambda *a, **kw: self
 
 
 def _print_error(message: str, code: int, *, as_json: bool) -> None:
@@ -7253,14 +7418,24 @@ def _confidence(value: str) -> float:
     return c
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """Return the argument parser of the `origin` command."""
-    p = _Parser(prog="origin", description=_help_text(__doc__.split("\n\n")[1]) if __doc__ else None,
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """Return the argument parser of the `origin` command.
+
+    With argv, only the parser of the command it runs is built; without
+    one, or for a name that is no command, every command is (for --help, and
+    for the list of commands a mistyped name is answered with).
+    """
+    run = next((a for a in argv if not a.startswith("-")), None) if argv is not None else None
+    built: list[str] = []
+    p = _parser_class()(prog="origin", description=_help_text(__doc__.split("\n\n")[1]) if __doc__ else None,
                 epilog="Data lives in $ORIGIN_HOME (default ~/.origin).  Run `origin <command> --help` for details.")
     p.add_argument("--version", action="version", version=f"origin {__version__}")
     sub = p.add_subparsers(dest="command", metavar="<command>")
 
     def command(name, func, help_):
+        if run is not None and name != run:
+            return _Unbuilt()
+        built.append(name)
         doc = func.__doc__ or ""
         sp = sub.add_parser(name, help=help_, description=_help_text(doc))
         sp.set_defaults(func=func)
@@ -7276,14 +7451,14 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"skip this many first (the next page; at most {MAX_OFFSET})")
 
     def add_filters(sp):
-        sp.add_argument("--source", choices=sorted(ADAPTERS), help="only this agent")
+        sp.add_argument("--source", choices=SOURCES, help="only this agent")
         sp.add_argument("--project", help="only this project: its name in any case, or the end of its folder path")
         sp.add_argument("--since", help="from this time: ISO date/time or an age such as 7d, 24h")
         sp.add_argument("--until", help="up to this time: ISO date/time or an age")
         sp.add_argument("--all", action="store_true", help="include tool calls and results")
 
     sp = command("sync", cmd_sync, "archive new agent log lines")
-    sp.add_argument("--source", action="append", choices=sorted(ADAPTERS), help="only this agent (repeatable)")
+    sp.add_argument("--source", action="append", choices=SOURCES, help="only this agent (repeatable)")
     add_json(sp)
 
     sp = command("status", cmd_status, "what the store holds")
@@ -7394,22 +7569,27 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("src", help="a folder written by `origin backup`")
     add_json(sp)
     add_mcp_commands(sub, command, add_json)
+    if run is not None and not built:
+        return build_parser()
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the `origin` command; return its exit code."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    _Parser.json_errors = "--json" in argv or "--nl" in argv
+    if argv == ["--version"]:  # answered before anything else is loaded
+        sys.stdout.write(f"origin {__version__}\n")
+        return 0
+    _JSON_ERRORS["on"] = "--json" in argv or "--nl" in argv
     # Bytes that are not UTF-8 reach Python as lone surrogates, which no
     # output and no SQLite string can hold: refuse the argument, showing them.
     bad = next((a for a in argv if isinstance(a, str) and LONE_SURROGATE.search(a)), None)
     if bad is not None:
         shown = bad.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
         _print_error(f"the argument '{shown}' is not valid UTF-8 text (the bytes shown as \\x..); "
-                     "type it again in UTF-8", 2, as_json=_Parser.json_errors)
+                     "type it again in UTF-8", 2, as_json=_JSON_ERRORS["on"])
         return 2
-    parser = build_parser()
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()

@@ -390,6 +390,50 @@ def bench_search(store: origin.Store, reps: int = 15) -> tuple[list[tuple[str, f
     return out, selective
 
 
+def origin_command() -> tuple[list[str], str]:
+    """Return how a user starts `origin` here, and a label for it.
+
+    The console script next to this Python when Origin is installed (as
+    ``make bench`` does), else the same two lines the script runs.
+    """
+    script = Path(sys.executable).parent / "origin"
+    if script.is_file():
+        return [str(script)], "the installed `origin` script"
+    return [sys.executable, "-c", "import sys; from origin import main; sys.exit(main())"], "`from origin import main`"
+
+
+def startup_times(home: Path, query: str, reps: int = 21) -> dict[str, float]:
+    """Return whole-process median ms of a bare interpreter, `origin --version`
+    and a selective `origin search`, taken in turns so load hits all alike.
+
+    Bytecode is written first (as for any installed program), so no run pays
+    for compiling origin.py.
+    """
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env.update(ORIGIN_HOME=str(home), PYTHONPATH=str(ROOT))
+    cmd, _ = origin_command()
+    runs = {"bare": [sys.executable, "-c", "pass"], "version": cmd + ["--version"],
+            "search": cmd + ["search", query, "--limit", "5"]}
+    times: dict[str, list[float]] = {k: [] for k in runs}
+    for argv in runs.values():  # warm up: bytecode, page cache
+        subprocess.run(argv, env=env, capture_output=True, check=True)
+    for _ in range(reps):
+        for name, argv in runs.items():
+            t = time.perf_counter()
+            subprocess.run(argv, env=env, capture_output=True, check=True)
+            times[name].append((time.perf_counter() - t) * 1000)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def startup_rows(times: dict[str, float]) -> list[tuple[str, str]]:
+    bare = times["bare"]
+    _, how = origin_command()
+    return [("CLI start-up (whole process, median)",
+             f"bare `python -c pass` {bare:.0f} ms; `origin --version` {times['version']:.0f} ms = "
+             f"{times['version'] / bare:.2f} x; selective `origin search` {times['search']:.0f} ms = "
+             f"{times['search'] / bare:.2f} x (run as {how})")]
+
+
 def timed_sync(home: Path, env: dict) -> float:
     """Open the store, sync in this process, close; return milliseconds."""
     t = time.perf_counter()
@@ -539,6 +583,9 @@ def main() -> None:
         if os.environ.get("BENCH_ONLY") == "ingest":
             table([("machine", machine_row())] + ingest_rows)
             return
+        if os.environ.get("BENCH_ONLY") == "startup":
+            table([("machine", machine_row())] + startup_rows(startup_times(home, query_set()[0][1])))
+            return
         nfiles = sum(v["files"] for v in sizes.values())
         noop = bench_noop(home, env)
         append_one = bench_append_one(home, env)
@@ -568,6 +615,7 @@ def main() -> None:
             origin.timeline(s, since=origin.parse_when("2026-09-01"), until=origin.parse_when("2026-09-08"))
             tl_ms = (time.perf_counter() - t) * 1000
         mcp = bench_mcp(home, user, n=100, query=query_set()[3][1])
+        startup = startup_times(home, query_set()[0][1])
         rows = [("machine", machine_row())]
         rows += ingest_rows
         rows += [
@@ -599,6 +647,7 @@ def main() -> None:
             rows.append((f"search: {name}", f"p50 {p50:.1f} ms, p95 {p95:.1f} ms ({n} hits)"))
         rows.append(("search p95 over the selective set", f"{pct(selective, 95):.1f} ms"))
         rows.append(("common term's share of messages", f"{share:.0%}"))
+        rows += startup_rows(startup)
         table(rows)
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -34,6 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
+import adapters  # noqa: E402
 import origin  # noqa: E402
 import corpus  # noqa: E402
 from bench_mcp import bench_mcp  # noqa: E402
@@ -334,7 +335,7 @@ def fixture_shares() -> dict[str, tuple[float, float]]:
 
 
 def shares_row(shares: dict[str, tuple[float, float]]) -> str:
-    return ", ".join(f"{origin.ADAPTERS[k].display} {t:.0%} text, {u:.0%} of it tools"
+    return ", ".join(f"{adapters.ADAPTERS[k].display} {t:.0%} text, {u:.0%} of it tools"
                      for k, (t, u) in sorted(shares.items()))
 
 
@@ -528,7 +529,7 @@ def corpus_rows(sizes: dict, report: dict, times: dict, events: int, wall: float
     files = sum(v["files"] for v in sizes.values())
     parts = []
     for source, v in sizes.items():
-        part = f"{origin.ADAPTERS[source].display} {v['raw'] / 1e6:.0f} MB"
+        part = f"{adapters.ADAPTERS[source].display} {v['raw'] / 1e6:.0f} MB"
         if v["zst_raw"]:
             part += f" ({v['zst_raw'] / 1e6:.0f} MB of it .zst, {v['zst_disk'] / 1e6:.0f} MB on disk)"
         parts.append(part)
@@ -538,7 +539,7 @@ def corpus_rows(sizes: dict, report: dict, times: dict, events: int, wall: float
         n = report["sources"].get(source, {}).get("events_added", 0)
         secs = times.get(source)
         rate = f"{v['raw'] / 1e6 / secs:.1f} MB/s, {n / secs:,.0f} events/s ({secs:.1f} s)" if secs else "not synced"
-        rows.append((f"ingest: {origin.ADAPTERS[source].display}",
+        rows.append((f"ingest: {adapters.ADAPTERS[source].display}",
                      f"{v['raw'] / 1e6:.0f} MB raw, {v['files']} files, {n} events: {rate}"))
     return rows
 
@@ -619,7 +620,7 @@ def main() -> None:
         rows = [("machine", machine_row())]
         rows += ingest_rows
         rows += [
-            ("parse errors / unknown records", ", ".join(f"{origin.ADAPTERS[k].display} {e}/{u}"
+            ("parse errors / unknown records", ", ".join(f"{adapters.ADAPTERS[k].display} {e}/{u}"
                                                          for k, (e, u) in sorted(faults.items()))),
             ("json.loads floor (plain JSONL)", f"{floor:.0f} MB/s"),
             ("secret scanner", f"{scan_s:.2f} s over {scan_chars / 1e6:.0f} M characters of event text = "

@@ -27,6 +27,7 @@ for _p in (str(ROOT), str(HERE)):
     if _p not in sys.path:
         sys.path.insert(0, _p)
 
+import adapters  # noqa: E402
 import origin  # noqa: E402
 from conftest import AGENT_VARS  # noqa: E402
 from corpus import claude_session_lines, write_claude_corpus  # noqa: E402
@@ -221,7 +222,7 @@ def _file_in_progress() -> tuple[str, str]:
     frame = sys._getframe(2)
     while frame is not None:
         sf, adapter = frame.f_locals.get("sf"), frame.f_locals.get("adapter")
-        if isinstance(sf, origin.SourceFile) and getattr(adapter, "name", None):
+        if isinstance(sf, adapters.SourceFile) and getattr(adapter, "name", None):
             return adapter.name, sf.rel
         frame = frame.f_back
     return "?", "?"

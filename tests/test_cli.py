@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+import adapters
 import origin
 from conftest import ROOT, read_line
 
@@ -169,7 +170,7 @@ def test_counts_use_the_right_number(claude_root, cli):
 def test_path_shows_each_agents_folders(cli, user_home):
     code, out = cli("path")
     assert code == 0
-    for name in origin.ADAPTERS:
+    for name in adapters.ADAPTERS:
         assert f"  {name}" in out
     assert str(user_home / ".codex") in out and "index" in out
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+import adapters
 import origin
 from conftest import ROOT, read_line
 from corpus import write_claude_corpus
@@ -216,7 +217,7 @@ def test_zstd_source_is_mirrored_decompressed_across_frames(user_home, origin_ho
             d = adapters.load_json_line(line)
             return [adapters.Record(id=d["id"], session="z", kind="message", role="user", text=d["t"])]
 
-    monkeypatch.setitem(origin.ADAPTERS, "claude-code", Plain())
+    monkeypatch.setitem(adapters.ADAPTERS, "claude-code", Plain())
     (user_home / "z").mkdir()
     lines = [json.dumps({"id": f"r{i}", "t": f"frame text {i}"}) + "\n" for i in range(300)]
     c = zstd.ZstdCompressor()

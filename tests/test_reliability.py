@@ -832,7 +832,7 @@ def storable_problem(item) -> str | None:
         if not isinstance(v, str):
             return True
         try:
-            origin.clean_text(v).encode("utf-8")
+            adapters.clean_text(v).encode("utf-8")
         except Exception:  # noqa: BLE001
             return True
         return False

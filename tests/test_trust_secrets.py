@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 import corpus
+import adapters
 import origin
 from conftest import FIXTURES
 from zcode_made_here import build_zcode_db
@@ -247,14 +248,14 @@ def test_recall_is_complete_for_every_family_in_every_agents_shapes(planted, ori
         assert report.problems == []
         mirrors = {src: b"".join((origin_home / m).read_bytes() for (m,) in s.conn.execute(
             "SELECT mirror FROM raw_file WHERE source = ?", (src,))).decode("utf-8", "replace")
-            for src in origin.ADAPTERS}
+            for src in adapters.ADAPTERS}
         texts = s.conn.execute("SELECT source, kind, text FROM event").fetchall()
         titles = [r[0] or "" for r in s.conn.execute("SELECT title FROM session")]
         masked_kinds = {(r[0], r[1]) for r in texts if "[secret:" in r[2]}
         s.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     # The mirrors keep every byte (Invariant 3): each agent holds keys of every family.
     kinds = {"message", "tool_call", "tool_result"}
-    for src in origin.ADAPTERS:
+    for src in adapters.ADAPTERS:
         raw = mirrors[src]
         held = [v for v in planted if v in raw or json.dumps(v)[1:-1] in raw]
         assert len(held) >= len(FAMILIES), src

@@ -5487,7 +5487,7 @@ def _schema(properties: dict, required: tuple[str, ...] = ()) -> dict:
 _KIND_ARG = {"type": "string", "enum": list(ENTRY_KINDS),
              "description": "memory: what happened; knowledge: a stable fact; cognition: the user's "
                             "preferences and ways."}
-_SOURCE_ARG = {"type": "string", "enum": sorted(adapters.ADAPTERS)}
+_SOURCE_ARG = {"type": "string", "enum": list(SOURCES)}
 _PROJECT_ARG = _text_arg("Name (any case) or the end of its folder path.", MAX_NAME)
 #: From `next`, as the tools' descriptions say; the core refuses one past MAX_OFFSET.
 _OFFSET_ARG = {"type": "integer", "minimum": 0}

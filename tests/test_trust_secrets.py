@@ -268,7 +268,7 @@ def test_recall_is_complete_for_every_family_in_every_agents_shapes(planted, ori
     recall = 1 - len(exposed) / len(found)
     with capsys.disabled():
         print(f"\nsecret scanner: recall {recall:.2%} over {len(found)} planted values in "
-              f"{len(origin.ADAPTERS)} sources, {len(texts)} events")
+              f"{len(adapters.ADAPTERS)} sources, {len(texts)} events")
     assert exposed == []
     # Nothing reaches the index either: the index files hold no key, and searching finds nothing.
     stored = b"".join(p.read_bytes() for p in (origin_home / origin.INDEX_DIR).glob("*.db*"))

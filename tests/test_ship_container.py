@@ -1,0 +1,160 @@
+"""The hub image, built by `make container` and run as a hub (marked container).
+
+`make container-test` builds the image and names it in ORIGIN_TEST_IMAGE.
+The hub runs inside it with `buildah run --isolation chroot` (the image's own
+user, environment, ENTRYPOINT and CMD, with the listen address moved to a
+free loopback port), because no OCI runtime can start containers on a
+machine like CI's; chroot isolation shares the network, so "outside" is this
+machine.  A device home on the outside pushes real fixtures to it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import psutil
+import pytest
+
+import origin
+
+from shiptools import rows
+
+pytestmark = pytest.mark.container
+
+IMAGE = os.environ.get("ORIGIN_TEST_IMAGE", "")
+
+
+def _tool(name: str) -> str:
+    exe = shutil.which(name)
+    if not exe:
+        pytest.fail(f"{name} is not installed: `make container-test` installs it")
+    return exe
+
+
+@pytest.fixture(scope="module")
+def image() -> dict:
+    if not IMAGE:
+        pytest.fail("ORIGIN_TEST_IMAGE names no image: run `make container-test`")
+    p = subprocess.run([_tool("podman"), "image", "inspect", IMAGE], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout)[0]
+
+
+@pytest.fixture
+def containers(image):
+    """Make working containers of the image; all are removed afterwards."""
+    made = []
+
+    def make() -> str:
+        name = f"origin-test-{os.getpid()}-{time.monotonic_ns()}"
+        subprocess.run([_tool("buildah"), "from", "--name", name, IMAGE], check=True, capture_output=True)
+        made.append(name)
+        # `buildah run` puts a directory of its own on every declared VOLUME,
+        # over any -v; without the declaration, -v mounts the host folder on
+        # /data the way `podman run -v` does.
+        subprocess.run(["buildah", "config", "--volume", "/data-", name], check=True, capture_output=True)
+        return name
+
+    yield make
+    for name in made:
+        subprocess.run(["buildah", "rm", name], capture_output=True)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Hub:
+    """The image's ENTRYPOINT + CMD inside a working container, with /data on a host folder."""
+
+    def __init__(self, image: dict, ctr: str, data: Path, port: int, log: Path):
+        self.ctr, self.data, self.port, self.log = ctr, data, port, log
+        cmd = list(image["Config"]["Entrypoint"]) + list(image["Config"]["Cmd"])
+        cmd[cmd.index("--listen") + 1] = f"127.0.0.1:{port}"
+        self.argv = cmd
+        self.proc: subprocess.Popen | None = None
+
+    def run(self, *argv: str, env: dict | None = None) -> subprocess.CompletedProcess:
+        """One command in the container, like `podman exec`."""
+        extra = [x for k, v in (env or {}).items() for x in ("--env", f"{k}={v}")]
+        return subprocess.run(["buildah", "run", "--isolation", "chroot", "-v", f"{self.data}:/data", *extra,
+                               self.ctr, "--", *argv], capture_output=True, text=True, timeout=300)
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(["buildah", "run", "--isolation", "chroot", "-v", f"{self.data}:/data",
+                                      self.ctr, "--", *self.argv],
+                                     stdout=open(self.log, "a"), stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(f"{self.url}/healthz", timeout=2) as r:
+                    if r.status == 200:
+                        return
+            except OSError:
+                pass
+            assert self.proc.poll() is None, self.log.read_text()[-3000:]
+            assert time.monotonic() < deadline, "the hub did not answer /healthz within 120 s"
+            time.sleep(0.2)
+
+    def stop(self) -> int:
+        """SIGTERM to the hub process itself, as `podman stop` sends it to PID 1."""
+        inner = [c for c in psutil.Process(self.proc.pid).children(recursive=True)
+                 if "serve" in c.cmdline() and c.uids().real == 65532]
+        assert inner, "the hub process was not found under buildah run"
+        inner[-1].send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout=120)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+
+def _ids(db: Path) -> set[str]:
+    return {r[0] for r in rows(db, "SELECT id FROM event")}
+
+
+def test_the_image_runs_as_a_non_root_user_with_its_health_probe(image):
+    cfg = image["Config"]
+    assert cfg["User"] not in ("", "root", "0")
+    assert "7077/tcp" in cfg["ExposedPorts"] and "/data" in cfg["Volumes"]
+    assert "ORIGIN_HOME=/data" in cfg["Env"]
+    assert image["Healthcheck"]["Test"] == ["CMD", "origin", "healthcheck"], "build with --format docker"
+    labels = cfg["Labels"]
+    assert labels["org.opencontainers.image.version"] == origin.__version__
+    assert labels["org.opencontainers.image.licenses"] == "MIT"
+
+
+def test_the_image_keeps_its_store_on_the_volume_and_its_probe_says_when_no_hub_answers(image, containers,
+                                                                                        tmp_path):
+    data = tmp_path / "volume"
+    data.mkdir(mode=0o700)
+    os.chown(data, 65532, 65532)
+    hub = Hub(image, containers(), data, _free_port(), tmp_path / "hub.log")
+    p = hub.run("origin", "--version")
+    assert p.returncode == 0 and p.stdout.strip() == f"origin {origin.__version__}", p.stderr
+    p = hub.run("origin", "status", "--json")
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["home"] == "/data"
+    db = data / "origin.db"
+    assert db.exists() and db.stat().st_uid == 65532 and db.stat().st_mode & 0o077 == 0
+    # The HEALTHCHECK command, as the engine runs it, against a port nobody serves.
+    probe = image["Healthcheck"]["Test"][1:]
+    p = hub.run(*probe, env={"ORIGIN_HEALTHCHECK_URL": f"{hub.url}/healthz"})
+    assert p.returncode == 1 and "does not answer" in p.stderr
+    # A new container of the image on the same volume finds the same store.
+    other = Hub(image, containers(), data, hub.port, tmp_path / "hub.log")
+    p = other.run("sh", "-c", "id -u; stat -c %a /data")
+    assert p.stdout.split() == ["65532", "700"], p.stdout + p.stderr
+    assert other.run("origin", "status", "--json").returncode == 0
+    assert rows(db, "PRAGMA integrity_check") == [("ok",)]

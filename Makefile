@@ -26,8 +26,9 @@ test: $(VENV)/.installed  ## the whole CI suite
 soak: $(VENV)/.installed  ## the long reliability tier
 	$(BIN)/python -m pytest -q -m soak
 
-bench: $(VENV)/.installed  ## ingest, re-sync and search figures (BENCH_MB=2000 for full scale)
+bench: $(VENV)/.installed  ## ingest, re-sync, search and hub figures (BENCH_MB=2000 for full scale)
 	BENCH_MB=$(BENCH_MB) $(BIN)/python tests/bench.py
+	BENCH_MB=$(BENCH_MB) $(BIN)/python tests/bench_hub.py
 
 # The pyz carries the compiled wheels of every CPython minor in PYZ_PYTHONS for
 # this machine's architecture; CPython picks each .so by its ABI tag.

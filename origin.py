@@ -22,12 +22,15 @@ Invariants (the only place they are defined; code cites them by number):
     Invariant 4 (local data): everything lives under ORIGIN_HOME on the
         user's own machines; Origin never calls a third-party service.
     Invariant 5 (single entry point): every read and write, from the CLI or
-        MCP, goes through the same core operations.
+        MCP, goes through the same core operations; the hub's replication
+        API only moves raw mirror bytes up and tombstones down between a
+        person's own stores, and is no entry point for agents or people.
 
 Section map (a section calls only sections above it):
 
     Imports and constants   Errors   Helpers   Storage   Ingest   Entries
-    Forget   Queries   MCP   Agent setup   CLI
+    Forget   Queries   Access   Replication   MCP   Hub server   Agent setup
+    CLI
 
 Quick start:  ``make run`` archives this machine's agent logs and prints the
 status; ``make test`` runs the suite.
@@ -256,6 +259,45 @@ class StoreError(OriginError):
     """The store cannot be used as it is; the message says how to fix it."""
 
     exit_code = 6
+
+
+class Unauthorized(OriginError):
+    """The hub refused the token: create one on the hub with `origin token create NAME`."""
+
+    exit_code = 9
+    http_status = 401
+
+
+class Refused(OriginError):
+    """A request the hub will not serve; ``http_status`` says why (403, 413, 415, 429)."""
+
+    exit_code = 9
+
+    def __init__(self, message: str, http_status: int = 403, retry_after: int | None = None):
+        super().__init__(message)
+        self.http_status = http_status
+        self.retry_after = retry_after
+
+
+class OffsetMismatch(OriginError):
+    """The chunk does not start at the hub's cursor; resume from ``bytes``."""
+
+    exit_code = 5
+    http_status = 409
+
+    def __init__(self, cursor: int):
+        super().__init__(f"the hub holds {cursor} bytes of this file: send the chunk from there")
+        self.cursor = cursor
+
+
+class HubUnavailable(OriginError):
+    """The hub cannot be reached or answered badly; the local archive is untouched."""
+
+    exit_code = 8
+
+    def __init__(self, message: str, retryable: bool = True):
+        super().__init__(message)
+        self.retryable = retryable
 
 
 ###############################################################################
@@ -1073,6 +1115,22 @@ CREATE TABLE IF NOT EXISTS setting (
     key TEXT PRIMARY KEY,
     value TEXT
 );
+CREATE TABLE IF NOT EXISTS raw_meta (
+    raw_file_id INTEGER PRIMARY KEY REFERENCES raw_file(id),
+    meta TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS flush_point (
+    raw_file_id INTEGER NOT NULL REFERENCES raw_file(id),
+    offset INTEGER NOT NULL,
+    PRIMARY KEY (raw_file_id, offset)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS raw_file_device ON raw_file (device, source, path, generation, bytes_ingested);
+CREATE TABLE IF NOT EXISTS token_device (
+    token_id INTEGER PRIMARY KEY REFERENCES api_token(id),
+    device TEXT NOT NULL,
+    bound_at INTEGER NOT NULL,
+    last_push INTEGER
+);
 CREATE TABLE IF NOT EXISTS admin_session (
     id_hash TEXT PRIMARY KEY,
     csrf TEXT NOT NULL,
@@ -1139,7 +1197,7 @@ TABLES = (
     "raw_file", "parse_error", "export_state", "event", "session", "sync_log",
     "entry", "entry_source", "entry_fts", "tombstone", "forgotten_entry", "excluded_event",
     "tombstone_fingerprint", "api_token", "setting", "admin_session", "audit_log", "purged_line", "purged_hash",
-    "purge_scan",
+    "purge_scan", "raw_meta", "flush_point", "token_device",
 )
 
 
@@ -1184,7 +1242,12 @@ def private_file(path: Path) -> Path:
     SQLite gives a new database's -wal and -shm files the mode of the
     database file, so creating the database file first covers those too.
     """
-    os.close(os.open(path, os.O_WRONLY | os.O_CREAT, PRIVATE_FILE_MODE))
+    # An existing file is never opened: closing any descriptor of a database
+    # drops every POSIX lock this process holds on it, so a second store
+    # opened in a process (the hub's request threads) would silently strip
+    # the first connection's locks and end in "disk I/O error".
+    if not os.path.lexists(path):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT, PRIVATE_FILE_MODE))
     _tighten(path, PRIVATE_FILE_MODE)
     return path
 
@@ -2609,6 +2672,11 @@ def _mirror_name(store: Store, source: str, rel: str, generation: int) -> str:
     base = f"raw/{source}/{safe or 'unnamed'}"
     if generation:
         base += f".g{generation}"
+    return unique_mirror(store, base)
+
+
+def unique_mirror(store: Store, base: str) -> str:
+    """Return base, or base~n when that mirror name is taken or on disk."""
     name, n = base, 1
     while (
         store.conn.execute("SELECT 1 FROM raw_file WHERE mirror = ?", (name,)).fetchone()
@@ -2633,10 +2701,16 @@ def _register(store: Store, adapter_name: str, sf: SourceFile, generation: int) 
         (adapter_name, sf.path, sf.rel, generation, mirror, sf.kind, sf.compressed, now_ms()),
     )
     _crash_point("registered")
-    return store.conn.execute(
+    row = store.conn.execute(
         "SELECT * FROM raw_file WHERE source = ? AND path = ? AND generation = ?",
         (adapter_name, sf.path, generation),
     ).fetchone()
+    if sf.meta:
+        # Kept so a push can tell the hub what discovery saw, even once the
+        # agent has deleted the file.
+        store.conn.execute("INSERT OR REPLACE INTO raw_meta (raw_file_id, meta) VALUES (?, ?)",
+                           (row["id"], json.dumps(dict(sf.meta), ensure_ascii=False, sort_keys=True)))
+    return row
 
 
 def _current_row(conn: sqlite3.Connection, source: str, path: str) -> sqlite3.Row | None:
@@ -3219,18 +3293,29 @@ def _ingest_log(store: Store, adapter, sf: SourceFile, row: sqlite3.Row, sig: st
                                           f"{blocks.error}"[:300]))
             # Only complete lines are taken; a torn last line waits (Invariant 1).
         if flush and hasattr(adapter, "flush"):
-            ctx = adapters.Context(file=sf, state=state, lineno=lines, offset=cursor + appended, mtime_ms=mtime)
-            try:
-                for item in adapter.flush(ctx):
-                    writer.add(item, lines, cursor + appended)
-            except Exception as e:  # counted like any parse failure
-                errors.append((lines, f"adapter failed at end of file: {type(e).__name__}: {str(e)[:200]}"))
+            flush_file(store, adapter, sf, row["id"], writer, state, lines, cursor + appended, mtime, errors)
     except BaseException:
         mirror.close()
         raise
     durable.add(mirror)
     _finish_file(store, adapter, sf, row, sig, res, writer, state, appended, lines - row["lines_ingested"], errors,
                  edges)
+
+
+def flush_file(store: Store, adapter, sf: SourceFile, raw_file_id: int, writer: "_EventWriter", state: dict,
+               lines: int, offset: int, mtime: int | None, errors: list) -> None:
+    """Let the adapter emit what it holds open at the end of a quiet file.
+
+    The offset is recorded, so a replica that parses the same mirror
+    flushes at the same byte and derives the same events.
+    """
+    ctx = adapters.Context(file=sf, state=state, lineno=lines, offset=offset, mtime_ms=mtime)
+    try:
+        for item in adapter.flush(ctx):
+            writer.add(item, lines, offset)
+    except Exception as e:  # counted like any parse failure
+        errors.append((lines, f"adapter failed at end of file: {type(e).__name__}: {str(e)[:200]}"))
+    store.conn.execute("INSERT OR IGNORE INTO flush_point (raw_file_id, offset) VALUES (?, ?)", (raw_file_id, offset))
 
 
 class _Edges:
@@ -5406,6 +5491,972 @@ def export_markdown(store: Store, dest: Path, *, sessions: bool = False, project
 
 
 ###############################################################################
+# Access ######################################################################
+###############################################################################
+# Owns: the hub's bearer tokens (create, list, revoke, verify) and the device
+# each token is bound to.  Every network surface checks a request here.
+
+#: Every token starts with this, so a leaked one is easy to recognise.
+TOKEN_PREFIX = "ogn_"
+#: Random bytes in a token (192 bits).
+TOKEN_BYTES = 24
+#: Longest token name (it becomes the author suffix of hub writes).
+TOKEN_NAME = LazyRegex(r"^[a-z0-9][a-z0-9._-]{0,62}$")
+#: last_used_at is written at most this often per token (ms), so reads
+#: do not queue behind every push for the write lock.
+TOKEN_TOUCH_MS = 60_000
+
+
+@record
+class Token:
+    """A verified token: its row id, name and bound device (if any)."""
+
+    id: int
+    name: str
+    device: str | None
+
+
+def _token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def check_token_name(name: Any) -> str:
+    """Return name if it is a valid token name, else raise UsageError."""
+    if not isinstance(name, str) or not TOKEN_NAME.match(name):
+        raise UsageError("a token name is 1-63 of a-z 0-9 . _ - and starts with a letter or digit (e.g. laptop)")
+    return name
+
+
+def create_token(store: Store, name: str) -> str:
+    """Create a token named name; return it (only its SHA-256 is kept)."""
+    check_token_name(name)
+    token = TOKEN_PREFIX + secrets.token_urlsafe(TOKEN_BYTES)
+    with transaction(store.conn) as conn:
+        if conn.execute("SELECT 1 FROM api_token WHERE name = ?", (name,)).fetchone():
+            raise Conflict(f"a token named {name!r} exists (revoked names stay taken); pick another name")
+        conn.execute("INSERT INTO api_token (name, hash, created_at) VALUES (?, ?, ?)",
+                     (name, _token_hash(token), now_ms()))
+    return token
+
+
+def list_tokens(store: Store) -> list[dict]:
+    """Return every token's name, times and bound device; never the token."""
+    rows = store.conn.execute(
+        "SELECT t.name, t.created_at, t.last_used_at, t.revoked_at, d.device, d.last_push FROM api_token t "
+        "LEFT JOIN token_device d ON d.token_id = t.id ORDER BY t.id"
+    ).fetchall()
+    return [{"name": r["name"], "created": iso_local(r["created_at"]), "last_used": iso_local(r["last_used_at"]),
+             "revoked": iso_local(r["revoked_at"]), "device": r["device"], "last_push": iso_local(r["last_push"])}
+            for r in rows]
+
+
+def revoke_token(store: Store, name: str) -> None:
+    """Revoke a token; the hub refuses it from its next request on."""
+    with transaction(store.conn) as conn:
+        r = conn.execute("SELECT revoked_at FROM api_token WHERE name = ?", (name,)).fetchone()
+        if r is None:
+            raise NotFound(f"no token named {name!r}; `origin token list` shows them")
+        if r[0] is None:
+            conn.execute("UPDATE api_token SET revoked_at = ? WHERE name = ?", (now_ms(), name))
+
+
+def verify_token(store: Store, authorization: str | None) -> Token:
+    """Return the token an ``Authorization: Bearer`` header carries.
+
+    Every live token's hash is compared in constant time, so the time taken
+    says nothing about how much of a guess was right.
+    """
+    if not authorization or not authorization.startswith("Bearer "):
+        raise Unauthorized("send Authorization: Bearer <token> (create one on the hub with `origin token create NAME`)")
+    presented = _token_hash(authorization[7:].strip()).encode()
+    found = None
+    for r in store.conn.execute(
+        "SELECT t.id, t.name, t.hash, t.last_used_at, d.device FROM api_token t "
+        "LEFT JOIN token_device d ON d.token_id = t.id WHERE t.revoked_at IS NULL"
+    ):
+        if hmac.compare_digest(presented, r["hash"].encode()):
+            found = r
+    if found is None:
+        raise Unauthorized("the hub does not know this token, or it was revoked; ask the hub for a new one")
+    if (found["last_used_at"] or 0) < now_ms() - TOKEN_TOUCH_MS:
+        with transaction(store.conn) as conn:
+            conn.execute("UPDATE api_token SET last_used_at = ? WHERE id = ?", (now_ms(), found["id"]))
+    return Token(found["id"], found["name"], found["device"])
+
+
+def bind_device(conn: sqlite3.Connection, token: Token, device: str) -> None:
+    """Bind token to device on first use; refuse any other device after.
+
+    Runs inside the caller's write transaction, so two first requests of one
+    token with different names cannot both win.
+    """
+    r = conn.execute("SELECT device FROM token_device WHERE token_id = ?", (token.id,)).fetchone()
+    if r is None:
+        conn.execute("INSERT INTO token_device (token_id, device, bound_at) VALUES (?, ?, ?)",
+                     (token.id, device, now_ms()))
+    elif r[0] != device:
+        raise Refused(f"token {token.name!r} belongs to device {r[0]!r}; create a token for {device!r} on the hub",
+                      403)
+
+
+###############################################################################
+# Replication #################################################################
+###############################################################################
+# Owns: the hub side of replication (accept a chunk of mirror bytes, report
+# cursors, hand out tombstones) and the device side (status, diff, a pure
+# plan, apply, the HTTP client).  Upholds: Invariant 5 (the replication API
+# moves raw mirror bytes up and tombstones down, nothing else) and, on the
+# hub, Invariant 1 (bytes are mirrored before they are parsed).
+
+#: A device name (also the folder of its mirrors on the hub).
+DEVICE_NAME = LazyRegex(r"^[a-z0-9][a-z0-9._-]{0,62}$")
+#: Largest chunk of whole lines, before base64.
+CHUNK_MAX = 1 << 20
+#: Largest single line sent alone as one longer chunk.
+LINE_MAX = 16 << 20
+#: Largest request body, on the wire and after gunzip: one longest line in
+#: base64 plus room for the other fields.
+BODY_MAX = LINE_MAX * 4 // 3 + (64 << 10)
+#: Bounds of the numbers a chunk carries.
+MAX_GENERATION = 1_000_000
+CHUNK_OFFSET_MAX = 1 << 50
+#: Longest original path and relPath (characters), and one relPath segment.
+MAX_PATH = 4096
+MAX_REL = 1024
+MAX_SEGMENT = 255
+#: The meta a device sends for a file: at most this many keys and bytes.
+META_KEYS = 32
+META_BYTES = 16 << 10
+#: Tombstones handed out per request.
+TOMBSTONE_PAGE = 5000
+#: Environment variables that override hub.json on a device.
+ENV_HUB_URL = "ORIGIN_HUB_URL"
+ENV_HUB_TOKEN = "ORIGIN_HUB_TOKEN"
+ENV_DEVICE = "ORIGIN_DEVICE"
+#: The device's connection file under ORIGIN_HOME (mode 0600: it holds the token).
+HUB_FILE = "hub.json"
+#: Seconds the device waits for the hub on one request.
+HUB_TIMEOUT = 60.0
+#: Resumes after 409 allowed per file in one push before giving up on it.
+MAX_RESUMES = 50
+
+_CHUNK_FIELDS = {"device", "source", "path", "relPath", "generation", "offset", "mtimeMs", "agentVersion", "data",
+                 "kind", "meta", "flush"}
+_CONTROL = LazyRegex(r"[\x00-\x1f\x7f]")
+
+
+def check_device(name: Any) -> str:
+    """Return name if it is a valid device name, else raise UsageError."""
+    if not isinstance(name, str) or not DEVICE_NAME.match(name):
+        raise UsageError("device must match [a-z0-9][a-z0-9._-]{0,62} (lower-case letters, digits, . _ -)")
+    return name
+
+
+def normalise_device(name: str) -> str:
+    """Turn a host name into a valid device name."""
+    s = re.sub(r"[^a-z0-9._-]+", "-", name.lower()).strip("-._")
+    return s[:63].rstrip("-._") or "device"
+
+
+def check_rel(rel: Any) -> str:
+    """Return rel if it is a safe relative mirror path, else raise UsageError.
+
+    Relative, posix, no empty, ``.`` or ``..`` segment, no NUL, control
+    character or backslash: a device can never name a file outside its
+    own mirror folder.
+    """
+    if not isinstance(rel, str) or not rel or len(rel) > MAX_REL:
+        raise UsageError(f"relPath must be a relative path of 1-{MAX_REL} characters")
+    if "\\" in rel or _CONTROL.search(rel):
+        raise UsageError("relPath must not hold a backslash or a control character")
+    if rel.startswith("/") or re.match(r"^[A-Za-z]:", rel):
+        raise UsageError("relPath must be relative, not absolute")
+    for seg in rel.split("/"):
+        if seg in ("", ".", ".."):
+            raise UsageError("relPath must not have an empty, '.' or '..' segment")
+        if len(seg.encode("utf-8", "surrogatepass")) > MAX_SEGMENT:
+            raise UsageError(f"a relPath segment is at most {MAX_SEGMENT} bytes")
+    try:
+        rel.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UsageError("relPath must be valid Unicode") from None
+    return rel
+
+
+def _check_int(value: Any, name: str, low: int, high: int, *, optional: bool = False) -> int | None:
+    if value is None and optional:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise UsageError(f"{name} must be a whole number from {low} to {high}")
+    return value
+
+
+def _check_meta(meta: Any) -> dict:
+    if meta is None:
+        return {}
+    if not isinstance(meta, dict) or len(meta) > META_KEYS:
+        raise UsageError(f"meta must be an object of at most {META_KEYS} keys")
+    for k, v in meta.items():
+        if not isinstance(k, str) or not k or len(k) > 64:
+            raise UsageError("meta keys are strings of 1-64 characters")
+        if not (v is None or isinstance(v, (str, bool)) or (isinstance(v, int) and abs(v) <= CHUNK_OFFSET_MAX)
+                or isinstance(v, float)):
+            raise UsageError("meta values are strings, numbers, booleans or null")
+    if len(json.dumps(meta, ensure_ascii=False)) > META_BYTES:
+        raise UsageError(f"meta is at most {META_BYTES} bytes")
+    return meta
+
+
+@record
+class Chunk:
+    """One validated ``POST /v1/ingest`` body."""
+
+    device: str
+    source: str
+    path: str
+    rel: str
+    generation: int
+    offset: int
+    mtime_ms: int | None
+    agent_version: str | None
+    data: bytes
+    kind: str
+    meta: dict
+    flush: bool
+
+
+def parse_chunk(body: Any) -> Chunk:
+    """Validate every field of an ingest body; raise UsageError or Refused."""
+    import base64
+    import binascii
+
+    if not isinstance(body, dict):
+        raise UsageError("the body must be a JSON object")
+    unknown = sorted(set(body) - _CHUNK_FIELDS)
+    if unknown:
+        raise UsageError(f"unknown field {unknown[0]!r}; fields are {', '.join(sorted(_CHUNK_FIELDS))}")
+    for name in ("device", "source", "path", "relPath", "generation", "offset", "data"):
+        if name not in body:
+            raise UsageError(f"missing field {name!r}")
+    device = check_device(body["device"])
+    source = body["source"]
+    if not isinstance(source, str) or source not in adapters.ADAPTERS:
+        raise UsageError(f"source must be one of {', '.join(sorted(adapters.ADAPTERS))}")
+    path = body["path"]
+    if not isinstance(path, str) or not path or len(path) > MAX_PATH or "\x00" in path:
+        raise UsageError(f"path must be the original file path, 1-{MAX_PATH} characters, no NUL")
+    if path.startswith("@"):
+        raise UsageError("path must be a device's own file path; paths starting with '@' are the hub's")
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UsageError("path must be valid Unicode") from None
+    rel = check_rel(body["relPath"])
+    generation = _check_int(body["generation"], "generation", 0, MAX_GENERATION)
+    offset = _check_int(body["offset"], "offset", 0, CHUNK_OFFSET_MAX)
+    mtime = _check_int(body.get("mtimeMs"), "mtimeMs", 0, CHUNK_OFFSET_MAX, optional=True)
+    version = body.get("agentVersion")
+    if version is not None and (not isinstance(version, str) or len(version) > 100 or _CONTROL.search(version)):
+        raise UsageError("agentVersion must be a string of at most 100 characters")
+    kind = body.get("kind", adapters.ADAPTERS[source].kind)
+    if kind not in ("log", "db"):
+        raise UsageError("kind must be 'log' or 'db'")
+    flush = body.get("flush", False)
+    if not isinstance(flush, bool):
+        raise UsageError("flush must be true or false")
+    meta = _check_meta(body.get("meta"))
+    raw = body["data"]
+    if not isinstance(raw, str) or len(raw) > BODY_MAX:
+        raise UsageError("data must be a base64 string")
+    try:
+        data = base64.b64decode(raw, validate=True)
+    except (binascii.Error, ValueError):
+        raise UsageError("data is not valid base64") from None
+    if not data and not flush:
+        raise UsageError("data is empty: send at least one whole line")
+    if data and not data.endswith(b"\n"):
+        raise UsageError("data must be whole lines: it must end with a newline")
+    if len(data) > CHUNK_MAX and data.count(b"\n") > 1:
+        raise Refused(f"a chunk holds at most {CHUNK_MAX} bytes of lines (or one longer line)", 413)
+    if len(data) > LINE_MAX:
+        raise Refused(f"a single line is at most {LINE_MAX} bytes", 413)
+    return Chunk(device, source, path, rel, generation, offset, mtime, version, data, kind, meta, flush)
+
+
+def _device_root(store: Store, device: str) -> Path:
+    return store.raw_dir / "devices" / device
+
+
+def _resolves_inside(path: Path, root: Path) -> bool:
+    """True when path, with every symlink resolved, stays under root."""
+    try:
+        return path.resolve().is_relative_to(root.resolve())
+    except (OSError, RuntimeError):
+        return False
+
+
+def _check_mirror_path(store: Store, device: str, mirror: str) -> Path:
+    """Return the hub mirror's path, refusing any that leaves the device folder.
+
+    A symlink placed anywhere on the way (a folder, the file itself) that
+    points outside ``raw/devices/<device>`` is refused before a byte is written.
+    """
+    root = _device_root(store, device)
+    path = store.home / mirror
+    if not _resolves_inside(path, root):
+        raise UsageError(f"relPath would leave the mirror folder of device {device!r}")
+    return path
+
+
+def _remote_row(conn: sqlite3.Connection, c: Chunk) -> sqlite3.Row | None:
+    return conn.execute("SELECT * FROM raw_file WHERE source = ? AND path = ? AND generation = ?",
+                        (c.source, f"@{c.device}:{c.path}", c.generation)).fetchone()
+
+
+def _register_remote(store: Store, c: Chunk, token: Token | None) -> sqlite3.Row:
+    """Create the hub's row for a device file generation, before any byte."""
+    with transaction(store.conn) as conn:
+        if token is not None:
+            bind_device(conn, token, c.device)
+        row = _remote_row(conn, c)
+        if row is not None:
+            return row
+        base = f"raw/devices/{c.device}/{c.source}/{c.rel}" + (f".g{c.generation}" if c.generation else "")
+        mirror = unique_mirror(store, base)
+        _check_mirror_path(store, c.device, mirror)
+        conn.execute(
+            "INSERT INTO raw_file (source, path, rel, generation, mirror, kind, compression, device, first_seen) "
+            "VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?)",
+            (c.source, f"@{c.device}:{c.path}", c.rel, c.generation, mirror, c.kind, c.device, now_ms()),
+        )
+        return _remote_row(conn, c)
+
+
+def _open_remote_mirror(store: Store, row: sqlite3.Row, device: str):
+    """Open a hub mirror for appending, never through a symlink."""
+    path = _check_mirror_path(store, device, row["mirror"])
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not _resolves_inside(path.parent, _device_root(store, device)):
+            raise UsageError(f"relPath would leave the mirror folder of device {device!r}")
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    except (FileExistsError, NotADirectoryError, IsADirectoryError) as e:
+        raise UsageError(f"relPath clashes with another mirror of this device ({e.strerror})") from None
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise UsageError("relPath names a symlink on the hub; refused") from None
+        raise
+    os.close(fd)
+    return _open_mirror(store, row)
+
+
+def accept_chunk(store: Store, c: Chunk, token: Token | None = None, pool: ThreadPoolExecutor | None = None) -> dict:
+    """Append one chunk of a device's mirror to the hub's copy and parse it.
+
+    The offset is checked against the hub's cursor inside the write
+    transaction, so two pushes of one file never both append; the loser
+    gets OffsetMismatch with the cursor to resume from.
+    """
+    adapter = adapters.ADAPTERS[c.source]
+    conn = store.conn
+    if token is not None and token.device not in (None, c.device):
+        bind_device(conn, token, c.device)  # raises: bound to another device
+    row = _remote_row(conn, c)
+    if row is None:
+        if c.offset != 0:
+            raise OffsetMismatch(0)
+        row = _register_remote(store, c, token)
+    sf = adapters.SourceFile(row["path"], row["rel"], None, row["kind"], c.meta)
+    writer = _EventWriter(conn, adapter.name, row["id"])
+    errors: list = []
+    res = FileResult()
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        if token is not None:
+            bind_device(conn, token, c.device)
+            conn.execute("UPDATE token_device SET last_push = ? WHERE token_id = ?", (now_ms(), token.id))
+        row = conn.execute("SELECT * FROM raw_file WHERE id = ?", (row["id"],)).fetchone()
+        # The cursor check happens under the write lock: the chunk is taken
+        # only if it starts exactly where the hub's copy ends.
+        if row["bytes_ingested"] != c.offset:
+            raise OffsetMismatch(row["bytes_ingested"])
+        if row["rel"] != c.rel or row["kind"] != c.kind:
+            raise UsageError("relPath and kind of a file cannot change; send a new generation instead")
+        if not c.data and conn.execute("SELECT 1 FROM flush_point WHERE raw_file_id = ? AND offset = ?",
+                                       (row["id"], c.offset)).fetchone():
+            conn.execute("COMMIT")
+            return {"bytes": c.offset, "eventsAdded": 0, "parseErrors": 0}
+        state = _load_state(adapter, sf, row)
+        mtime = None if c.kind == "db" else c.mtime_ms
+        mirror = _open_remote_mirror(store, row, c.device)
+        try:
+            mirror.write(c.data)
+        except BaseException:
+            mirror.close()
+            raise
+        # Invariant 1 (provenance): the bytes reach the hub's mirror and are
+        # fdatasync'ed (on a pool thread, while they are parsed) before any
+        # event parsed from them commits.
+        durable = _Durable(pool)
+        durable.add(mirror)
+        _crash_point("hub-mirror-appended")
+        edges = _Edges(c.offset)
+        edges.add(c.data)
+        lines = _parse_lines(adapter, sf, writer.add, state, c.data, row["lines_ingested"], c.offset, mtime, errors)
+        if c.flush and hasattr(adapter, "flush"):
+            flush_file(store, adapter, sf, row["id"], writer, state, row["lines_ingested"] + lines,
+                       c.offset + len(c.data), mtime, errors)
+        _finish_file(store, adapter, sf, row, None, res, writer, state, len(c.data), lines, errors, edges)
+        durable.wait()
+        if c.agent_version:
+            for sid in writer.sessions:
+                conn.execute("UPDATE session SET agent_version = coalesce(agent_version, ?) WHERE source = ? AND id = ?",
+                             (c.agent_version, adapter.name, sid))
+        _crash_point("hub-before-commit")
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return {"bytes": c.offset + len(c.data), "eventsAdded": res.events_added, "parseErrors": res.parse_errors}
+
+
+def hub_cursors(store: Store, device: str) -> list[dict]:
+    """Return every file the hub holds for device, with its byte cursor."""
+    check_device(device)
+    conn = store.conn
+    flushed = dict(conn.execute(
+        "SELECT f.raw_file_id, max(f.offset) FROM flush_point f JOIN raw_file r ON r.id = f.raw_file_id "
+        "WHERE r.device = ? GROUP BY f.raw_file_id", (device,)))
+    cut = len(device) + 2  # the "@<device>:" prefix of the hub's key
+    out = []
+    cur = conn.cursor()
+    cur.row_factory = None  # plain tuples: ten thousand files per request
+    for rid, source, path, generation, size in cur.execute(
+            "SELECT id, source, path, generation, bytes_ingested FROM raw_file INDEXED BY raw_file_device "
+            "WHERE device = ?", (device,)):
+        c = {"source": source, "path": path[cut:], "generation": generation, "bytes": size}
+        if rid in flushed:
+            c["flushed"] = flushed[rid]
+        out.append(c)
+    return out
+
+
+def hub_tombstones(store: Store, after: int, limit: int = TOMBSTONE_PAGE) -> dict:
+    """Return the tombstones after seq ``after`` and the fingerprint keys.
+
+    Invariant 5 (single entry point): only ids, counts and keyed
+    fingerprints go down, never forgotten text.
+    """
+    records = tombstones_after(store, after, limit + 1)
+    more = len(records) > limit
+    records = records[:limit]
+    keys = [[kid, key.hex()] for kid, key in sorted(fingerprint_keys(store).items())]
+    # A purge is no tombstone: the devices only learn that one happened, so
+    # each can offer `origin purge` itself.
+    purged_at = store.conn.execute("SELECT max(purged_at) FROM purged_line").fetchone()[0]
+    return {"tombstones": records, "more": more, "next": records[-1]["seq"] if records else after, "keys": keys,
+            "purged_at": purged_at}
+
+
+# -- device side ---------------------------------------------------------------
+
+
+@record
+class HubConfig:
+    """Where a device pushes: the hub's URL, its token and this device's name."""
+
+    url: str
+    token: str
+    device: str
+
+
+def check_hub_url(url: Any) -> str:
+    """Return a normalised http(s) hub URL, else raise UsageError."""
+    import urllib.parse
+
+    if not isinstance(url, str):
+        raise UsageError("the hub URL must be http://HOST:PORT or https://HOST[:PORT]")
+    u = urllib.parse.urlsplit(url.strip())
+    if u.scheme not in ("http", "https") or not u.hostname or u.query or u.fragment:
+        raise UsageError(f"{url!r} is not a hub URL: use http://HOST:PORT or https://HOST[:PORT]")
+    try:
+        u.port
+    except ValueError:
+        raise UsageError(f"{url!r} has an invalid port") from None
+    return urllib.parse.urlunsplit((u.scheme, u.netloc, u.path.rstrip("/"), "", ""))
+
+
+def load_hub_config(home: Path, env: dict | None = None) -> HubConfig | None:
+    """Return the hub connection: hub.json, overridden by the environment."""
+    import socket
+
+    env = os.environ if env is None else env
+    saved: dict = {}
+    path = home / HUB_FILE
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(saved, dict):
+            raise ValueError("not an object")
+    except FileNotFoundError:
+        saved = {}
+    except (OSError, ValueError) as e:
+        raise StoreError(f"{path} is unreadable ({e}); run `origin hub connect URL --token T` again") from None
+    url = env.get(ENV_HUB_URL) or saved.get("url")
+    token = env.get(ENV_HUB_TOKEN) or saved.get("token")
+    if not url and not token:
+        return None
+    if not url or not token:
+        raise UsageError(f"a hub needs both a URL and a token: set {ENV_HUB_URL} and {ENV_HUB_TOKEN}, "
+                         "or run `origin hub connect URL --token T`")
+    device = env.get(ENV_DEVICE) or saved.get("device") or normalise_device(socket.gethostname())
+    return HubConfig(check_hub_url(url), token, check_device(device))
+
+
+def save_hub_config(home: Path, cfg: HubConfig) -> Path:
+    """Write hub.json with mode 0600, replacing it atomically."""
+    home.mkdir(parents=True, exist_ok=True)
+    path = home / HUB_FILE
+    tmp = home / f".{HUB_FILE}.{os.getpid()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        json.dump({"url": cfg.url, "token": cfg.token, "device": cfg.device}, fh, indent=2)
+        fh.write("\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.chmod(tmp, 0o600)
+    os.replace(tmp, path)
+    return path
+
+
+class HubClient:
+    """A keep-alive HTTP client for one hub (stdlib ``http.client``)."""
+
+    def __init__(self, cfg: HubConfig, timeout: float = HUB_TIMEOUT):
+        import urllib.parse
+
+        self.cfg = cfg
+        self.timeout = timeout
+        u = urllib.parse.urlsplit(cfg.url)
+        self._https = u.scheme == "https"
+        self._host, self._port, self._base = u.hostname, u.port, u.path
+        self._conn = None
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def _connection(self):
+        import http.client
+
+        if self._conn is None:
+            cls = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
+            self._conn = cls(self._host, self._port, timeout=self.timeout)
+        return self._conn
+
+    def request(self, method: str, path: str, body: bytes | None = None, *, auth: bool = True,
+                encoding: str | None = None) -> tuple[int, Any]:
+        """Send one request (a JSON body, already encoded); return (status, decoded JSON body)."""
+        import http.client
+
+        headers = {"Accept": "application/json", "User-Agent": f"origin/{__version__}"}
+        if auth:
+            headers["Authorization"] = f"Bearer {self.cfg.token}"
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+            if encoding:
+                headers["Content-Encoding"] = encoding
+        for attempt in (0, 1):
+            try:
+                conn = self._connection()
+                conn.request(method, self._base + path, body=body, headers=headers)
+                resp = conn.getresponse()
+                raw = resp.read()
+                if resp.getheader("Connection", "").lower() == "close":
+                    self.close()
+                break
+            except (http.client.HTTPException, OSError) as e:
+                self.close()
+                # A kept-alive socket the hub closed meanwhile fails at once:
+                # one fresh connection is tried before giving up.
+                if attempt == 0 and isinstance(e, (http.client.RemoteDisconnected, BrokenPipeError,
+                                                   ConnectionResetError)):
+                    continue
+                raise HubUnavailable(f"cannot reach the hub at {self.cfg.url}: {e}; check that `origin serve` "
+                                     "runs there and the URL is right (the local archive is untouched)") from None
+        try:
+            data = json.loads(raw) if raw else {}
+        except ValueError:
+            raise HubUnavailable(f"the hub at {self.cfg.url} answered {resp.status} with a body that is not "
+                                 "JSON; is that URL an Origin hub?") from None
+        if resp.status == 401:
+            raise Unauthorized(f"the hub refused the token ({data.get('error', 'unauthorized')}); "
+                               "create a new one on the hub with `origin token create NAME`")
+        return resp.status, data
+
+    def get(self, path: str, **query: Any) -> Any:
+        import urllib.parse
+
+        q = ("?" + urllib.parse.urlencode(query)) if query else ""
+        status, data = self.request("GET", path + q)
+        if status != 200:
+            raise _hub_error(status, data)
+        return data
+
+
+def _hub_error(status: int, data: Any) -> OriginError:
+    msg = data.get("error") if isinstance(data, dict) else None
+    if status == 403:
+        return Refused(f"the hub refused: {msg}", 403)
+    return HubUnavailable(f"the hub answered {status}: {msg or 'no reason given'}",
+                          retryable=status >= 500 or status == 429)
+
+
+@record
+class LocalFile:
+    """One local mirror generation, as the device's store records it."""
+
+    id: int
+    source: str
+    path: str
+    rel: str
+    generation: int
+    kind: str
+    mirror: str
+    size: int
+
+
+@record
+class PushItem:
+    """What to send of one file: bytes [start, end) and where to flush."""
+
+    file: LocalFile
+    start: int
+    end: int
+    flushes: tuple[int, ...] = ()
+
+
+def local_files(store: Store) -> list[LocalFile]:
+    """Return this device's own mirrors (never the copies a hub holds)."""
+    cur = store.conn.cursor()
+    cur.row_factory = None
+    return [LocalFile(*r) for r in cur.execute(
+        # (Filtering on the path, not the device column: device comes after
+        # the parse state, and reading that far costs overflow pages.)
+        "SELECT id, source, path, rel, generation, kind, mirror, bytes_ingested FROM raw_file "
+        "WHERE substr(path, 1, 1) != '@' ORDER BY id")]
+
+
+def plan_push(files: list[LocalFile], cursors: list[dict], flush_points: dict[int, list[int]]) -> list[PushItem]:
+    """Decide what each file still needs to send: a pure function.
+
+    A file the hub lacks starts at 0; one it holds starts at its cursor.  A
+    file the hub holds more of than this device (another push of the same
+    device got further) sends nothing.  A flush the device made at or after
+    the hub's cursor and not yet made on the hub is sent too, even with no
+    new bytes, so the hub closes open blocks where the device did.
+    """
+    hub = {(c["source"], c["path"], c["generation"]): c for c in cursors}
+    plan = []
+    for f in files:
+        c = hub.get((f.source, f.path, f.generation))
+        start = c["bytes"] if c else 0
+        points = flush_points.get(f.id)
+        flushes: tuple[int, ...] = ()
+        if points:
+            done = c.get("flushed") if c else None
+            done = -1 if done is None else done
+            flushes = tuple(p for p in points if start <= p <= f.size and p > done)
+        if start < f.size or flushes:
+            plan.append(PushItem(f, start, max(start, f.size), flushes))
+    return plan
+
+
+def _chunks(path: Path, start: int, end: int, flushes: tuple[int, ...]) -> Iterator[tuple[int, bytes, bool]]:
+    """Yield (offset, data, flush) over [start, end) in chunks of whole lines.
+
+    Each chunk is at most CHUNK_MAX bytes, or one longer line alone, and ends
+    at every flush point, which it then carries.
+    """
+    stops = sorted(set(p for p in flushes if start <= p <= end))
+    pos = start
+    with open(path, "rb") as fh:
+        fh.seek(start)
+        while pos < end or (stops and stops[0] == pos):
+            if stops and stops[0] == pos:
+                stops.pop(0)
+                yield pos, b"", True
+                continue
+            limit = min(end, stops[0] if stops else end) - pos
+            data = fh.read(min(limit, CHUNK_MAX))
+            cut = data.rfind(b"\n")
+            while cut < 0:  # one line longer than a chunk: it goes alone
+                if len(data) > LINE_MAX or len(data) >= limit:
+                    raise UsageError(f"{path} has a line over {LINE_MAX} bytes at byte {pos}; the hub cannot take it")
+                more = fh.read(min(CHUNK_MAX, limit - len(data)))
+                if not more:
+                    raise StoreError(f"{path} ends before its cursor; run `origin sync` and push again")
+                cut = more.find(b"\n")
+                if cut >= 0:
+                    cut += len(data)
+                data += more
+            data = data[: cut + 1]
+            fh.seek(pos + len(data))
+            flush = bool(stops) and stops[0] == pos + len(data)
+            if flush:
+                stops.pop(0)
+            yield pos, data, flush
+            pos += len(data)
+
+
+def _file_meta(store: Store, f: LocalFile, fresh: dict) -> dict:
+    if (f.source, f.path) in fresh:
+        return fresh[(f.source, f.path)]
+    r = store.conn.execute("SELECT meta FROM raw_meta WHERE raw_file_id = ?", (f.id,)).fetchone()
+    try:
+        return json.loads(r[0]) if r else {}
+    except ValueError:
+        return {}
+
+
+def _bodies(store: Store, client: HubClient, item: PushItem, start: int, meta: dict) -> Iterator[tuple]:
+    """Yield (offset, bytes of data, gzip'ed request body) for each chunk."""
+    import base64
+    import gzip
+
+    f = item.file
+    mtime = _mtime_ms(f.path) if f.kind == "log" else None
+    for offset, data, flush in _chunks(store.home / f.mirror, start, item.end, item.flushes):
+        body = {"device": client.cfg.device, "source": f.source, "path": f.path, "relPath": f.rel,
+                "generation": f.generation, "offset": offset, "mtimeMs": mtime, "kind": f.kind,
+                "data": base64.b64encode(data).decode("ascii"), "flush": flush}
+        if meta:
+            body["meta"] = meta
+        yield offset, len(data), gzip.compress(json.dumps(body, ensure_ascii=False).encode(), compresslevel=1)
+
+
+def _send_file(store: Store, client: HubClient, item: PushItem, meta: dict, report: dict,
+               progress: Callable[[dict], None] | None, pool: ThreadPoolExecutor) -> None:
+    """Send one file's chunks, the next one encoded while the hub takes this one."""
+    start, resumes = item.start, 0
+    while True:
+        restart = None
+        bodies = _bodies(store, client, item, start, meta)
+        ahead = pool.submit(next, bodies, None)
+        while True:
+            got = ahead.result()
+            if got is None:
+                break
+            ahead = pool.submit(next, bodies, None)
+            offset, size, body = got
+            status, resp = client.request("POST", "/v1/ingest", body, encoding="gzip")
+            if status == 200:
+                _crash_point("push-sent")
+                report["chunks"] += 1
+                report["bytes_sent"] += size
+                report["events_added_on_hub"] += int(resp.get("eventsAdded") or 0)
+                if progress:
+                    progress(report)
+                continue
+            ahead.result()  # let the encoder finish before the generator is dropped
+            if status == 409 and isinstance(resp.get("bytes"), int):
+                restart = resp["bytes"]
+                break
+            raise _hub_error(status, resp)
+        if restart is None:
+            return
+        # Another push got there first (or the hub holds less than assumed):
+        # carry on from the cursor the hub reported.
+        report["resumed"] += 1
+        resumes += 1
+        if restart >= item.end or resumes > MAX_RESUMES:
+            return
+        start = restart
+
+
+def pull_tombstones(store: Store, client: HubClient) -> dict:
+    """Fetch the hub's tombstones not applied here yet and apply them.
+
+    Invariant 2 (sticky forget): a forget made on the hub reaches this
+    replica; applying is idempotent, so a pull cut short is simply re-run.
+    """
+    key = f"hub.tombstones_after:{client.cfg.url}"
+    r = store.conn.execute("SELECT value FROM setting WHERE key = ?", (key,)).fetchone()
+    after = int(r[0]) if r and str(r[0]).isdigit() else 0
+    applied = fetched = 0
+    purged_at = None
+    while True:
+        page = client.get("/v1/tombstones", after=after)
+        have = set(fingerprint_keys(store))
+        try:
+            for kid, hexkey in page.get("keys") or []:
+                if kid not in have:
+                    # Adopted before the records are applied: their
+                    # fingerprints are made with these keys.
+                    add_fingerprint_key(store, kid, bytes.fromhex(hexkey))
+        except (TypeError, ValueError):
+            raise HubUnavailable("the hub sent fingerprint keys this version cannot read", retryable=False) from None
+        records = page.get("tombstones") or []
+        fetched += len(records)
+        applied += apply_tombstones(store, records)
+        purged_at = page.get("purged_at") if isinstance(page.get("purged_at"), int) else purged_at
+        nxt = int(page.get("next") or after)
+        if nxt != after:
+            after = nxt
+            with transaction(store.conn) as conn:
+                conn.execute("INSERT OR REPLACE INTO setting (key, value) VALUES (?, ?)", (key, str(after)))
+        if not page.get("more") or not records:
+            break
+    out = {"fetched": fetched, "applied": applied, "after": after, "purge_offered": None}
+    seen_key = f"hub.purge_seen:{client.cfg.url}"
+    r = store.conn.execute("SELECT value FROM setting WHERE key = ?", (seen_key,)).fetchone()
+    if purged_at is not None and (r is None or str(r[0]) != str(purged_at)):
+        # Invariant 3 (append-only) holds here until the owner says so: the
+        # hub's purge is offered, never run on this device.
+        todo = preview_purge(store)
+        if not todo["nothing_to_do"]:
+            out["purge_offered"] = {"events": todo["events"], "entries": todo["entries"]}
+        with transaction(store.conn) as conn:
+            conn.execute("INSERT OR REPLACE INTO setting (key, value) VALUES (?, ?)", (seen_key, str(purged_at)))
+    return out
+
+
+def push(store: Store, cfg: HubConfig, *, progress: Callable[[dict], None] | None = None,
+         client: HubClient | None = None, discover: bool = True) -> dict:
+    """Send every local mirror's new bytes to the hub, then pull its forgets.
+
+    Reads the hub's cursors, plans what is missing, sends it in gzip'ed
+    chunks of whole lines, resumes from the cursor a 409 returns, then
+    applies the hub's new tombstones here.  Only reads the local store,
+    except for the tombstones it applies and the last push time.
+    """
+    own = client is None
+    client = client or HubClient(cfg)
+    report = {"hub": cfg.url, "device": cfg.device, "files": 0, "files_sent": 0, "chunks": 0, "bytes_sent": 0,
+              "bytes_total": 0, "resumed": 0, "events_added_on_hub": 0, "tombstones": None}
+    try:
+        cursors = client.get("/v1/cursors", device=cfg.device).get("files") or []
+        files = local_files(store)
+        points: dict[int, list[int]] = {}
+        for fid, off in store.conn.execute("SELECT raw_file_id, offset FROM flush_point ORDER BY offset"):
+            points.setdefault(fid, []).append(off)
+        plan = plan_push(files, cursors, points)
+        report["files"] = len(files)
+        report["files_sent"] = len(plan)
+        report["bytes_total"] = sum(i.end - i.start for i in plan)
+        fresh: dict = {}
+        if plan and discover:
+            fresh = {(a.name, sf.path): dict(sf.meta) for a, sf in discover_all()}
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="origin-push") as pool:
+            for item in plan:
+                _send_file(store, client, item, _file_meta(store, item.file, fresh), report, progress, pool)
+        report["tombstones"] = pull_tombstones(store, client)
+        with transaction(store.conn) as conn:
+            conn.execute("INSERT OR REPLACE INTO setting (key, value) VALUES ('hub.last_push', ?)", (str(now_ms()),))
+    finally:
+        if own:
+            client.close()
+    return report
+
+
+def hub_status(store: Store, cfg: HubConfig) -> dict:
+    """Return whether the hub answers, the last push and what is behind."""
+    out: dict = {"hub": cfg.url, "device": cfg.device, "reachable": False, "token_ok": False}
+    r = store.conn.execute("SELECT value FROM setting WHERE key = 'hub.last_push'").fetchone()
+    out["last_push"] = iso_local(int(r[0])) if r else None
+    client = HubClient(cfg, timeout=10)
+    try:
+        status, health = client.request("GET", "/healthz", auth=False)
+        out["reachable"] = status == 200 and health.get("ok") is True
+        out["hub_version"] = health.get("version")
+        cursors = client.get("/v1/cursors", device=cfg.device).get("files") or []
+        out["token_ok"] = True
+        plan = plan_push(local_files(store), cursors, {})
+        out["files_behind"] = len(plan)
+        out["bytes_behind"] = sum(i.end - i.start for i in plan)
+    except (HubUnavailable, Unauthorized, Refused) as e:
+        out["error"] = str(e)
+    finally:
+        client.close()
+    return out
+
+
+# -- watching ------------------------------------------------------------------
+
+#: Seconds between cheap stat polls, and between full scans (the backstop).
+WATCH_POLL = 5.0
+WATCH_FULL = 300.0
+
+
+def watch_paths(store: Store, env: dict | None = None) -> list[str]:
+    """Return what a watcher stats: every archived source file (and its
+    WAL), the folders holding them up to the agents' roots, and the roots."""
+    roots = [d for dirs in looked_in(env).values() for d in dirs]
+    paths: set[str] = set(roots)
+    root_set = set(roots)
+    for path, kind in store.conn.execute(
+            "SELECT DISTINCT path, kind FROM raw_file WHERE substr(path, 1, 1) != '@'"):
+        paths.add(path)
+        if kind == "db":
+            paths.add(path + "-wal")
+        parent = os.path.dirname(path)
+        for _ in range(6):  # folders up to the root: a new file changes its folder's mtime
+            if not parent or parent in paths or parent in root_set:
+                break
+            paths.add(parent)
+            parent = os.path.dirname(parent)
+    return sorted(paths)
+
+
+def poll_signature(paths: list[str]) -> int:
+    """Return a hash of size, mtime and inode of every path (missing ones too)."""
+    h = hashlib.blake2b(digest_size=8)
+    for p in paths:
+        try:
+            st = os.stat(p)
+            h.update(f"{p}\0{st.st_size}:{st.st_mtime_ns}:{st.st_ino}\n".encode("utf-8", "surrogateescape"))
+        except OSError:
+            h.update(f"{p}\0-\n".encode("utf-8", "surrogateescape"))
+    return int.from_bytes(h.digest(), "big")
+
+
+def watch(home: Path, *, poll: float = WATCH_POLL, full: float = WATCH_FULL, once: bool = False,
+          on_round: Callable[[dict], None] | None = None, stop: threading.Event | None = None) -> None:
+    """Sync (and push, when a hub is configured) whenever agents' logs change.
+
+    Polls stat signatures every ``poll`` seconds, which costs one stat per
+    archived file; every ``full`` seconds it runs a full sync regardless,
+    since change notification is not reliable everywhere.
+    """
+    stop = stop or threading.Event()
+    last_full = 0.0
+    sig = None
+    paths: list[str] = []
+    while not stop.is_set():
+        t = time.monotonic()
+        changed = sig is None or poll_signature(paths) != sig
+        if changed or t - last_full >= full:
+            with open_store(home) as store:
+                report = sync(store)
+                out: dict = {"synced": report.as_json(), "pushed": None, "reason": "change" if changed else "scan"}
+                cfg = load_hub_config(home)
+                if cfg is not None:
+                    try:
+                        out["pushed"] = push(store, cfg)
+                    except (HubUnavailable, Unauthorized, Refused) as e:
+                        out["push_error"] = str(e)  # tried again at the next change or scan
+                paths = watch_paths(store)
+            sig = poll_signature(paths)
+            last_full = t
+            if on_round:
+                on_round(out)
+            if once:
+                return
+        stop.wait(poll)
+###############################################################################
 # MCP #########################################################################
 ###############################################################################
 # Owns: the seven agent tools (schemas, argument checks, result shapes),
@@ -6067,6 +7118,541 @@ def serve_stdio(home: Path, sync_fn: Callable[..., Any]) -> None:
         anyio.run(run)
     finally:
         service.close()
+
+
+###############################################################################
+# Hub server ##################################################################
+###############################################################################
+# Owns: `origin serve`: the routes table (the replication API now; MCP over
+# HTTP and the admin pages mount on it), request limits, body decoding,
+# authentication at the door, request logging and clean shutdown.  The
+# BaseHTTPRequestHandler is a thin adapter around ``Hub.dispatch``.
+
+#: Where `origin serve` listens by default.
+HUB_LISTEN = "127.0.0.1:7077"
+#: Seconds a connection may sit idle or stall mid-request before it is dropped.
+HUB_READ_TIMEOUT = 30.0
+#: Failed authentications allowed per client address in HUB_FAIL_WINDOW s.
+HUB_FAIL_MAX = 20
+HUB_FAIL_WINDOW = 60.0
+#: Largest body of a request that is not an ingest.
+SMALL_BODY_MAX = 64 << 10
+
+
+@record
+class Response:
+    """What a route returns: a status, a JSON-able body and extra headers."""
+
+    status: int
+    body: Any
+    headers: list = Fresh(list)
+    close: bool = False
+
+
+@record
+class Route:
+    """One entry of the routes table."""
+
+    handler: Callable[..., Response]
+    auth: bool = True
+    body_max: int = SMALL_BODY_MAX
+
+
+def error_response(status: int, message: str, **extra: Any) -> Response:
+    """Return the one JSON error shape every refusal uses."""
+    return Response(status, {"ok": False, "error": message, "status": status, **extra})
+
+
+def _status_of(e: OriginError) -> int:
+    if hasattr(e, "http_status"):
+        return e.http_status
+    return {NotFound: 404, Forgotten: 410, Conflict: 409, StoreError: 503}.get(type(e), 400)
+
+
+def _one(query: dict, name: str, *, required: bool = True, allowed: tuple = ()) -> str | None:
+    extra = sorted(set(query) - {name, *allowed})
+    if extra:
+        raise UsageError(f"unknown query parameter {extra[0]!r}")
+    values = query.get(name) or []
+    if len(values) > 1:
+        raise UsageError(f"give {name} once")
+    if not values:
+        if required:
+            raise UsageError(f"missing query parameter {name!r}")
+        return None
+    return values[0]
+
+
+def api_healthz(hub: "Hub", req: "Request") -> Response:
+    return Response(200, {"ok": True, "version": __version__})
+
+
+def api_get_cursors(hub: "Hub", req: "Request") -> Response:
+    device = check_device(_one(req.query, "device"))
+    if req.token is not None and req.token.device != device:
+        with transaction(req.store.conn) as conn:
+            bind_device(conn, req.token, device)
+    return Response(200, {"device": device, "files": hub_cursors(req.store, device)})
+
+
+def api_post_ingest(hub: "Hub", req: "Request") -> Response:
+    if req.query:
+        raise UsageError("POST /v1/ingest takes no query parameters")
+    chunk = parse_chunk(req.json())
+    out = accept_chunk(req.store, chunk, req.token, hub.pool)
+    if hub.index is not None:
+        hub.index.poke()
+    return Response(200, {"ok": True, **out})
+
+
+def api_get_tombstones(hub: "Hub", req: "Request") -> Response:
+    raw = _one(req.query, "after", required=False, allowed=("limit",))
+    after = 0 if raw is None else raw
+    if not isinstance(after, int) and not (isinstance(after, str) and after.isdigit() and len(after) <= 15):
+        raise UsageError("after must be a tombstone seq: a whole number of at most 15 digits")
+    raw_limit = (req.query.get("limit") or [str(TOMBSTONE_PAGE)])[0]
+    if not raw_limit.isdigit() or not 1 <= int(raw_limit) <= TOMBSTONE_PAGE or len(req.query.get("limit") or []) > 1:
+        raise UsageError(f"limit is from 1 to {TOMBSTONE_PAGE}")
+    return Response(200, {"ok": True, **hub_tombstones(req.store, int(after), int(raw_limit))})
+
+
+#: (method, path) -> Route.  Later surfaces add their own entries, or mount
+#: a handler on a path prefix with ``Hub.mount`` (``/mcp``, ``/admin``).
+HUB_ROUTES: dict[tuple[str, str], Route] = {
+    ("GET", "/healthz"): Route(api_healthz, auth=False),
+    ("GET", "/v1/cursors"): Route(api_get_cursors),
+    ("POST", "/v1/ingest"): Route(api_post_ingest, body_max=BODY_MAX),
+    ("GET", "/v1/tombstones"): Route(api_get_tombstones),
+}
+
+
+@record
+class Request:
+    """One parsed request as the routes see it."""
+
+    method: str
+    path: str
+    query: dict
+    headers: dict  # lower-cased names
+    body: bytes
+    client: str
+    store: Store
+    token: Token | None = None
+
+    def json(self) -> Any:
+        ctype = self.headers.get("content-type", "").split(";")[0].strip().lower()
+        if ctype != "application/json":
+            raise Refused("send the body as Content-Type: application/json", 415)
+        try:
+            return json.loads(self.body)
+        except (ValueError, RecursionError):
+            raise UsageError("the body is not valid JSON (UTF-8)") from None
+
+
+def gunzip_capped(data: bytes, limit: int) -> bytes:
+    """Inflate a gzip body, refusing (413) one that grows past limit.
+
+    Decompresses in bounded steps, so a gzip bomb costs at most limit bytes
+    of memory before it is refused.
+    """
+    import zlib
+
+    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    out = []
+    size = 0
+    buf = data
+    try:
+        while buf:
+            piece = d.decompress(buf, 1 << 20)
+            size += len(piece)
+            if size > limit:
+                raise Refused(f"the body inflates to more than {limit} bytes", 413)
+            out.append(piece)
+            buf = d.unconsumed_tail
+        while not d.eof:
+            piece = d.flush(1 << 20) if hasattr(d, "flush") else b""
+            if not piece:
+                break
+            size += len(piece)
+            if size > limit:
+                raise Refused(f"the body inflates to more than {limit} bytes", 413)
+            out.append(piece)
+    except zlib.error as e:
+        raise UsageError(f"the gzip body is corrupt ({e})") from None
+    if not d.eof:
+        raise UsageError("the gzip body is truncated")
+    if d.unused_data:
+        raise UsageError("the gzip body has trailing data")
+    return b"".join(out)
+
+
+class Hub:
+    """A running hub: the store's home, its routes, mounts and limits."""
+
+    def __init__(self, home: Path, *, index: bool = True, log=None):
+        self.home = Path(home)
+        self.routes = dict(HUB_ROUTES)
+        self.mounts: list[tuple[str, Callable[..., Response], bool]] = []
+        self.index = IndexWriters(self.home) if index else None
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="origin-fsync")
+        self.log = log
+        self._fails: dict[str, list[float]] = {}
+        self._lock = threading.Lock()
+        self._store: Store | None = None
+
+    def mount(self, prefix: str, handler: Callable[..., Response], *, auth: bool = True) -> None:
+        """Serve every path under prefix with handler(hub, request)."""
+        self.mounts.append((prefix.rstrip("/"), handler, auth))
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True)
+        if self.index is not None:
+            self.index.close()
+        if self._store is not None:
+            self._store.close()
+
+    def default_store(self) -> Store:
+        with self._lock:
+            if self._store is None:
+                self._store = open_store(self.home)
+            return self._store
+
+    def find(self, method: str, path: str) -> Route | Response:
+        """Return the route for method and path, or the 404/405 response."""
+        route = self.routes.get((method, path))
+        if route is not None:
+            return route
+        for prefix, handler, auth in self.mounts:
+            if path == prefix or path.startswith(prefix + "/"):
+                return Route(handler, auth=auth)
+        allowed = sorted(m for m, p in self.routes if p == path)
+        if allowed:
+            r = error_response(405, f"{path} takes {', '.join(allowed)}")
+            r.headers.append(("Allow", ", ".join(allowed)))
+            return r
+        return error_response(404, f"no such endpoint {path}")
+
+    def _rate_limited(self, client: str) -> Response | None:
+        now = time.monotonic()
+        with self._lock:
+            fails = [t for t in self._fails.get(client, []) if now - t < HUB_FAIL_WINDOW]
+            self._fails[client] = fails
+            if len(fails) >= HUB_FAIL_MAX:
+                wait = int(HUB_FAIL_WINDOW - (now - fails[0])) + 1
+                return Response(429, {"ok": False, "error": "too many failed authentications; wait and retry",
+                                      "status": 429}, [("Retry-After", str(wait))])
+        return None
+
+    def authenticate(self, route: Route, headers: dict, client: str, store: Store) -> Token | Response | None:
+        """Check the bearer token a route needs; return it or the refusal."""
+        if not route.auth:
+            return None
+        limited = self._rate_limited(client)
+        if limited is not None:
+            return limited
+        try:
+            return verify_token(store, headers.get("authorization"))
+        except Unauthorized as e:
+            with self._lock:
+                self._fails.setdefault(client, []).append(time.monotonic())
+            r = error_response(401, str(e))
+            r.headers.append(("WWW-Authenticate", 'Bearer realm="origin"'))
+            return r
+
+    def check_body(self, route: Route, method: str, headers: dict) -> Response | None:
+        """Refuse a body the route cannot take, before reading it."""
+        if "chunked" in headers.get("transfer-encoding", "").lower():
+            return error_response(411, "send a Content-Length; chunked bodies are not accepted")
+        raw = headers.get("content-length")
+        if raw is None:
+            return error_response(411, "send a Content-Length") if method == "POST" else None
+        if not raw.isdigit() or len(raw) > 15:
+            return error_response(400, "Content-Length is not a number")
+        if int(raw) > route.body_max:
+            return error_response(413, f"the body is larger than {route.body_max} bytes")
+        enc = headers.get("content-encoding", "identity").strip().lower()
+        if enc not in ("identity", "gzip", ""):
+            return error_response(415, f"Content-Encoding {enc!r} is not accepted: send gzip or none")
+        return None
+
+    def dispatch(self, method: str, target: str, headers: dict, body: bytes = b"", *, client: str = "local",
+                 store: Store | None = None, token: Token | None = None) -> Response:
+        """Answer one request: route, authenticate, decode the body, run.
+
+        Pure apart from the store: tests call it without a socket.
+        """
+        import urllib.parse
+
+        store = store or self.default_store()
+        headers = {k.lower(): v for k, v in headers.items()}
+        split = urllib.parse.urlsplit(target)
+        path = split.path
+        found = self.find(method, path)
+        if isinstance(found, Response):
+            return found
+        if token is None:
+            auth = self.authenticate(found, headers, client, store)
+            if isinstance(auth, Response):
+                return auth
+            token = auth
+        refused = self.check_body(found, method, headers)
+        if refused is not None:
+            return refused
+        if len(body) > found.body_max:
+            return error_response(413, f"the body is larger than {found.body_max} bytes")
+        try:
+            if headers.get("content-encoding", "").strip().lower() == "gzip":
+                body = gunzip_capped(body, found.body_max)
+            try:
+                query = urllib.parse.parse_qs(split.query, keep_blank_values=True, strict_parsing=False,
+                                              max_num_fields=20)
+            except ValueError:
+                raise UsageError("too many query parameters") from None
+            req = Request(method, path, query, headers, body, client, store, token)
+            return found.handler(self, req)
+        except OffsetMismatch as e:
+            return error_response(409, str(e), bytes=e.cursor)
+        except Refused as e:
+            r = error_response(e.http_status, str(e))
+            if e.retry_after:
+                r.headers.append(("Retry-After", str(e.retry_after)))
+            return r
+        except OriginError as e:
+            return error_response(_status_of(e), str(e))
+
+
+def _make_handler(hub: Hub):
+    from http.server import BaseHTTPRequestHandler
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive; every response sets Content-Length
+        # Headers and body go out in two writes: without this, Nagle and
+        # delayed ACK add ~40 ms to every request on a kept-alive socket.
+        disable_nagle_algorithm = True
+        timeout = HUB_READ_TIMEOUT  # a stalled or idle client frees its thread
+        server_version = "origin"
+        sys_version = ""
+
+        def version_string(self):
+            return self.server_version  # never the Python version
+
+        def setup(self):
+            super().setup()
+            self.busy = False
+            self._store = None
+            self.server.track(self, True)
+
+        def finish(self):
+            try:
+                super().finish()
+            finally:
+                self.server.track(self, False)
+                if self._store is not None:
+                    self._store.close()
+
+        def log_message(self, format, *args):  # noqa: A002 - the stdlib's name
+            pass  # one line per request is written by _send instead
+
+        def send_error(self, code, message=None, explain=None):
+            self.close_connection = True
+            self._send(error_response(code, message or "bad request"), "-")
+
+        def _send(self, r: Response, who: str) -> None:
+            body = json.dumps(r.body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+            if r.close or self.server.stopping:
+                self.close_connection = True
+            try:
+                self.send_response(r.status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.send_header("Cache-Control", "no-store")
+                for k, v in r.headers:
+                    self.send_header(k, v)
+                if self.close_connection:
+                    self.send_header("Connection", "close")
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(body)
+            finally:
+                ms = (time.monotonic() - getattr(self, "_t0", time.monotonic())) * 1000
+                path = (getattr(self, "path", "") or "").split("?", 1)[0][:200]
+                hub_log(hub, f"{getattr(self, 'command', '-') or '-'} {path or '-'} {r.status} {ms:.1f}ms {who}")
+
+        def _drain_or_close(self, headers: dict) -> None:
+            """Read an unread body so the kept-alive socket stays in step.
+
+            A refusal sent before the body is read would otherwise leave
+            that body to be parsed as the next request; a body too large to
+            drain closes the connection instead.
+            """
+            raw = headers.get("content-length", "")
+            if "chunked" in headers.get("transfer-encoding", "").lower() or not raw.isdigit():
+                self.close_connection = True
+                return
+            n = int(raw)
+            if n > BODY_MAX:
+                self.close_connection = True
+                return
+            try:
+                while n > 0:
+                    got = self.rfile.read(min(n, 1 << 16))
+                    if not got:
+                        break
+                    n -= len(got)
+            except OSError:
+                self.close_connection = True
+
+        def _handle(self):
+            self._t0 = time.monotonic()
+            self.busy = True
+            try:
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                client = self.client_address[0] if self.client_address else "-"
+                if self._store is None:
+                    self._store = open_store(hub.home)
+                path = self.path.split("?", 1)[0]
+                if not self.path.startswith("/"):
+                    self._drain_or_close(headers)
+                    return self._send(error_response(400, "the request target must be a path"), "-")
+                found = hub.find(self.command, path)
+                if isinstance(found, Response):
+                    self._drain_or_close(headers)
+                    return self._send(found, "-")
+                auth = hub.authenticate(found, headers, client, self._store)
+                if isinstance(auth, Response):
+                    self._drain_or_close(headers)
+                    return self._send(auth, "-")
+                refused = hub.check_body(found, self.command, headers)
+                if refused is not None:
+                    if refused.status in (411, 413):
+                        self.close_connection = True  # too large or unknown length: never read it
+                    else:
+                        self._drain_or_close(headers)
+                    return self._send(refused, auth.name if auth else "-")
+                n = int(headers.get("content-length") or 0)
+                body = self.rfile.read(n) if n else b""
+                if len(body) < n:
+                    self.close_connection = True
+                    return self._send(error_response(400, "the body ended before its Content-Length"),
+                                      auth.name if auth else "-")
+                r = hub.dispatch(self.command, self.path, headers, body, client=client, store=self._store,
+                                 token=auth)
+                self._send(r, auth.name if auth else "-")
+            except TimeoutError:
+                self.close_connection = True
+                try:
+                    self._send(error_response(408, "the request was not sent in time"), "-")
+                except OSError:
+                    pass
+            except OSError:
+                self.close_connection = True
+            except Exception:
+                hub_log(hub, "internal error:\n" + traceback.format_exc())
+                self.close_connection = True
+                try:
+                    self._send(error_response(500, "internal error; the hub's log has the details"), "-")
+                except OSError:
+                    pass
+            finally:
+                self.busy = False
+
+        do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = _handle
+
+    return Handler
+
+
+def hub_log(hub: Hub, line: str) -> None:
+    """Write one line to the hub's log (stderr by default)."""
+    out = hub.log or sys.stderr
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    try:
+        out.write(f"{stamp} {line}\n")
+        out.flush()
+    except (OSError, ValueError):
+        pass
+
+
+def parse_listen(value: str) -> tuple[str, int]:
+    """Split HOST:PORT (IPv6 as [::1]:PORT); raise UsageError if malformed."""
+    m = re.match(r"^(?:\[([0-9a-fA-F:.]+)\]|([^:\[\]]*)):(\d{1,5})$", value or "")
+    if not m or int(m.group(3)) > 65535:
+        raise UsageError(f"--listen {value!r}: use HOST:PORT, e.g. 127.0.0.1:7077")
+    return (m.group(1) or m.group(2) or "127.0.0.1"), int(m.group(3))
+
+
+def make_hub_server(hub: Hub, host: str, port: int):
+    """Return a bound ThreadingHTTPServer for hub (not yet serving)."""
+    import socket
+    from http.server import ThreadingHTTPServer
+
+    class Server(ThreadingHTTPServer):
+        daemon_threads = False  # in-flight requests finish before exit
+        block_on_close = True
+        allow_reuse_address = True
+        address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
+
+        def __init__(self, *a, **kw):
+            self.stopping = False
+            self.conns: set = set()
+            self.conns_lock = threading.Lock()
+            super().__init__(*a, **kw)
+
+        def track(self, handler, alive: bool) -> None:
+            with self.conns_lock:
+                (self.conns.add if alive else self.conns.discard)(handler)
+
+        def stop_idle(self) -> None:
+            """Close kept-alive connections waiting for a next request."""
+            with self.conns_lock:
+                for h in list(self.conns):
+                    if not h.busy:
+                        try:
+                            h.connection.shutdown(socket.SHUT_RDWR)
+                        except OSError:
+                            pass
+
+    try:
+        return Server((host, port), _make_handler(hub))
+    except OSError as e:
+        raise UsageError(f"cannot listen on {host}:{port}: {e.strerror}; pick another --listen") from None
+
+
+def serve_hub(home: Path, listen: str = HUB_LISTEN, *, ready: Callable[[str], None] | None = None) -> None:
+    """Run the hub until SIGTERM or SIGINT, then stop cleanly.
+
+    On a signal the server stops accepting, idle connections close, and
+    requests in flight finish (each ingest commits or rolls back whole).
+    """
+    import signal
+
+    host, port = parse_listen(listen)
+    open_store(home).close()  # fail early on an unusable store
+    hub = Hub(home)
+    server = make_hub_server(hub, host, port)
+    bound = server.server_address
+    url = f"http://{'[' + bound[0] + ']' if ':' in bound[0] else bound[0]}:{bound[1]}"
+
+    def stop(signum, frame):
+        if not server.stopping:
+            server.stopping = True
+            threading.Thread(target=server.shutdown, daemon=True).start()
+
+    old = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
+    hub_log(hub, f"origin {__version__} hub serving {home} on {url}")
+    if ready:
+        ready(url)
+    try:
+        server.serve_forever(poll_interval=0.2)
+    finally:
+        server.stopping = True
+        server.stop_idle()
+        server.server_close()  # joins the request threads
+        hub.close()
+        for s, h in old.items():
+            signal.signal(s, h)
+        hub_log(hub, "hub stopped")
 
 
 ###############################################################################
@@ -7326,6 +8912,234 @@ def add_mcp_commands(sub, command, add_json) -> None:
 _JSON_ERRORS = {"on": False}
 
 
+def cmd_serve(args) -> int:
+    """Run the personal hub: the replication API for your devices.
+
+    Devices push their raw mirrors with `origin push` and pull forgets
+    back; every /v1/* request needs a token from `origin token create`.
+    Logs one line per request to stderr; stops cleanly on SIGTERM/SIGINT.
+    The hub speaks plain HTTP: put it behind TLS before exposing it beyond
+    localhost.
+
+    Example: origin serve --listen 127.0.0.1:7077
+    """
+    serve_hub(resolve_home(), args.listen)
+    return 0
+
+
+def cmd_token(args) -> int:
+    """Create, list or revoke the hub's device tokens.
+
+    A token is shown once, at creation, with the command to run on the
+    device; the hub keeps only its SHA-256.  A token is bound to the first
+    device name used with it.
+
+    Example: origin token create laptop
+    """
+    with _open(args) as store:
+        if args.action == "create":
+            if not args.name:
+                raise UsageError("origin token create NAME")
+            token = create_token(store, args.name)
+            url = args.url or f"http://{HUB_LISTEN}"
+            line = f"origin hub connect {url} --token {token} --device {args.name}"
+            if args.json:
+                _print_json({"name": args.name, "token": token, "connect": line})
+            else:
+                print(f"token {args.name}: {token}")
+                print("it is shown only this once; on the device run:")
+                print(f"  {line}")
+            return 0
+        if args.action == "revoke":
+            if not args.name:
+                raise UsageError("origin token revoke NAME")
+            revoke_token(store, args.name)
+            print(f"revoked {args.name}") if not args.json else _print_json({"revoked": args.name})
+            return 0
+        tokens = list_tokens(store)
+    if args.json:
+        _print_json({"tokens": tokens})
+        return 0
+    if not tokens:
+        print("no tokens; create one with `origin token create NAME`")
+    for t in tokens:
+        state = f"revoked {t['revoked']}" if t["revoked"] else f"last used {t['last_used'] or 'never'}"
+        print(f"{t['name']:20} created {t['created']}  {state}  device {t['device'] or '-'}")
+    return 0
+
+
+def cmd_hub(args) -> int:
+    """Connect this device to a hub, show the connection, or drop it.
+
+    `connect` checks the hub and the token before saving
+    ORIGIN_HOME/hub.json (mode 0600); ORIGIN_HUB_URL, ORIGIN_HUB_TOKEN and
+    ORIGIN_DEVICE override it.  The device name defaults to the host name.
+
+    Example: origin hub connect http://hub.lan:7077 --token ogn_… --device laptop
+    """
+    import socket
+
+    home = resolve_home()
+    if args.action == "connect":
+        if not args.url or not args.token:
+            raise UsageError("origin hub connect URL --token TOKEN [--device NAME]")
+        device = check_device(args.device) if args.device else normalise_device(socket.gethostname())
+        cfg = HubConfig(check_hub_url(args.url), args.token, device)
+        client = HubClient(cfg, timeout=15)
+        try:
+            status, health = client.request("GET", "/healthz", auth=False)
+            if status != 200 or health.get("ok") is not True:
+                raise HubUnavailable(f"{cfg.url} answered {status} to /healthz: is it an Origin hub?")
+            files = client.get("/v1/cursors", device=device).get("files") or []
+        finally:
+            client.close()
+        path = save_hub_config(home, cfg)
+        out = {"hub": cfg.url, "device": device, "hub_version": health.get("version"), "files_on_hub": len(files),
+               "saved": str(path)}
+        if args.json:
+            _print_json(out)
+        else:
+            print(f"connected to {cfg.url} (origin {health.get('version')}) as device {device}; saved {path}")
+            print("run `origin push` to send this device's archive")
+        return 0
+    if args.action == "disconnect":
+        path = home / HUB_FILE
+        existed = path.exists()
+        if existed:
+            path.unlink()
+        out = {"disconnected": existed}
+        _print_json(out) if args.json else print("disconnected" if existed else "no hub was configured")
+        return 0
+    cfg = load_hub_config(home)
+    if cfg is None:
+        out = {"configured": False}
+        _print_json(out) if args.json else print("no hub configured; `origin hub connect URL --token T`")
+        return 0
+    with _open(args) as store:
+        st = {"configured": True, **hub_status(store, cfg)}
+    if args.json:
+        _print_json(st)
+    else:
+        print(f"hub       {st['hub']} ({'reachable' if st['reachable'] else 'unreachable'})")
+        print(f"device    {st['device']}")
+        print(f"last push {st['last_push'] or 'never'}")
+        if "files_behind" in st:
+            print(f"behind    {st['files_behind']} files, {st['bytes_behind'] / 1e6:.2f} MB")
+        if st.get("error"):
+            print(f"problem   {st['error']}")
+    return 0 if st.get("token_ok") else 1
+
+
+def _push_printer():
+    if not sys.stderr.isatty():
+        return None
+    last = [0.0]
+
+    def show(r: dict) -> None:
+        t = time.monotonic()
+        if t - last[0] < 0.2:
+            return
+        last[0] = t
+        sys.stderr.write(f"\rpushing: {r['bytes_sent'] / 1e6:.1f} of {r['bytes_total'] / 1e6:.1f} MB, "
+                         f"{r['chunks']} chunks")
+        sys.stderr.flush()
+
+    return show
+
+
+def cmd_push(args) -> int:
+    """Sync, send this device's new mirror bytes to the hub, pull its forgets.
+
+    Resumable: it asks the hub's cursors and sends only what the hub lacks;
+    run it again after any interruption.  Forgets made on the hub are then
+    applied here.  Exits non-zero when the hub is unreachable or refuses
+    the token; the local archive is untouched either way.
+
+    Example: origin push --json
+    """
+    home = resolve_home()
+    cfg = load_hub_config(home)
+    if cfg is None:
+        raise UsageError("no hub configured: run `origin hub connect URL --token T` first")
+    with _open(args) as store:
+        synced = sync(store, progress=None if args.json else _progress_printer())
+        show = None if args.json else _push_printer()
+        report = push(store, cfg, progress=show)
+    if show:
+        sys.stderr.write("\n")
+    report["synced_events"] = synced.events_added
+    if args.json:
+        _print_json(report)
+        return 0
+    t = report["tombstones"] or {}
+    print(f"pushed {report['bytes_sent'] / 1e6:.2f} MB of {report['files_sent']} files to {cfg.url} as "
+          f"{cfg.device}: {report['events_added_on_hub']} new events on the hub")
+    print(f"forgets from the hub: {t.get('fetched', 0)} fetched, {t.get('applied', 0)} new here")
+    if t.get("purge_offered"):
+        p = t["purge_offered"]
+        print(f"the hub purged forgotten text; here {p['events']} forgotten events and {p['entries']} entries "
+              "still have their bytes: run `origin purge` to remove them too")
+    return 0
+
+
+def cmd_watch(args) -> int:
+    """Sync (and push, with a hub) whenever agents' logs change.
+
+    For machines where no agent runs Origin itself.  Polls the archived
+    files' stat signatures every --poll seconds (one stat per file) and
+    runs a full scan every --full seconds as a backstop.  Stops on
+    SIGTERM/SIGINT.
+
+    Example: origin watch --poll 5
+    """
+    import signal
+
+    stop = threading.Event()
+    for s in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(s, lambda *_: stop.set())
+
+    def report(out: dict) -> None:
+        if args.json:
+            sys.stdout.write(json.dumps(out, ensure_ascii=False) + "\n")
+            sys.stdout.flush()
+        else:
+            pushed = out.get("pushed")
+            msg = f"synced {out['synced']['events_added']} events"
+            if pushed:
+                msg += f", pushed {pushed['bytes_sent']} bytes"
+            if out.get("push_error"):
+                msg += f"; push failed: {out['push_error']}"
+            print(f"{dt.datetime.now().strftime('%H:%M:%S')} {msg}", flush=True)
+
+    watch(resolve_home(), poll=args.poll, full=args.full, once=args.once, on_round=report, stop=stop)
+    return 0
+
+
+def add_hub_commands(command, add_json) -> None:
+    """Add serve, token, hub, push and watch to the parser."""
+    sp = command("serve", cmd_serve, "run the hub (replication API) for your devices")
+    sp.add_argument("--listen", default=HUB_LISTEN, help=f"HOST:PORT to listen on (default {HUB_LISTEN})")
+    sp = command("token", cmd_token, "create, list or revoke device tokens (on the hub)")
+    sp.add_argument("action", choices=("create", "list", "revoke"), help="create a token, list them, or revoke one")
+    sp.add_argument("name", nargs="?", help="the token's name, e.g. the device's (laptop)")
+    sp.add_argument("--url", help="the hub URL devices use, for the printed connect line")
+    add_json(sp)
+    sp = command("hub", cmd_hub, "connect this device to a hub, show or drop the connection")
+    sp.add_argument("action", choices=("connect", "status", "disconnect"),
+                    help="connect to a hub, show the connection, or drop it")
+    sp.add_argument("url", nargs="?", help="the hub, e.g. http://hub.lan:7077")
+    sp.add_argument("--token", help="the token `origin token create` printed on the hub")
+    sp.add_argument("--device", help="this device's name (default: the host name)")
+    add_json(sp)
+    sp = command("push", cmd_push, "send this device's archive to the hub and pull its forgets")
+    add_json(sp)
+    sp = command("watch", cmd_watch, "sync and push whenever agents' logs change")
+    sp.add_argument("--poll", type=float, default=WATCH_POLL, help="seconds between stat polls")
+    sp.add_argument("--full", type=float, default=WATCH_FULL, help="seconds between full scans")
+    sp.add_argument("--once", action="store_true", help="one round, then exit")
+    add_json(sp)
+
+
 def _parser_class() -> type:
     """Return the CLI's argparse parser class, made at its first use.
 
@@ -7569,6 +9383,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     sp.add_argument("src", help="a folder written by `origin backup`")
     add_json(sp)
     add_mcp_commands(sub, command, add_json)
+    add_hub_commands(command, add_json)
     if run is not None and not built:
         return build_parser()
     return p

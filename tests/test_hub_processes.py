@@ -1,0 +1,448 @@
+"""The hub end to end with real processes on loopback.
+
+A hub process (`origin serve`) and device homes with different real
+fixture sets, pushed with `origin push`: the hub's event ids are the union
+of the devices' for every source; killed pushes and a killed hub lose and
+duplicate nothing; concurrent pushes resolve their 409s; the HTTP edge
+keeps kept-alive sockets in step and shuts down cleanly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shlex
+import signal
+import socket
+import sqlite3
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import adapters
+import origin
+from reliability_tools import CRASH_EXIT, age_tree, origin_argv, origin_env
+from test_sources import LAYOUTS
+
+#: Which agents each device has: two different real fixture sets, sharing
+#: Grok's sessions, so one file held by two devices is stored once.
+DEVICES = {"laptop": ("claude-code", "codex", "grok", "claude-memory"), "desktop": ("cursor", "zcode", "grok")}
+
+
+_STARTED: list = []
+
+
+@pytest.fixture(autouse=True)
+def _no_hub_left_running():
+    yield
+    while _STARTED:
+        p = _STARTED.pop()
+        if p.poll() is None:
+            p.kill()
+            p.wait(30)
+
+
+class HubProcess:
+    """`origin serve` on 127.0.0.1:<free port>, with its log collected."""
+
+    def __init__(self, home: Path, crash: str | None = None):
+        self.home = home
+        env = origin_env(home / "hostenv", home, crash=crash)
+        (home / "hostenv").mkdir(parents=True, exist_ok=True)
+        self.proc = subprocess.Popen(origin_argv("serve", "--listen", "127.0.0.1:0"), env=env,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        _STARTED.append(self.proc)
+        self.log: list[str] = []
+        self.url = None
+        ready = threading.Event()
+
+        def drain():
+            for line in self.proc.stderr:
+                self.log.append(line)
+                if " on http://" in line and self.url is None:
+                    self.url = line.rsplit(" on ", 1)[1].strip()
+                    ready.set()
+            ready.set()
+
+        threading.Thread(target=drain, daemon=True).start()
+        ready.wait(120)
+        assert self.url, "hub did not start: " + "".join(self.log)
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(60)
+
+    def cli(self, *args: str) -> tuple[int, str]:
+        p = subprocess.run(origin_argv(*args), env=origin_env(self.home / "hostenv", self.home),
+                           capture_output=True, text=True, timeout=300)
+        return p.returncode, p.stdout + p.stderr
+
+
+class Device:
+    """A device home with some agents' real fixtures laid out."""
+
+    def __init__(self, root: Path, name: str, agents: tuple[str, ...]):
+        self.name = name
+        self.home = root / name
+        self.home.mkdir(parents=True)
+        self.store = self.home / ".origin"
+        self.extra: dict = {}
+        self.hub_url: str | None = None  # overrides hub.json (a restarted hub has a new port)
+        for a in agents:
+            self.extra.update(LAYOUTS[a](self.home) or {})
+        # Old enough to be quiet: open Grok blocks are flushed at the first sync.
+        age_tree(self.home, 7200)
+
+    def env(self, crash: str | None = None) -> dict:
+        extra = {**self.extra, **({"ORIGIN_HUB_URL": self.hub_url} if self.hub_url else {})}
+        return origin_env(self.home, self.store, extra, crash=crash)
+
+    def run(self, *args: str, crash: str | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+        return subprocess.run(origin_argv(*args), env=self.env(crash), capture_output=True, text=True,
+                              timeout=timeout)
+
+    def popen(self, *args: str, crash: str | None = None) -> subprocess.Popen:
+        return subprocess.Popen(origin_argv(*args), env=self.env(crash), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+
+    def push(self) -> dict:
+        p = self.run("push", "--json")
+        assert p.returncode == 0, p.stderr
+        assert "database is locked" not in p.stderr
+        return json.loads(p.stdout)
+
+
+def event_ids(store: Path, source: str | None = None) -> set[str]:
+    with sqlite3.connect(store / "origin.db") as c:
+        q = "SELECT id FROM event" + (" WHERE source = ?" if source else "")
+        return {r[0] for r in c.execute(q, (source,) if source else ())}
+
+
+def mirrors_match(hub_home: Path, dev: Device) -> None:
+    """Every device mirror is byte-equal to its hub copy."""
+    with sqlite3.connect(dev.store / "origin.db") as d, sqlite3.connect(hub_home / "origin.db") as h:
+        for source, path, gen, mirror, size in d.execute(
+                "SELECT source, path, generation, mirror, bytes_ingested FROM raw_file"):
+            r = h.execute("SELECT mirror, bytes_ingested FROM raw_file WHERE source = ? AND path = ? AND generation = ?",
+                          (source, f"@{dev.name}:{path}", gen)).fetchone()
+            assert r is not None, (source, path)
+            assert r[1] == size
+            assert (hub_home / r[0]).read_bytes()[:size] == (dev.store / mirror).read_bytes()[:size]
+        assert h.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def connect(hub: HubProcess, dev: Device) -> None:
+    code, out = hub.cli("token", "create", dev.name, "--url", hub.url, "--json")
+    assert code == 0, out
+    line = json.loads(out)["connect"]
+    argv = shlex.split(line)
+    assert argv[0] == "origin"
+    p = dev.run(*argv[1:])
+    assert p.returncode == 0, p.stderr
+    mode = (dev.store / "hub.json").stat().st_mode & 0o777
+    assert mode == 0o600
+
+
+@pytest.fixture
+def hub(tmp_path):
+    h = HubProcess(tmp_path / "hub")
+    yield h
+    assert h.stop() == 0, "".join(h.log)
+
+
+@pytest.fixture
+def devices(tmp_path, hub):
+    devs = [Device(tmp_path / "devices", n, agents) for n, agents in DEVICES.items()]
+    for d in devs:
+        connect(hub, d)
+    return devs
+
+
+def test_two_devices_push_and_the_hub_holds_the_union_of_their_ids_for_every_source(hub, devices):
+    for d in devices:
+        report = d.push()
+        assert report["files_sent"] > 0 and report["bytes_sent"] > 0
+    for source in adapters.ADAPTERS:
+        want = set().union(*(event_ids(d.store, source) for d in devices))
+        assert want, source
+        assert event_ids(hub.home, source) == want, source
+    for d in devices:
+        mirrors_match(hub.home, d)
+        again = d.push()
+        assert again["bytes_sent"] == 0 and again["files_sent"] == 0
+    # The hub's own CLI finds text from both devices, with device provenance.
+    for d, source in ((devices[0], "codex"), (devices[1], "zcode")):
+        with sqlite3.connect(d.store / "origin.db") as c:
+            eid, text = c.execute(
+                "SELECT id, text FROM event WHERE source = ? AND kind = 'message' AND indexed = 1 "
+                "AND length(text) > 30 ORDER BY seq LIMIT 1", (source,)).fetchone()
+        words = [w for w in text.split() if len(w) >= 4][:4]
+        code, out = hub.cli("search", *words, "--scope", "events", "--source", source, "--limit", "200", "--json")
+        assert code == 0, out
+        assert eid in {h["id"] for h in json.loads(out)["events"]}, words
+        code, out = hub.cli("show", eid, "--json")
+        text = json.dumps(json.loads(out))
+        assert f"raw/devices/{d.name}/{source}/" in text and f"@{d.name}:" in text
+    assert any("POST /v1/ingest 200" in line and line.rstrip().endswith("laptop") for line in hub.log)
+    assert not any("ogn_" in line for line in hub.log), "a token reached the log"
+
+
+def test_status_reports_what_is_behind_and_disconnect_forgets_the_hub(hub, devices):
+    d = devices[0]
+    p = d.run("hub", "status", "--json")
+    st = json.loads(p.stdout)
+    assert p.returncode == 0 and st["reachable"] and st["token_ok"] and st["files_behind"] == 0
+    d.run("sync")
+    st = json.loads(d.run("hub", "status", "--json").stdout)
+    assert st["files_behind"] > 0 and st["bytes_behind"] > 0 and st["last_push"] is None
+    d.push()
+    st = json.loads(d.run("hub", "status", "--json").stdout)
+    assert st["files_behind"] == 0 and st["last_push"]
+    assert json.loads(d.run("hub", "disconnect", "--json").stdout) == {"disconnected": True}
+    p = d.run("push")
+    assert p.returncode != 0 and "hub connect" in p.stderr
+
+
+def test_push_fails_clearly_when_the_hub_is_down_or_the_token_is_revoked(hub, devices, tmp_path):
+    d = devices[0]
+    code, out = hub.cli("token", "revoke", d.name)
+    assert code == 0, out
+    p = d.run("push")
+    assert p.returncode == origin.Unauthorized.exit_code, "".join(hub.log)
+    assert "token" in p.stderr and "Traceback" not in p.stderr
+    events = event_ids(d.store)
+    assert events, "the local sync still happened"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]
+    env = {"ORIGIN_HUB_URL": f"http://127.0.0.1:{dead}"}
+    p = subprocess.run(origin_argv("push"), env={**d.env(), **env}, capture_output=True, text=True, timeout=120)
+    assert p.returncode == origin.HubUnavailable.exit_code and "cannot reach the hub" in p.stderr
+    assert event_ids(d.store) == events
+
+
+def test_concurrent_pushes_of_three_devices_and_two_of_one_device_give_exact_counts(hub, tmp_path):
+    devs = [Device(tmp_path / "many", f"dev{i}", agents)
+            for i, agents in enumerate((("claude-code", "codex"), ("cursor", "grok"), ("zcode", "claude-code")))]
+    for d in devs:
+        connect(hub, d)
+        assert d.run("sync").returncode == 0
+    procs = [d.popen("push", "--json") for d in devs] + [devs[0].popen("push", "--json")]
+    for p in procs:
+        out, err = p.communicate(timeout=600)
+        assert p.returncode == 0, err
+        assert "database is locked" not in err
+    for source in adapters.ADAPTERS:
+        want = set().union(*(event_ids(d.store, source) for d in devs))
+        assert event_ids(hub.home, source) == want, source
+    for d in devs:
+        mirrors_match(hub.home, d)
+    with sqlite3.connect(hub.home / "origin.db") as h:
+        dup = h.execute("SELECT count(*) - count(DISTINCT id) FROM event").fetchone()[0]
+        assert dup == 0
+
+
+def test_killed_pushes_and_a_killed_hub_lose_and_duplicate_nothing(tmp_path):
+    hub_home = tmp_path / "hub"
+    hub = HubProcess(hub_home)
+    dev = Device(tmp_path / "devices", "laptop", ("claude-code", "codex", "cursor", "grok"))
+    connect(hub, dev)
+    assert dev.run("sync").returncode == 0
+    rng = random.Random(14)
+    # The device killed after its n-th acknowledged chunk, then at random moments.
+    for n in (1, 3, 6):
+        p = dev.run("push", crash=f"push-sent:{n}")
+        assert p.returncode in (CRASH_EXIT, 0), p.stderr
+    for _ in range(3):
+        p = dev.popen("push")
+        time.sleep(rng.uniform(0.3, 1.5))
+        p.kill()
+        p.communicate()
+    assert hub.stop() == 0
+    # The hub killed mid-ingest (after the mirror write, before the commit)
+    # while a second device pushes.
+    other = Device(tmp_path / "devices", "desktop", ("cursor", "zcode", "grok", "claude-code"))
+    hub = HubProcess(hub_home)
+    connect(hub, other)
+    assert other.run("sync").returncode == 0
+    assert hub.stop() == 0
+    for point in ("hub-mirror-appended:2", "hub-before-commit:2", "hub-mirror-appended:3", "hub-before-commit:1"):
+        hub = HubProcess(hub_home, crash=point)
+        other.hub_url = hub.url
+        p = other.run("push", timeout=300)
+        assert p.returncode == origin.HubUnavailable.exit_code, p.stderr
+        assert hub.proc.wait(60) == CRASH_EXIT, "".join(hub.log)
+    hub = HubProcess(hub_home)
+    try:
+        for d in (dev, other):
+            d.hub_url = hub.url
+            d.push()
+            assert d.push()["bytes_sent"] == 0
+            mirrors_match(hub_home, d)
+        for source in adapters.ADAPTERS:
+            want = event_ids(dev.store, source) | event_ids(other.store, source)
+            assert event_ids(hub_home, source) == want, source
+        with sqlite3.connect(hub_home / "origin.db") as h:
+            assert h.execute("SELECT count(*) - count(DISTINCT id) FROM event").fetchone()[0] == 0
+    finally:
+        assert hub.stop() == 0
+
+
+def _raw_exchange(url: str, payload: bytes) -> bytes:
+    host, port = url.rsplit("//", 1)[1].split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as s:
+        s.sendall(payload)
+        s.shutdown(socket.SHUT_WR)
+        out = b""
+        while True:
+            got = s.recv(65536)
+            if not got:
+                return out
+            out += got
+
+
+def test_an_early_401_drains_the_body_so_the_kept_alive_socket_stays_in_step(hub):
+    body = b'{"device":"laptop","data":"' + b"A" * 5000 + b'"}'
+    first = (b"POST /v1/ingest HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ogn_wrong\r\n"
+             b"Content-Type: application/json\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+    second = b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    out = _raw_exchange(hub.url, first + second)
+    assert out.count(b"HTTP/1.1 ") == 2, out[:500]
+    assert b"HTTP/1.1 401" in out and b'"ok":true' in out
+    assert b"Server: origin\r\n" in out and b"Python" not in out
+
+
+def test_a_body_too_large_is_refused_and_the_connection_closed_unread(hub):
+    req = (b"POST /v1/ingest HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ogn_wrong\r\n"
+           b"Content-Length: 999999999999\r\n\r\n")
+    out = _raw_exchange(hub.url, req)
+    assert b"HTTP/1.1 401" in out and b"Connection: close" in out
+    code, out = hub.cli("token", "create", "big", "--json")
+    token = json.loads(out)["token"].encode()
+    req = (b"POST /v1/ingest HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + token +
+           b"\r\nContent-Type: application/json\r\nContent-Length: 999999999999\r\n\r\n")
+    out = _raw_exchange(hub.url, req)
+    assert b"HTTP/1.1 413" in out and b"Connection: close" in out
+    req = (b"POST /v1/ingest HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + token +
+           b"\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n")
+    assert b"HTTP/1.1 411" in _raw_exchange(hub.url, req)
+    assert b'"status":400' in _raw_exchange(hub.url, b"GARBAGE\r\n\r\n")
+
+
+def test_a_client_that_stalls_mid_body_is_dropped_after_the_read_timeout(tmp_path, monkeypatch):
+    monkeypatch.setattr(origin, "HUB_READ_TIMEOUT", 0.5)
+    hub = origin.Hub(tmp_path / "h", index=False)
+    token = origin.create_token(hub.default_store(), "slow")
+    server = origin.make_hub_server(hub, "127.0.0.1", 0)
+    t = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    t.start()
+    try:
+        with socket.create_connection(server.server_address, timeout=30) as s:
+            s.sendall(b"POST /v1/ingest HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + token.encode() +
+                      b"\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"dev")
+            out = b""
+            while True:
+                got = s.recv(65536)
+                if not got:
+                    break
+                out += got
+        assert out == b"" or b"HTTP/1.1 4" in out
+        assert hub.default_store().conn.execute("SELECT count(*) FROM raw_file").fetchone()[0] == 0
+    finally:
+        server.shutdown()
+        server.server_close()
+        hub.close()
+
+
+def test_sigterm_stops_the_hub_cleanly_after_the_request_in_flight(tmp_path):
+    hub = HubProcess(tmp_path / "hub")
+    host, port = hub.url.rsplit("//", 1)[1].split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as s:
+        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert b"200" in s.recv(65536)
+        # An idle kept-alive connection does not hold the shutdown up.
+        assert hub.stop() == 0
+    assert "hub stopped" in "".join(hub.log)
+
+
+def _message(store: Path, source: str) -> tuple[str, str, str]:
+    """Return (id, session, four words) of an indexed message of source."""
+    with sqlite3.connect(store / "origin.db") as c:
+        for eid, session, text in c.execute(
+                "SELECT id, session, text FROM event WHERE source = ? AND kind = 'message' AND indexed = 1 "
+                "AND length(text) > 40 ORDER BY seq", (source,)):
+            words = [w for w in text.split() if len(w) >= 5 and w.isalpha()][:4]
+            if len(words) >= 3:
+                return eid, session, " ".join(words)
+    raise AssertionError(f"no {source} message with words")
+
+
+def _found_anywhere(dev: Device, eid: str, session: str, words: str) -> list[str]:
+    """Every device read route that still shows eid: search, timeline, show, sources."""
+    seen = []
+    p = dev.run("search", *words.split(), "--scope", "events", "--all", "--limit", "200", "--json")
+    if eid in p.stdout:
+        seen.append("search")
+    p = dev.run("timeline", "--session", session, "--all", "--json")
+    if eid in p.stdout:
+        seen.append("timeline")
+    p = dev.run("show", eid, "--json")
+    if p.returncode == 0:
+        seen.append("show")
+    with origin.open_store(dev.store) as s:
+        try:
+            if origin.raw_sources(s, eid):
+                seen.append("sources")
+        except origin.OriginError:
+            pass
+    return seen
+
+
+def test_invariant_2_a_forget_on_the_hub_reaches_every_device_and_a_re_push_stays_excluded(hub, devices, tmp_path):
+    laptop, desktop = devices
+    for d in devices:
+        d.push()
+    claude_id, claude_session, claude_words = _message(laptop.store, "claude-code")
+    grok_id, grok_session, grok_words = _message(laptop.store, "grok")
+    assert grok_id in event_ids(desktop.store), "both devices hold the Grok session"
+    for d, eid, sess, words in ((laptop, claude_id, claude_session, claude_words),
+                                (desktop, grok_id, grok_session, grok_words)):
+        assert _found_anywhere(d, eid, sess, words) == ["search", "timeline", "show", "sources"]
+    for eid in (claude_id, grok_id):
+        code, out = hub.cli("forget", eid, "--yes", "--reason", "not for the archive", "--json")
+        assert code == 0, out
+    for d in devices:
+        report = d.push()
+        assert report["tombstones"]["fetched"] == 2
+    assert _found_anywhere(laptop, claude_id, claude_session, claude_words) == []
+    for d in devices:
+        assert _found_anywhere(d, grok_id, grok_session, grok_words) == []
+    # A second pull fetches nothing new: the last applied tombstone is recorded.
+    assert laptop.push()["tombstones"]["fetched"] == 0
+    # Pushed again: a rewritten file (a new generation) and a copy on a third device.
+    with sqlite3.connect(laptop.store / "origin.db") as c:
+        src = c.execute("SELECT r.path FROM event e JOIN raw_file r ON r.id = e.raw_file_id WHERE e.id = ?",
+                        (claude_id,)).fetchone()[0]
+    data = Path(src).read_bytes()
+    Path(src).write_bytes(b'{"type":"summary","summary":"rewritten","leafUuid":"x"}\n' + data)
+    age_tree(laptop.home, 7200)
+    report = laptop.push()
+    assert report["files_sent"] >= 1
+    third = Device(tmp_path / "devices", "server", ("grok", "claude-code"))
+    connect(hub, third)
+    third.push()
+    assert third.push()["tombstones"]["fetched"] == 0
+    for eid, words in ((claude_id, claude_words), (grok_id, grok_words)):
+        code, out = hub.cli("search", *words.split(), "--scope", "events", "--all", "--limit", "200", "--json")
+        assert code == 0 and eid not in out
+        code, out = hub.cli("show", eid, "--json")
+        assert code != 0
+    assert _found_anywhere(third, grok_id, grok_session, grok_words) == []
+    with sqlite3.connect(hub.home / "origin.db") as h:
+        gens = h.execute("SELECT count(*) FROM raw_file WHERE path = ?", (f"@laptop:{src}",)).fetchone()[0]
+        assert gens == 2

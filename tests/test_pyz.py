@@ -14,7 +14,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import time
 import zipfile
 from pathlib import Path
@@ -145,3 +144,50 @@ def test_pyz_syncs_a_fixture_home_and_finds_its_text(pyz, tmp_path, version):
     assert json.loads(p.stdout)["events"]
     # Nothing was written next to the pyz or outside the store and SHIV_ROOT.
     assert sorted(x.name for x in app.parent.iterdir()) == ["origin.pyz"]
+
+
+def test_pyz_serves_a_hub_that_answers_healthz_and_accepts_a_push(pyz, tmp_path):
+    """One pyz copied onto a "server" runs the hub; the same file on a "device" pushes to it."""
+    import socket
+    import urllib.request
+
+    python = Path("/usr/bin/python3") if Path("/usr/bin/python3").exists() else INTERPRETERS[max(INTERPRETERS)]
+    app = copied(pyz, tmp_path)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+    server_env = bare_env(tmp_path, ORIGIN_HOME=str(tmp_path / "hub"))
+    hub = subprocess.Popen([str(python), "-I", "-S", str(app), "serve", "--listen", f"127.0.0.1:{port}"],
+                           cwd=app.parent, env=server_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/healthz", timeout=2) as r:
+                    assert json.loads(r.read())["ok"] is True
+                    break
+            except OSError:
+                assert hub.poll() is None and time.monotonic() < deadline, hub.stdout.read()[-2000:]
+                time.sleep(0.2)
+        p = run(python, app, tmp_path, "healthcheck", "--url", f"{url}/healthz", env=server_env)
+        assert p.returncode == 0, p.stderr
+        p = run(python, app, tmp_path, "token", "create", "laptop", "--url", url, "--json", env=server_env)
+        assert p.returncode == 0, p.stderr
+        token = json.loads(p.stdout)["token"]
+        device = tmp_path / "device"
+        device.mkdir()
+        env = fixture_home(device, SHIV_ROOT=str(tmp_path / "shiv"))
+        p = run(python, app, tmp_path, "hub", "connect", url, "--token", token, "--device", "laptop", env=env)
+        assert p.returncode == 0, p.stdout + p.stderr
+        p = run(python, app, tmp_path, "push", "--json", env=env)
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert json.loads(p.stdout)["bytes_sent"] > 0
+        p = run(python, app, tmp_path, "status", "--json", env=server_env)
+        hub_events = json.loads(p.stdout)["events"]
+        p = run(python, app, tmp_path, "status", "--json", env=env)
+        assert hub_events == json.loads(p.stdout)["events"] > 0
+    finally:
+        hub.terminate()
+        hub.wait(timeout=60)
+    assert hub.returncode == 0

@@ -26,7 +26,8 @@ import pytest
 
 import origin
 
-from shiptools import rows
+from reliability_tools import origin_argv
+from shiptools import fixture_home, rows
 
 pytestmark = pytest.mark.container
 
@@ -158,3 +159,53 @@ def test_the_image_keeps_its_store_on_the_volume_and_its_probe_says_when_no_hub_
     assert p.stdout.split() == ["65532", "700"], p.stdout + p.stderr
     assert other.run("origin", "status", "--json").returncode == 0
     assert rows(db, "PRAGMA integrity_check") == [("ok",)]
+def test_a_device_pushes_to_the_hub_in_the_image_and_the_store_survives_a_restart(image, containers, tmp_path):
+    data = tmp_path / "volume"
+    data.mkdir(mode=0o700)
+    os.chown(data, 65532, 65532)
+    hub = Hub(image, containers(), data, _free_port(), tmp_path / "hub.log")
+    hub.start()
+    try:
+        with urllib.request.urlopen(f"{hub.url}/healthz", timeout=10) as r:
+            assert json.loads(r.read())["ok"] is True
+        # The image's own probe, inside the container, as HEALTHCHECK runs it.
+        probe = image["Healthcheck"]["Test"][1:]
+        p = hub.run(*probe, env={"ORIGIN_HEALTHCHECK_URL": f"{hub.url}/healthz"})
+        assert p.returncode == 0, p.stdout + p.stderr
+        p = hub.run("origin", "token", "create", "laptop", "--url", hub.url, "--json")
+        assert p.returncode == 0, p.stderr
+        token = json.loads(p.stdout)["token"]
+
+        env = fixture_home(tmp_path / "device")
+        env = {**os.environ, **env}
+        p = subprocess.run(origin_argv("hub", "connect", hub.url, "--token", token, "--device", "laptop"),
+                           capture_output=True, text=True, env=env, timeout=120)
+        assert p.returncode == 0, p.stdout + p.stderr
+        p = subprocess.run(origin_argv("push", "--json"), capture_output=True, text=True, env=env, timeout=600)
+        assert p.returncode == 0, p.stdout + p.stderr
+        device_ids = _ids(Path(env["ORIGIN_HOME"]) / "origin.db")
+        assert device_ids and _ids(data / "origin.db") == device_ids
+        # A token the hub did not make is refused.
+        req = urllib.request.Request(f"{hub.url}/v1/cursors?device=laptop",
+                                     headers={"Authorization": "Bearer ogn_not-a-real-token"})
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(req, timeout=10)
+        assert refused.value.code == 401
+    finally:
+        code = hub.stop()
+    assert code == 0, hub.log.read_text()[-3000:]
+
+    # A new container of the same image on the same volume: everything is there.
+    hub = Hub(image, containers(), data, hub.port, tmp_path / "hub.log")
+    hub.start()
+    try:
+        p = hub.run("origin", "status", "--json")
+        assert p.returncode == 0, p.stderr
+        assert _ids(data / "origin.db") == device_ids
+        tokens = json.loads(hub.run("origin", "token", "list", "--json").stdout)["tokens"]
+        assert [(t["name"], t["device"], t["revoked"]) for t in tokens] == [("laptop", "laptop", None)]
+        p = subprocess.run(origin_argv("push", "--json"), capture_output=True, text=True, env=env, timeout=600)
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert json.loads(p.stdout)["bytes_sent"] == 0
+    finally:
+        assert hub.stop() == 0

@@ -906,9 +906,28 @@ INSTRUCTION_PATTERNS = tuple(LazyRegex(p) for p in (
 ))
 
 
+#: Words one of which a text must hold (in lower case) before the pattern of
+#: the same place is tried, so most texts compile and run no pattern at all.
+INSTRUCTION_HINTS = (
+    ("<|",),
+    ("<system", "</system", "<assistant", "</assistant", "<user", "</user", "<human", "</human",
+     "<instruction", "</instruction"),
+    ("[inst]", "[/inst]", "<<sys", "<</sys"),
+    ("human", "assistant"),
+    ("ignore", "disregard", "forget", "override"),
+    ("you",),
+    ("instruction", "your", "reveal"),
+    ("function_call", "invoke", "tool_call", "tool_use"),
+    ("<|",),
+)
+
+
 def looks_like_instruction(text: str) -> bool:
     """True when text reads like an instruction aimed at a model."""
-    return bool(text) and any(p.search(text) for p in INSTRUCTION_PATTERNS)
+    if not text:
+        return False
+    low = text.lower()
+    return any(any(h in low for h in hints) and p.search(text) for p, hints in zip(INSTRUCTION_PATTERNS, INSTRUCTION_HINTS))
 
 
 #: Result fields whose archive text is checked for instructions (an event's

@@ -4218,8 +4218,24 @@ def plan_forget(store: Store, target: str, *, same_text: bool = False) -> dict:
             "fingerprints": [list(f) for f in fps]}
 
 
+def plan_digest(plan: dict) -> str:
+    """Return a short digest of a forget plan (plan_forget): its target and ids.
+
+    A preview shows it and a confirmation sends it back; forget() with
+    ``expect_digest`` refuses (409) when the plan changed in between, so a
+    person never forgets more, or other, than what they were shown.
+    """
+    body = json.dumps({"target": plan["target"], "kind": plan["kind"], "entries": sorted(plan["entries"]),
+                       "events": sorted(plan["events"]), "same_text": bool(plan.get("same_text_included"))},
+                      sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(body.encode("utf-8")).hexdigest()[:32]
+
+
 def preview_forget(store: Store, target: str, *, same_text: bool = False) -> dict:
-    """Return what forgetting target would do, with short snippets to check."""
+    """Return what forgetting target would do, with short snippets to check.
+
+    ``digest`` (plan_digest) is what a confirmation passes to forget().
+    """
     conn = store.conn
     plan = plan_forget(store, target, same_text=same_text)
     entries = []
@@ -4233,7 +4249,7 @@ def preview_forget(store: Store, target: str, *, same_text: bool = False) -> dic
                 "snippet": snippet(r["text"], [])}
 
     out = {"target": plan["target"], "kind": plan["kind"], "would_forget_entries": entries,
-           "would_exclude_events": [brief(e) for e in plan["events"]]}
+           "would_exclude_events": [brief(e) for e in plan["events"]], "digest": plan_digest(plan)}
     others = list(dict.fromkeys(o for v in plan["same_text"].values() for o in v))
     if others:
         out["same_text_events"] = [brief(o) for o in others[:SAME_TEXT_MAX]]
@@ -4278,7 +4294,7 @@ def _catch_up_index(store: Store, out: dict) -> dict:
 
 
 def forget(store: Store, target: str, *, reason: str | None = None, device: str | None = None,
-           same_text: bool = False) -> dict:
+           same_text: bool = False, expect_digest: str | None = None) -> dict:
     """Forget an entry, an event or a session for good; return the tombstone.
 
     Forget hides: events and entries stay in their append-only tables and
@@ -4290,6 +4306,9 @@ def forget(store: Store, target: str, *, reason: str | None = None, device: str 
     with transaction(store.conn):
         replay_tombstone_log(store)
         plan = plan_forget(store, target, same_text=same_text)
+        if expect_digest is not None and not hmac.compare_digest(str(expect_digest), plan_digest(plan)):
+            raise Conflict("what this forget would hide changed since its preview; nothing was forgotten: "
+                           "preview it again and confirm the new plan")
         rec = check_tombstone_record({
             "uid": new_tombstone_uid(), "target": plan["target"], "kind": plan["kind"], "reason": reason,
             "created_at": now_ms(), "device": device, "entries": plan["entries"], "events": plan["events"],

@@ -5671,6 +5671,8 @@ TOMBSTONE_PAGE = 5000
 ENV_HUB_URL = "ORIGIN_HUB_URL"
 ENV_HUB_TOKEN = "ORIGIN_HUB_TOKEN"
 ENV_DEVICE = "ORIGIN_DEVICE"
+#: The hub's own URL as devices and agents reach it (`origin serve --public-url`).
+ENV_PUBLIC_URL = "ORIGIN_PUBLIC_URL"
 #: The device's connection file under ORIGIN_HOME (mode 0600: it holds the token).
 HUB_FILE = "hub.json"
 #: Seconds the device waits for the hub on one request.
@@ -6094,11 +6096,11 @@ class HubClient:
         return self._conn
 
     def request(self, method: str, path: str, body: bytes | None = None, *, auth: bool = True,
-                encoding: str | None = None) -> tuple[int, Any]:
+                encoding: str | None = None, extra: dict | None = None) -> tuple[int, Any]:
         """Send one request (a JSON body, already encoded); return (status, decoded JSON body)."""
         import http.client
 
-        headers = {"Accept": "application/json", "User-Agent": f"origin/{__version__}"}
+        headers = {"Accept": "application/json", "User-Agent": f"origin/{__version__}", **(extra or {})}
         if auth:
             headers["Authorization"] = f"Bearer {self.cfg.token}"
         if body is not None:
@@ -6129,7 +6131,9 @@ class HubClient:
             raise HubUnavailable(f"the hub at {self.cfg.url} answered {resp.status} with a body that is not "
                                  "JSON; is that URL an Origin hub?") from None
         if resp.status == 401:
-            raise Unauthorized(f"the hub refused the token ({data.get('error', 'unauthorized')}); "
+            err = data.get("error", "unauthorized") if isinstance(data, dict) else "unauthorized"
+            err = err.get("message", "unauthorized") if isinstance(err, dict) else err  # a JSON-RPC error on /mcp
+            raise Unauthorized(f"the hub refused the token ({err}); "
                                "create a new one on the hub with `origin token create NAME`")
         return resp.status, data
 
@@ -6498,9 +6502,11 @@ def watch(home: Path, *, poll: float = WATCH_POLL, full: float = WATCH_FULL, onc
 # MCP #########################################################################
 ###############################################################################
 # Owns: the seven agent tools (schemas, argument checks, result shapes),
-# freshness syncs, and the stdio server.  Upholds: Invariant 5 (every tool
-# runs the core operations above).  Never calls the adapters: the CLI hands
-# in a sync callback.
+# freshness syncs, the stdio server, one MCP exchange over HTTP (the hub's
+# /mcp), and the calls a device makes to the hub's tools (the proxy, the
+# CLI's remote commands).  Upholds: Invariant 5 (every tool runs the core
+# operations above).  Never calls the adapters: the CLI hands in a sync
+# callback.
 
 #: Seconds between freshness syncs before read tools.
 MCP_SYNC_INTERVAL = 10.0
@@ -7023,23 +7029,42 @@ class McpService:
 
     def call(self, name: str, arguments: dict | None, author: str) -> tuple[str, bool]:
         """Run one tool; return (text, is_error).  Never raises."""
-        tool = MCP_TOOLS.get(name)
-        if tool is None:
-            return f"unknown tool {name!r}; Origin's tools are: {', '.join(MCP_TOOLS)}", True
-        try:
-            args = check_tool_args(tool, arguments)
-            if tool.precheck is not None:
-                tool.precheck(args, author)
+        def run(tool: McpTool, args: dict) -> dict:
             with self._lock:
                 self._refresh(always=tool.writes)
-                # Invariant 5 (single entry point): every tool is a core operation.
-                result = tool.run(self.store, args, author)
-            return mcp_json(result), False
-        except OriginError as e:
-            return _agent_message(e), True
-        except Exception as e:
-            _log_exception(f"tool {name} failed")
-            return f"internal error in Origin ({type(e).__name__}); it was logged", True
+                return tool.run(self.store, args, author)
+
+        return run_tool(name, arguments, author, run)
+
+
+class ToolError(Exception):
+    """A tool result that is an error, already phrased (e.g. by the hub)."""
+
+
+def run_tool(name: str, arguments: dict | None, author: str,
+             run: Callable[[McpTool, dict], Any]) -> tuple[str, bool]:
+    """Check a tool call, hand it to run(tool, args); return (text, is_error).
+
+    Every transport (stdio, the hub's /mcp, the proxy) goes through here, so
+    a bad call is refused with the same words everywhere.  Never raises.
+    """
+    tool = MCP_TOOLS.get(name)
+    if tool is None:
+        return f"unknown tool {name!r}; Origin's tools are: {', '.join(MCP_TOOLS)}", True
+    try:
+        args = check_tool_args(tool, arguments)
+        if tool.precheck is not None:
+            tool.precheck(args, author)
+        # Invariant 5 (single entry point): every tool is a core operation.
+        result = run(tool, args)
+        return (result if isinstance(result, str) else mcp_json(result)), False
+    except ToolError as e:
+        return str(e), True
+    except OriginError as e:
+        return _agent_message(e), True
+    except Exception as e:
+        _log_exception(f"tool {name} failed")
+        return f"internal error in Origin ({type(e).__name__}); it was logged", True
 
 
 def _log_exception(what: str) -> None:
@@ -7065,8 +7090,14 @@ def mcp_client_name(ctx) -> str:
     return name[:100] or MCP_FALLBACK_AUTHOR
 
 
-def build_mcp_server(service: McpService):
-    """Return the SDK's low-level Server wired to service's tools."""
+def build_mcp_server(call: Callable[[Any, str, dict | None], tuple[str, bool]], *, threaded: bool = True):
+    """Return the SDK's low-level Server wired to the seven tools.
+
+    ``call(ctx, name, arguments)`` runs one tool and returns (text,
+    is_error): in a worker thread when ``threaded`` (stdio, where one event
+    loop serves every request), else in the request's own thread (the hub,
+    where each HTTP request has its own loop).
+    """
     import anyio
     import mcp.types as mt
     from mcp.server import Server
@@ -7081,8 +7112,10 @@ def build_mcp_server(service: McpService):
         # An exception here would reach the client as a protocol error (with
         # its text, in the legacy era), so everything becomes a tool error.
         try:
-            author = mcp_client_name(ctx)
-            text, is_error = await anyio.to_thread.run_sync(service.call, params.name, params.arguments, author)
+            if threaded:
+                text, is_error = await anyio.to_thread.run_sync(call, ctx, params.name, params.arguments)
+            else:
+                text, is_error = call(ctx, params.name, params.arguments)
         except Exception as e:
             _log_exception("tool call failed")
             text, is_error = f"internal error in Origin ({type(e).__name__})", True
@@ -7127,22 +7160,23 @@ def mcp_request_line(line: str) -> str:
     return json.dumps(adapters.scrub_surrogates(obj), ensure_ascii=False) + "\n"
 
 
-def serve_stdio(home: Path, sync_fn: Callable[..., Any]) -> None:
+def serve_stdio(home: Path, sync_fn: Callable[..., Any], hub: HubConfig | None = None) -> None:
     """Serve the tools over stdin/stdout until the client hangs up.
 
     ``sync_fn(store, changed_since=None, lazy=False, index=None)`` archives
     new log lines (``lazy`` for the syncs before read tools; ``index``, the
     server's IndexWriters, to hand on to ``sync``); the CLI
     passes one that runs the core ``sync``.  Both protocol eras are served:
-    the client's first request picks one.
+    the client's first request picks one.  With ``hub``, every tool call is
+    forwarded to that hub (``McpProxy``).
     """
     import io
 
     import anyio
     from mcp.server.stdio import stdio_server
 
-    service = McpService(home, sync_fn)
-    server = build_mcp_server(service)
+    service = McpService(home, sync_fn) if hub is None else McpProxy(home, sync_fn, hub)
+    server = build_mcp_server(lambda ctx, name, arguments: service.call(name, arguments, mcp_client_name(ctx)))
     service.start()
     stdin = _SafeLines(anyio.wrap_file(io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace")))
 
@@ -7158,12 +7192,256 @@ def serve_stdio(home: Path, sync_fn: Callable[..., Any]) -> None:
         service.close()
 
 
+# -- MCP over HTTP: the hub's /mcp ---------------------------------------------
+
+#: Largest body of one request to the hub's /mcp.
+MCP_BODY_MAX = 1 << 20
+#: The header the proxy names the agent behind it with (lower case).
+MCP_CLIENT_HEADER = "x-origin-client"
+#: JSON-RPC codes of refusals made before the SDK sees a request; -32001 is
+#: what MCP clients read as "unauthorized".
+RPC_PARSE_ERROR = -32700
+RPC_INVALID_REQUEST = -32600
+RPC_UNAUTHORIZED = -32001
+
+
+def rpc_error(request_id: Any, code: int, message: str, data: Any = None) -> dict:
+    """Return a JSON-RPC error reply."""
+    err = {"code": code, "message": message}
+    if data is not None:
+        err["data"] = data
+    return {"jsonrpc": "2.0", "id": request_id, "error": err}
+
+
+@record
+class McpCaller:
+    """Who calls the hub's /mcp: the store of the request's thread, the token, the headers."""
+
+    store: Store
+    token_name: str
+    headers: dict  # lower-cased names
+
+
+def http_author(ctx) -> str:
+    """Return ``<client>@<token name>``, the author of entries written over HTTP.
+
+    The client is the ``X-Origin-Client`` header (the proxy names the agent
+    behind it so), else the MCP client info of the request (2026 era), else
+    MCP_FALLBACK_AUTHOR (a legacy-era request names no client).
+    """
+    caller: McpCaller = ctx.request
+    named = (caller.headers.get(MCP_CLIENT_HEADER) or "").strip() or mcp_client_name(ctx)
+    named = "".join(c for c in named if c.isprintable() and c != "@")[:100].strip() or MCP_FALLBACK_AUTHOR
+    return f"{named}@{caller.token_name}"
+
+
+def http_tool_call(ctx, name: str, arguments: dict | None) -> tuple[str, bool]:
+    """Run one tool for the hub's /mcp on the request thread's own store."""
+    caller: McpCaller = ctx.request
+    author = http_author(ctx)
+    text, is_error = run_tool(name, arguments, author, lambda tool, args: tool.run(caller.store, args, author))
+    if is_error:  # an error never shows where the hub keeps its store
+        text = text.replace(str(caller.store.home), "ORIGIN_HOME")
+    return text, is_error
+
+
+class _OneExchange:
+    """The SDK's per-request dispatch context for a JSON answer: no back channel.
+
+    Shaped like ``mcp.shared.dispatcher.DispatchContext``; a stateless JSON
+    reply has no room for server-to-client requests, so they are refused.
+    """
+
+    can_send_request = False
+
+    def __init__(self, transport, request_id, metadata):
+        import anyio
+
+        self.transport = transport
+        self.request_id = request_id
+        self.message_metadata = metadata
+        self.cancel_requested = anyio.Event()
+
+    async def send_raw_request(self, method, params, opts=None):
+        from mcp.shared.exceptions import NoBackChannelError
+
+        raise NoBackChannelError(method)
+
+    async def notify(self, method, params, opts=None):
+        pass  # progress and log notifications have nowhere to go in a JSON reply
+
+    async def progress(self, progress, total=None, message=None):
+        pass
+
+
+def mcp_http_exchange(server, body: bytes, headers: dict, caller: McpCaller,
+                      header_items: Iterable[tuple[str, str]] = ()) -> tuple[int, dict | None]:
+    """Answer one POST to /mcp: return (HTTP status, JSON-RPC reply or None).
+
+    Stateless Streamable HTTP with JSON replies, both protocol eras on one
+    endpoint.  The ``MCP-Protocol-Version`` header picks the era as the
+    SDK's own session manager does: absent or a handshake version is the
+    legacy era (a connection born ready, so ``initialize`` is answered but
+    never required); anything else must pass the SDK's 2026 envelope
+    checks.  The SDK's kernel (``serve_one``) then runs the request.
+    ``header_items`` are the headers as sent, so a repeated one is seen.
+    """
+    import anyio
+    from mcp.server.connection import Connection
+    from mcp.server.runner import modern_error_data, serve_one
+    from mcp.shared.inbound import (ERROR_CODE_HTTP_STATUS, InboundLadderRejection, classify_inbound_request,
+                                    find_duplicated_routing_header)
+    from mcp.shared.message import ServerMessageMetadata
+    from mcp.shared.transport_context import TransportContext
+    from mcp.types import DEFAULT_NEGOTIATED_VERSION, HEADER_MISMATCH, PROTOCOL_VERSION_META_KEY
+    from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+    accept = {a.split(";")[0].strip().lower() for a in headers.get("accept", "").split(",")}
+    if not accept & {"application/json", "application/*", "*/*"}:
+        return 406, rpc_error(None, RPC_INVALID_REQUEST, "send Accept: application/json; this endpoint answers "
+                                                         "JSON, never an event stream")
+    if headers.get("content-type", "").split(";")[0].strip().lower() != "application/json":
+        return 415, rpc_error(None, RPC_INVALID_REQUEST, "send the body as Content-Type: application/json")
+    try:
+        msg = json.loads(body)
+    except (ValueError, RecursionError):
+        return 400, rpc_error(None, RPC_PARSE_ERROR, "Parse error: the body is not JSON (UTF-8)")
+    if isinstance(msg, list):
+        return 400, rpc_error(None, RPC_INVALID_REQUEST, "send one JSON-RPC message per request; batches are not "
+                                                         "part of MCP since 2025-06-18")
+    if isinstance(msg, dict) and msg.get("jsonrpc") == "2.0" and "method" not in msg and "id" in msg \
+            and ("result" in msg or "error" in msg):
+        return 202, None  # a reply to a server request: this server sends none, so it is dropped
+    if not isinstance(msg, dict) or msg.get("jsonrpc") != "2.0" or not isinstance(msg.get("method"), str):
+        return 400, rpc_error(None, RPC_INVALID_REQUEST, "the body must be one JSON-RPC 2.0 request or notification")
+    if "id" not in msg:
+        return 202, None  # a notification: accepted, nothing to answer
+    rid, method, params = msg["id"], msg["method"], msg.get("params")
+    if not isinstance(rid, (str, int)) or isinstance(rid, bool) or (params is not None and not isinstance(params, dict)):
+        return 400, rpc_error(None, RPC_INVALID_REQUEST, "id must be a string or an integer and params an object")
+    version = headers.get("mcp-protocol-version")
+    modern_body = isinstance(params, dict) and isinstance(params.get("_meta"), dict) \
+        and PROTOCOL_VERSION_META_KEY in params["_meta"]
+    if (version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS) \
+            or (version is None and modern_body and method != "initialize"):
+        dup = find_duplicated_routing_header(header_items)
+        verdict = (InboundLadderRejection(HEADER_MISMATCH, f"the {dup} header appears more than once") if dup
+                   else classify_inbound_request(msg, headers=headers))
+        if isinstance(verdict, InboundLadderRejection):
+            return ERROR_CODE_HTTP_STATUS.get(verdict.code, 400), rpc_error(rid, verdict.code, verdict.message,
+                                                                            verdict.data)
+        envelope = (verdict.protocol_version, verdict.client_info, verdict.client_capabilities)
+    else:
+        envelope = (version or DEFAULT_NEGOTIATED_VERSION, None, None)
+
+    async def one() -> tuple[int, dict]:
+        dctx = _OneExchange(TransportContext(kind="streamable-http", can_send_request=False, headers=headers), rid,
+                            ServerMessageMetadata(request_context=caller, can_send_request=False))
+        try:
+            result = await serve_one(server, dctx, method, params, connection=Connection.from_envelope(*envelope),
+                                     lifespan_state=None)
+            return 200, {"jsonrpc": "2.0", "id": rid, "result": result}
+        except Exception as exc:
+            data = modern_error_data(exc)  # anything but an MCP error becomes a generic -32603
+            return ERROR_CODE_HTTP_STATUS.get(data.code, 200), {
+                "jsonrpc": "2.0", "id": rid, "error": data.model_dump(mode="json", exclude_none=True)}
+
+    return anyio.run(one)
+
+
+# -- The hub's tools from a device: the proxy and the CLI's remote calls -------
+
+#: The protocol version spoken to a hub: one POST per call, no handshake.
+MCP_HUB_VERSION = "2026-07-28"
+#: Keys of the 2026 per-request envelope (``params._meta``).
+MCP_META = "io.modelcontextprotocol/"
+
+
+class HubTools:
+    """Call the hub's tools over its /mcp, one POST per call.
+
+    Used by the proxy (``origin mcp`` with a hub) and by the CLI's commands
+    when they act on the hub.  Nothing is cached: every call is answered by
+    the hub as it is now.
+    """
+
+    def __init__(self, cfg: HubConfig, client: str = "origin-cli", timeout: float = HUB_TIMEOUT):
+        self.cfg = cfg
+        self.client = client
+        self.http = HubClient(cfg, timeout=timeout)
+        self._last_id = 0
+
+    def close(self) -> None:
+        self.http.close()
+
+    def call(self, name: str, arguments: dict, *, client: str | None = None) -> tuple[str, bool]:
+        """Run one tool on the hub; return (text, is_error).
+
+        Raises HubUnavailable when the hub cannot be reached or answers with
+        no tool result, Unauthorized when it refuses the token.
+        """
+        self._last_id += 1
+        body = {"jsonrpc": "2.0", "id": self._last_id, "method": "tools/call", "params": {
+            "name": name, "arguments": arguments, "_meta": {
+                MCP_META + "protocolVersion": MCP_HUB_VERSION, MCP_META + "clientCapabilities": {},
+                MCP_META + "clientInfo": {"name": "origin-proxy", "version": __version__}}}}
+        headers = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": MCP_HUB_VERSION,
+                   "Mcp-Method": "tools/call", "Mcp-Name": name, "X-Origin-Client": client or self.client}
+        status, reply = self.http.request("POST", "/mcp", json.dumps(body, ensure_ascii=False).encode(),
+                                          extra=headers)
+        result = reply.get("result") if isinstance(reply, dict) else None
+        if status != 200 or not isinstance(result, dict) or not isinstance(result.get("content"), list):
+            err = reply.get("error") if isinstance(reply, dict) else None
+            why = err.get("message") if isinstance(err, dict) else f"HTTP {status}"
+            raise HubUnavailable(f"the hub at {self.cfg.url} refused the call ({why}); check the URL and that "
+                                 f"the hub runs origin {__version__} or later", retryable=status >= 500)
+        text = "".join(c.get("text", "") for c in result["content"] if isinstance(c, dict))
+        return text, bool(result.get("isError"))
+
+
+class McpProxy(McpService):
+    """`origin mcp` on a device with a hub: the same tools, answered by the hub.
+
+    The device keeps archiving its own logs and pushes them: before a read
+    tool at most every ``sync_interval`` seconds, before ``remember`` and
+    ``correct`` always (so the line an agent wrote a moment ago is on the
+    hub when it cites it), and after a forget (so the device applies the
+    forget at once).  ``tools/list`` is answered from the local definitions,
+    so the proxy starts, and lists its tools, while the hub is down; each
+    call then is a tool error naming the hub and what to check, and the next
+    call after the hub is back simply works.
+    """
+
+    def __init__(self, home: Path, sync_fn: Callable[..., Any], cfg: HubConfig, *,
+                 sync_interval: float = MCP_SYNC_INTERVAL):
+        super().__init__(home, sync_fn, sync_interval=sync_interval)
+        self.remote = HubTools(cfg, client=MCP_FALLBACK_AUTHOR)
+
+    def close(self) -> None:
+        self.remote.close()
+        super().close()
+
+    def call(self, name: str, arguments: dict | None, author: str) -> tuple[str, bool]:
+        def run(tool: McpTool, args: dict) -> str:
+            with self._lock:
+                self._refresh(always=tool.writes)
+                text, is_error = self.remote.call(tool.name, args, client=author)
+                if tool.name == "forget" and not args.get("preview") and not is_error:
+                    self._refresh(always=True)  # Invariant 2 (sticky forget): pull the hub's forget down now
+            if is_error:
+                raise ToolError(text)
+            return text
+
+        return run_tool(name, arguments, author, run)
+
+
 ###############################################################################
 # Hub server ##################################################################
 ###############################################################################
-# Owns: `origin serve`: the routes table (the replication API now; MCP over
-# HTTP and the admin pages mount on it), request limits, body decoding,
-# authentication at the door, request logging and clean shutdown.  The
+# Owns: `origin serve`: the routes table (the replication API and /mcp; the
+# admin pages mount on it), the names the hub answers for, request limits,
+# body decoding, authentication at the door, request logging and clean
+# shutdown.  The
 # BaseHTTPRequestHandler is a thin adapter around ``Hub.dispatch``.
 
 #: Where `origin serve` listens by default.
@@ -7194,6 +7472,7 @@ class Route:
     handler: Callable[..., Response]
     auth: bool = True
     body_max: int = SMALL_BODY_MAX
+    rpc: bool = False  # refusals at the door are JSON-RPC errors (the MCP endpoint)
 
 
 def error_response(status: int, message: str, **extra: Any) -> Response:
@@ -7243,6 +7522,24 @@ def api_post_ingest(hub: "Hub", req: "Request") -> Response:
     return Response(200, {"ok": True, **out})
 
 
+def api_mcp(hub: "Hub", req: "Request") -> Response:
+    """POST /mcp: one MCP request, answered by the same tools as stdio."""
+    refused = hub.check_names(req.headers)
+    if refused is not None:
+        return Response(403, rpc_error(None, RPC_INVALID_REQUEST, refused))
+    caller = McpCaller(req.store, req.token.name, req.headers)
+    status, reply = mcp_http_exchange(hub.mcp_server(), req.body, req.headers, caller, req.header_items)
+    return Response(status, reply)
+
+
+def rpc_refusal(r: Response) -> Response:
+    """Phrase a refusal at the door of the MCP endpoint as a JSON-RPC error."""
+    if not (isinstance(r.body, dict) and r.body.get("ok") is False):
+        return r
+    code = RPC_UNAUTHORIZED if r.status == 401 else RPC_INVALID_REQUEST
+    return Response(r.status, rpc_error(None, code, r.body.get("error", "refused")), r.headers, r.close)
+
+
 def api_get_tombstones(hub: "Hub", req: "Request") -> Response:
     raw = _one(req.query, "after", required=False, allowed=("limit",))
     after = 0 if raw is None else raw
@@ -7261,7 +7558,11 @@ HUB_ROUTES: dict[tuple[str, str], Route] = {
     ("GET", "/v1/cursors"): Route(api_get_cursors),
     ("POST", "/v1/ingest"): Route(api_post_ingest, body_max=BODY_MAX),
     ("GET", "/v1/tombstones"): Route(api_get_tombstones),
+    ("POST", "/mcp"): Route(api_mcp, body_max=MCP_BODY_MAX, rpc=True),
 }
+
+#: Host names every hub answers MCP requests for; `--public-url` adds its own.
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 
 
 @record
@@ -7276,6 +7577,7 @@ class Request:
     client: str
     store: Store
     token: Token | None = None
+    header_items: list = Fresh(list)  # as sent, repeats kept
 
     def json(self) -> Any:
         ctype = self.headers.get("content-type", "").split(";")[0].strip().lower()
@@ -7327,8 +7629,13 @@ def gunzip_capped(data: bytes, limit: int) -> bytes:
 class Hub:
     """A running hub: the store's home, its routes, mounts and limits."""
 
-    def __init__(self, home: Path, *, index: bool = True, log=None):
+    def __init__(self, home: Path, *, index: bool = True, log=None, public_url: str | None = None):
         self.home = Path(home)
+        self.names = set(LOOPBACK_NAMES)
+        self.origins: set[str] = set()
+        if public_url:
+            self.add_name(public_url)
+        self._mcp = None
         self.routes = dict(HUB_ROUTES)
         self.mounts: list[tuple[str, Callable[..., Response], bool]] = []
         self.index = IndexWriters(self.home) if index else None
@@ -7339,6 +7646,50 @@ class Hub:
         self._fails: dict[str, list[float]] = {}
         self._lock = threading.Lock()
         self._store: Store | None = None
+
+    def add_name(self, url_or_host: str) -> None:
+        """Answer MCP requests for this host name too (and its URL as a browser Origin)."""
+        import urllib.parse
+
+        if "://" in url_or_host:
+            u = urllib.parse.urlsplit(url_or_host)
+            self.origins.add(f"{u.scheme}://{u.netloc}".lower())
+            url_or_host = u.hostname or ""
+        if url_or_host and url_or_host not in ("0.0.0.0", "::"):
+            self.names.add(url_or_host.strip("[]").lower())
+
+    def check_names(self, headers: dict) -> str | None:
+        """Refuse a request addressed to another name, or sent from a foreign page.
+
+        DNS rebinding (the class of CVE-2025-66416): a web page on
+        evil.example that makes its name resolve to 127.0.0.1 reaches the
+        hub from the user's browser, but its requests carry
+        ``Host: evil.example`` and ``Origin: http://evil.example``.  The
+        hub answers only for its own names, and a browser Origin only when it
+        is the hub itself.
+        """
+        import urllib.parse
+
+        host = headers.get("host", "")
+        name = host.rsplit("]", 1)[0].lstrip("[") if host.startswith("[") else host.rsplit(":", 1)[0]
+        if name.lower() not in self.names:
+            return (f"this hub does not answer for the host name {name[:100]!r}: use a name it serves "
+                    f"({', '.join(sorted(self.names))}), or start it with --public-url naming this one")
+        origin = headers.get("origin")
+        if origin is None:
+            return None
+        u = urllib.parse.urlsplit(origin.strip())
+        own = {f"{s}://{h}" for s in ("http", "https") for h in (host.lower(),)} | self.origins
+        if f"{u.scheme}://{u.netloc}".lower() not in own:
+            return f"requests from the web page at {origin[:100]!r} are refused; only the hub's own pages may call it"
+        return None
+
+    def mcp_server(self):
+        """The SDK server behind /mcp, built at its first use."""
+        with self._lock:
+            if self._mcp is None:
+                self._mcp = build_mcp_server(http_tool_call, threaded=False)
+            return self._mcp
 
     def mount(self, prefix: str, handler: Callable[..., Response], *, auth: bool = True) -> None:
         """Serve every path under prefix with handler(hub, request)."""
@@ -7416,7 +7767,8 @@ class Hub:
         return None
 
     def dispatch(self, method: str, target: str, headers: dict, body: bytes = b"", *, client: str = "local",
-                 store: Store | None = None, token: Token | None = None) -> Response:
+                 store: Store | None = None, token: Token | None = None,
+                 header_items: list | None = None) -> Response:
         """Answer one request: route, authenticate, decode the body, run.
 
         Pure apart from the store: tests call it without a socket.
@@ -7448,7 +7800,8 @@ class Hub:
                                               max_num_fields=20)
             except ValueError:
                 raise UsageError("too many query parameters") from None
-            req = Request(method, path, query, headers, body, client, store, token)
+            req = Request(method, path, query, headers, body, client, store, token,
+                          list(header_items if header_items is not None else headers.items()))
             return found.handler(self, req)
         except OffsetMismatch as e:
             return error_response(409, str(e), bytes=e.cursor)
@@ -7498,12 +7851,15 @@ def _make_handler(hub: Hub):
             self._send(error_response(code, message or "bad request"), "-")
 
         def _send(self, r: Response, who: str) -> None:
-            body = json.dumps(r.body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+            if getattr(self, "_rpc", False):
+                r = rpc_refusal(r)
+            body = b"" if r.body is None else json.dumps(r.body, ensure_ascii=False, separators=(",", ":")).encode()
             if r.close or self.server.stopping:
                 self.close_connection = True
             try:
                 self.send_response(r.status)
-                self.send_header("Content-Type", "application/json")
+                if r.body is not None:
+                    self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
                 self.send_header("Cache-Control", "no-store")
                 for k, v in r.headers:
@@ -7544,6 +7900,7 @@ def _make_handler(hub: Hub):
 
         def _handle(self):
             self._t0 = time.monotonic()
+            self._rpc = False
             self.busy = True
             try:
                 headers = {k.lower(): v for k, v in self.headers.items()}
@@ -7558,6 +7915,7 @@ def _make_handler(hub: Hub):
                 if isinstance(found, Response):
                     self._drain_or_close(headers)
                     return self._send(found, "-")
+                self._rpc = found.rpc
                 auth = hub.authenticate(found, headers, client, self._store)
                 if isinstance(auth, Response):
                     self._drain_or_close(headers)
@@ -7576,7 +7934,7 @@ def _make_handler(hub: Hub):
                     return self._send(error_response(400, "the body ended before its Content-Length"),
                                       auth.name if auth else "-")
                 r = hub.dispatch(self.command, self.path, headers, body, client=client, store=self._store,
-                                 token=auth)
+                                 token=auth, header_items=list(self.headers.items()))
                 self._send(r, auth.name if auth else "-")
             except TimeoutError:
                 self.close_connection = True
@@ -7596,7 +7954,7 @@ def _make_handler(hub: Hub):
             finally:
                 self.busy = False
 
-        do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = _handle
+        do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = _handle
 
     return Handler
 
@@ -7657,7 +8015,8 @@ def make_hub_server(hub: Hub, host: str, port: int):
         raise UsageError(f"cannot listen on {host}:{port}: {e.strerror}; pick another --listen") from None
 
 
-def serve_hub(home: Path, listen: str = HUB_LISTEN, *, ready: Callable[[str], None] | None = None) -> None:
+def serve_hub(home: Path, listen: str = HUB_LISTEN, *, ready: Callable[[str], None] | None = None,
+              public_url: str | None = None) -> None:
     """Run the hub until SIGTERM or SIGINT, then stop cleanly.
 
     On a signal the server stops accepting, idle connections close, and
@@ -7667,7 +8026,8 @@ def serve_hub(home: Path, listen: str = HUB_LISTEN, *, ready: Callable[[str], No
 
     host, port = parse_listen(listen)
     open_store(home).close()  # fail early on an unusable store
-    hub = Hub(home)
+    hub = Hub(home, public_url=check_hub_url(public_url) if public_url else None)
+    hub.add_name(host)
     server = make_hub_server(hub, host, port)
     bound = server.server_address
     url = f"http://{'[' + bound[0] + ']' if ':' in bound[0] else bound[0]}:{bound[1]}"
@@ -8876,12 +9236,24 @@ def cmd_mcp(args) -> int:
 
     Agents start this themselves once it is registered (see `origin setup`).
     It archives new log lines at start, before tools at most every 10
-    seconds, and always before remember and correct.
+    seconds, and always before remember and correct.  On a device connected
+    to a hub (`origin hub connect`), it serves the same tools from the hub:
+    it pushes before those calls and forwards each call there.
 
     Example: origin mcp
     """
-    serve_stdio(resolve_home(), lambda store, changed_since=None, lazy=False, index=None: sync(
-        store, changed_since=changed_since, revisit_db_ms=DB_REVISIT_MS if lazy else None, index=index))
+    home = resolve_home()
+    hub = load_hub_config(home)
+
+    def archive(store, changed_since=None, lazy=False, index=None):
+        sync(store, changed_since=changed_since, revisit_db_ms=DB_REVISIT_MS if lazy else None, index=index)
+        if hub is not None:
+            try:
+                push(store, hub, discover=False)
+            except OriginError as e:  # the call that follows says so to the agent
+                sys.stderr.write(f"origin mcp: push to the hub failed: {e}\n")
+
+    serve_stdio(home, archive, hub)
     return 0
 
 
@@ -8951,17 +9323,20 @@ _JSON_ERRORS = {"on": False}
 
 
 def cmd_serve(args) -> int:
-    """Run the personal hub: the replication API for your devices.
+    """Run the personal hub: the replication API and MCP over HTTP.
 
     Devices push their raw mirrors with `origin push` and pull forgets
-    back; every /v1/* request needs a token from `origin token create`.
+    back; agents anywhere call the seven tools at /mcp.  Every request
+    needs a token from `origin token create`.  /mcp answers only for
+    loopback names, the --listen address and the host of --public-url
+    (or ORIGIN_PUBLIC_URL): give the URL devices and agents use.
     Logs one line per request to stderr; stops cleanly on SIGTERM/SIGINT.
     The hub speaks plain HTTP: put it behind TLS before exposing it beyond
     localhost.
 
-    Example: origin serve --listen 127.0.0.1:7077
+    Example: origin serve --listen 0.0.0.0:7077 --public-url http://hub.lan:7077
     """
-    serve_hub(resolve_home(), args.listen)
+    serve_hub(resolve_home(), args.listen, public_url=args.public_url or os.environ.get(ENV_PUBLIC_URL) or None)
     return 0
 
 
@@ -9157,6 +9532,7 @@ def add_hub_commands(command, add_json) -> None:
     """Add serve, token, hub, push and watch to the parser."""
     sp = command("serve", cmd_serve, "run the hub (replication API) for your devices")
     sp.add_argument("--listen", default=HUB_LISTEN, help=f"HOST:PORT to listen on (default {HUB_LISTEN})")
+    sp.add_argument("--public-url", help=f"the URL devices and agents reach the hub at (or {ENV_PUBLIC_URL})")
     sp = command("token", cmd_token, "create, list or revoke device tokens (on the hub)")
     sp.add_argument("action", choices=("create", "list", "revoke"), help="create a token, list them, or revoke one")
     sp.add_argument("name", nargs="?", help="the token's name, e.g. the device's (laptop)")

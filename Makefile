@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 BENCH_MB ?= 200
 
-.PHONY: help run test soak bench pyz wheel ship-test container-tools container-base container container-test e2e clean version
+.PHONY: help run test soak bench assets pyz wheel ship-test container-tools container-base container container-test e2e clean version
 
 help:  ## list the targets
 	@grep -E '^[a-z]+:.*##' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/'
@@ -29,6 +29,25 @@ soak: $(VENV)/.installed  ## the long reliability tier
 bench: $(VENV)/.installed  ## ingest, re-sync, search and hub figures (BENCH_MB=2000 for full scale)
 	BENCH_MB=$(BENCH_MB) $(BIN)/python tests/bench.py
 	BENCH_MB=$(BENCH_MB) $(BIN)/python tests/bench_hub.py
+
+# The admin page's icons and font, copied from npm packages into admin_assets/
+# with their licences.  Committed: nothing is fetched when the hub runs.
+LUCIDE ?= lucide-static@1.62.0
+INTER ?= @fontsource-variable/inter@5.3.0
+ADMIN_ICONS := layout-dashboard search clock book-open monitor-smartphone key-round scroll-text log-in log-out \
+  brain lock chart-column monitor check plus git-branch bookmark eraser pencil
+
+assets:  ## copy the admin page's icons (Lucide) and font (Inter) from npm into admin_assets/
+	rm -rf build/assets && mkdir -p build/assets admin_assets/icons admin_assets/fonts
+	cd build/assets && npm pack -q $(LUCIDE) $(INTER) >/dev/null
+	mkdir -p build/assets/lucide build/assets/inter
+	tar xzf build/assets/lucide-static-*.tgz -C build/assets/lucide
+	tar xzf build/assets/fontsource-variable-inter-*.tgz -C build/assets/inter
+	rm -f admin_assets/icons/*.svg
+	for i in $(ADMIN_ICONS); do cp build/assets/lucide/package/icons/$$i.svg admin_assets/icons/ || exit 1; done
+	cp build/assets/lucide/package/LICENSE admin_assets/icons/LICENSE
+	cp build/assets/inter/package/files/inter-latin-wght-normal.woff2 admin_assets/fonts/
+	cp build/assets/inter/package/LICENSE admin_assets/fonts/LICENSE
 
 # The pyz carries the compiled wheels of every CPython minor in PYZ_PYTHONS for
 # this machine's architecture; CPython picks each .so by its ABI tag.

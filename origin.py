@@ -29,8 +29,8 @@ Invariants (the only place they are defined; code cites them by number):
 Section map (a section calls only sections above it):
 
     Imports and constants   Errors   Helpers   Storage   Ingest   Entries
-    Forget   Queries   Access   Replication   MCP   Hub server   Agent setup
-    CLI
+    Forget   Queries   Access   Replication   MCP   Admin   Hub server
+    Agent setup   CLI
 
 Quick start:  ``make run`` archives this machine's agent logs and prints the
 status; ``make test`` runs the suite.
@@ -5532,7 +5532,8 @@ def export_markdown(store: Store, dest: Path, *, sessions: bool = False, project
 # Access ######################################################################
 ###############################################################################
 # Owns: the hub's bearer tokens (create, list, revoke, verify) and the device
-# each token is bound to.  Every network surface checks a request here.
+# each token is bound to; the owner's admin password, admin sessions and the
+# audit log.  Every network surface checks a request here.
 
 #: Every token starts with this, so a leaked one is easy to recognise.
 TOKEN_PREFIX = "ogn_"
@@ -5635,6 +5636,221 @@ def bind_device(conn: sqlite3.Connection, token: Token, device: str) -> None:
     elif r[0] != device:
         raise Refused(f"token {token.name!r} belongs to device {r[0]!r}; create a token for {device!r} on the hub",
                       403)
+
+
+# --- The owner's password, admin sessions and the audit log ----------------
+
+#: The owner password's scrypt cost: N, r, p (about 32 MiB and a fifth of a
+#: second per check), with a random 16-byte salt.
+ADMIN_SCRYPT = (1 << 15, 8, 3)
+ADMIN_SALT_BYTES = 16
+ADMIN_PASSWORD_MIN = 10
+ENV_ADMIN_PASSWORD = "ORIGIN_ADMIN_PASSWORD"
+#: A session ends this long after its last request, or this long after login.
+ADMIN_IDLE_MS = 30 * 60 * 1000
+ADMIN_ABSOLUTE_MS = 12 * 3600 * 1000
+#: Creating or revoking tokens, forgetting and ending sessions need the
+#: password typed within this long.
+ADMIN_REAUTH_MS = 10 * 60 * 1000
+#: setting keys: the stored password's hash, the hash of the environment's
+#: password seen at the last start, and which of the two the hub used then.
+_ADMIN_PW = "admin.password"
+_ADMIN_ENV_PW = "admin.env_password"
+_ADMIN_PW_SOURCE = "admin.password_source"
+
+
+def hash_password(password: str, *, salt: bytes | None = None, params: tuple = ADMIN_SCRYPT) -> str:
+    """Return ``scrypt$N$r$p$<salt hex>$<hash hex>`` for password."""
+    n, r, p = params
+    salt = salt if salt is not None else secrets.token_bytes(ADMIN_SALT_BYTES)
+    digest = hashlib.scrypt(password.encode("utf-8"), salt=salt, n=n, r=r, p=p, maxmem=128 << 20, dklen=32)
+    return f"scrypt${n}${r}${p}${salt.hex()}${digest.hex()}"
+
+
+def verify_password(password: str, stored: str | None) -> bool:
+    """Check password against a stored scrypt string, in constant time."""
+    try:
+        kind, n, r, p, salt, want = (stored or "").split("$")
+        if kind != "scrypt":
+            return False
+        got = hash_password(password, salt=bytes.fromhex(salt), params=(int(n), int(r), int(p)))
+    except (ValueError, TypeError, MemoryError):
+        return False
+    return hmac.compare_digest(got.rsplit("$", 1)[1].encode(), want.encode())
+
+
+def check_admin_password(password: Any) -> str:
+    """Return password if the owner may use it, else raise UsageError."""
+    if not isinstance(password, str) or len(password) < ADMIN_PASSWORD_MIN:
+        raise UsageError(f"the admin password needs at least {ADMIN_PASSWORD_MIN} characters")
+    if password.startswith(TOKEN_PREFIX):
+        raise UsageError(f"the admin password may not start with {TOKEN_PREFIX} (that is how hub tokens start)")
+    if any(ord(c) < 32 or ord(c) == 127 for c in password):
+        raise UsageError("the admin password may not hold control characters")
+    return password
+
+
+def generate_admin_password() -> str:
+    """Return a new password: 20 random base32 characters (100 bits)."""
+    import base64
+
+    return base64.b32encode(secrets.token_bytes(13)).decode("ascii")[:20]
+
+
+def audit(conn: sqlite3.Connection, actor: str, action: str, *, channel: str, client: str | None = None,
+          user_agent: str | None = None, **details: Any) -> None:
+    """Append one record to the audit log: ids and counts only, never text."""
+    conn.execute("INSERT INTO audit_log (ts, actor, action, channel, client, user_agent, details) "
+                 "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                 (now_ms(), actor, action, channel, client, (user_agent or "")[:200] or None,
+                  json.dumps(details, sort_keys=True, separators=(",", ":")) if details else None))
+
+
+def audit_log(store: Store, *, limit: int = 200, before: int | None = None) -> list[dict]:
+    """Return audit records, newest first (before: only ids below it)."""
+    rows = store.conn.execute(
+        "SELECT * FROM audit_log WHERE id < ? ORDER BY id DESC LIMIT ?",
+        (before if before is not None else 1 << 62, limit)).fetchall()
+    return [{"id": r["id"], "time": iso_local(r["ts"]), "actor": r["actor"], "action": r["action"],
+             "channel": r["channel"], "client": r["client"], "user_agent": r["user_agent"],
+             "details": json.loads(r["details"]) if r["details"] else {}} for r in rows]
+
+
+def end_admin_sessions(conn: sqlite3.Connection, *, keep: str | None = None) -> int:
+    """End every live admin session (but keep, an id hash); return how many."""
+    return conn.execute("UPDATE admin_session SET ended_at = ? WHERE ended_at IS NULL AND id_hash IS NOT ?",
+                        (now_ms(), keep)).rowcount
+
+
+def set_admin_password(store: Store, password: str, *, actor: str = "cli", channel: str = "cli",
+                       generated: bool = False) -> int:
+    """Store a new owner password's hash; end every session; return how many ended."""
+    check_admin_password(password)
+    stored = hash_password(password)
+    with transaction(store.conn) as conn:
+        _put_setting(conn, _ADMIN_PW, stored)
+        ended = end_admin_sessions(conn)
+        audit(conn, actor, "password_generated" if generated else "password_set", channel=channel,
+              sessions_ended=ended)
+    return ended
+
+
+def admin_password_at_start(store: Store, env_password: str | None) -> str | None:
+    """Settle the owner password when a hub starts with the admin page on.
+
+    The environment's password wins (it must pass check_admin_password);
+    its hash is kept to see whether it changed.  A change, or a switch
+    between it and the stored one, ends every session.  With neither, a
+    password is generated and stored, and returned so it is printed once.
+    """
+    if env_password is not None:
+        check_admin_password(env_password)
+    conn = store.conn
+    with transaction(conn):
+        before = _setting(conn, _ADMIN_PW_SOURCE)
+        if env_password is not None:
+            same = verify_password(env_password, _setting(conn, _ADMIN_ENV_PW))
+            if not same:
+                _put_setting(conn, _ADMIN_ENV_PW, hash_password(env_password))
+            if before != "env" or not same:
+                ended = end_admin_sessions(conn)
+                audit(conn, "hub", "password_changed", channel="env", sessions_ended=ended)
+            _put_setting(conn, _ADMIN_PW_SOURCE, "env")
+            return None
+        generated = None
+        if _setting(conn, _ADMIN_PW) is None:
+            generated = generate_admin_password()
+            _put_setting(conn, _ADMIN_PW, hash_password(generated))
+            ended = end_admin_sessions(conn)
+            audit(conn, "hub", "password_generated", channel="start", sessions_ended=ended)
+        elif before == "env":
+            ended = end_admin_sessions(conn)
+            audit(conn, "hub", "password_changed", channel="stored", sessions_ended=ended)
+        _put_setting(conn, _ADMIN_PW_SOURCE, "stored")
+    return generated
+
+
+def check_owner_password(store: Store, password: Any) -> bool:
+    """Is password the owner's (the environment's when it is in use)?"""
+    conn = store.conn
+    key = _ADMIN_ENV_PW if _setting(conn, _ADMIN_PW_SOURCE) == "env" else _ADMIN_PW
+    stored = _setting(conn, key)
+    if not isinstance(password, str) or len(password) > 1024:
+        password = ""
+    ok = verify_password(password, stored)
+    return ok and stored is not None
+
+
+def _session_hash(sid: str) -> str:
+    return hashlib.sha256(sid.encode("utf-8")).hexdigest()
+
+
+def create_admin_session(store: Store) -> tuple[str, str]:
+    """Start a session after a good password; return (session id, CSRF token).
+
+    Only the id's SHA-256 is stored; the id itself lives in the cookie.
+    """
+    sid, csrf = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
+    t = now_ms()
+    with transaction(store.conn) as conn:
+        conn.execute("INSERT INTO admin_session (id_hash, csrf, created_at, last_seen, password_at) "
+                     "VALUES (?, ?, ?, ?, ?)", (_session_hash(sid), csrf, t, t, t))
+    return sid, csrf
+
+
+@record
+class AdminSession:
+    """A live admin session as a request sees it."""
+
+    id_hash: str
+    csrf: str
+    created_at: int
+    password_at: int
+
+
+def admin_session(store: Store, sid: str | None) -> AdminSession | None:
+    """Return the live session a cookie names (and note this request), or None.
+
+    A session past ADMIN_IDLE_MS since its last request or ADMIN_ABSOLUTE_MS
+    since login is ended here; an unknown id is never adopted.
+    """
+    if not sid or len(sid) > 200:
+        return None
+    h = _session_hash(sid)
+    r = store.conn.execute("SELECT * FROM admin_session WHERE id_hash = ? AND ended_at IS NULL", (h,)).fetchone()
+    if r is None:
+        return None
+    t = now_ms()
+    with transaction(store.conn) as conn:
+        if t - r["last_seen"] > ADMIN_IDLE_MS or t - r["created_at"] > ADMIN_ABSOLUTE_MS:
+            conn.execute("UPDATE admin_session SET ended_at = ? WHERE id_hash = ?", (t, h))
+            return None
+        conn.execute("UPDATE admin_session SET last_seen = ? WHERE id_hash = ?", (t, h))
+    return AdminSession(h, r["csrf"], r["created_at"], r["password_at"] or r["created_at"])
+
+
+def reauth_admin_session(store: Store, id_hash: str) -> None:
+    """Note that the owner typed the password again in this session."""
+    with transaction(store.conn) as conn:
+        conn.execute("UPDATE admin_session SET password_at = ? WHERE id_hash = ?", (now_ms(), id_hash))
+
+
+def end_admin_session(store: Store, id_hash: str) -> None:
+    """End one session (logout)."""
+    with transaction(store.conn) as conn:
+        conn.execute("UPDATE admin_session SET ended_at = ? WHERE id_hash = ? AND ended_at IS NULL",
+                     (now_ms(), id_hash))
+
+
+def list_admin_sessions(store: Store) -> list[dict]:
+    """Return the live sessions: a short tag of each id hash and their times."""
+    t = now_ms()
+    rows = store.conn.execute(
+        "SELECT id_hash, created_at, last_seen, password_at FROM admin_session WHERE ended_at IS NULL "
+        "AND last_seen > ? AND created_at > ? ORDER BY created_at DESC",
+        (t - ADMIN_IDLE_MS, t - ADMIN_ABSOLUTE_MS)).fetchall()
+    return [{"tag": r["id_hash"][:8], "id_hash": r["id_hash"], "created": iso_local(r["created_at"]),
+             "last_seen": iso_local(r["last_seen"])} for r in rows]
 
 
 ###############################################################################
@@ -7436,6 +7652,1031 @@ class McpProxy(McpService):
 
 
 ###############################################################################
+# Admin #######################################################################
+###############################################################################
+# Owns: the owner's admin page on the hub: who may reach it (hosts, origins,
+# the session cookie, CSRF, re-typed passwords, rate limits), the escaping
+# page renderer, the content-hashed assets, and every page.  Each page reads
+# and writes through the same core operations as the CLI and MCP
+# (Invariant 5); a request arrives as the Hub server's request object and
+# leaves as an AdminReply, which the Hub server sends.
+
+#: Where the page lives on the hub's port (or on its own listener).
+ADMIN_PREFIX = "/admin"
+#: The folder of the page's stylesheet, script, font and icons.
+ADMIN_ASSETS = Path(__file__).resolve().parent / "admin_assets"
+#: Failed password checks allowed per client and in all, per window (s).
+ADMIN_FAIL_WINDOW = 600
+ADMIN_FAIL_CLIENT = 10
+ADMIN_FAIL_TOTAL = 100
+#: A raw line is shown cut to this many characters.
+ADMIN_RAW_MAX = 4000
+ADMIN_BODY_MAX = 64 << 10
+ENV_CLIENT_IP_HEADER = "ORIGIN_CLIENT_IP_HEADER"
+#: The page's Content-Security-Policy: nothing inline, nothing foreign, and
+#: Trusted Types required with no policy allowed, so no script can write HTML.
+ADMIN_CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; font-src 'self'; "
+             "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'; "
+             "object-src 'none'; manifest-src 'none'; require-trusted-types-for 'script'; trusted-types 'none'")
+#: Headers on every response under /admin, errors and assets included.
+ADMIN_HEADERS = (
+    ("Content-Security-Policy", ADMIN_CSP),
+    ("Cache-Control", "no-store, private"),
+    ("Vary", "Cookie"),
+    ("X-Frame-Options", "DENY"),
+    ("X-Content-Type-Options", "nosniff"),
+    ("Referrer-Policy", "no-referrer"),
+    ("X-Robots-Tag", "noindex, nofollow"),
+    ("Cross-Origin-Opener-Policy", "same-origin"),
+    ("Cross-Origin-Resource-Policy", "same-origin"),
+    ("Permissions-Policy", "camera=(), microphone=(), geolocation=(), interest-cohort=()"),
+)
+ADMIN_HSTS = ("Strict-Transport-Security", "max-age=63072000; includeSubDomains")
+#: Agents in the activity chart, each with its own colour class.
+_CHART_DAYS = 90
+
+
+@record
+class AdminReply:
+    """What the admin page answers: status, headers and an encoded body."""
+
+    status: int
+    body: bytes
+    ctype: str = "text/html; charset=utf-8"
+    headers: list = Fresh(list)
+
+
+class Markup(str):
+    """Text that is already HTML; every other value is escaped when rendered."""
+
+    __slots__ = ()
+
+
+def esc(value: Any) -> Markup:
+    """Return value as HTML: Markup as it is, anything else escaped."""
+    import html
+
+    if isinstance(value, Markup):
+        return value
+    return Markup(html.escape("" if value is None else str(value), quote=True))
+
+
+def tpl(template: str, **values: Any) -> Markup:
+    """Fill a ``string.Template`` with every value escaped (esc)."""
+    import string
+
+    return Markup(string.Template(template).substitute({k: esc(v) for k, v in values.items()}))
+
+
+def html_join(parts: Iterable[Any]) -> Markup:
+    """Concatenate escaped parts."""
+    return Markup("".join(esc(p) for p in parts))
+
+
+def is_loopback_host(host: str | None) -> bool:
+    """Is host (a name or address, IPv6 with or without brackets) a loopback one?"""
+    import ipaddress
+
+    h = (host or "").strip().lower().rstrip(".")
+    if h.startswith("[") and h.endswith("]"):
+        h = h[1:-1]
+    if h == "localhost" or h.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(h).is_loopback
+    except ValueError:
+        return False
+
+
+def host_of(netloc: str) -> str:
+    """The host part of a Host header or URL netloc (no port, no brackets)."""
+    netloc = netloc.strip()
+    if netloc.startswith("["):
+        return netloc[1:netloc.find("]")] if "]" in netloc else netloc
+    return netloc.rsplit(":", 1)[0] if netloc.count(":") == 1 else netloc
+
+
+def check_public_url(url: str | None, listen_host: str) -> str | None:
+    """Check where the admin page may be served; return the public origin or None.
+
+    On a non-loopback address the page needs a public URL that is https,
+    or http on a loopback host (a container port published on 127.0.0.1).
+    """
+    import urllib.parse
+
+    if url:
+        u = urllib.parse.urlsplit(url.strip())
+        if u.scheme not in ("http", "https") or not u.hostname or u.query or u.fragment or u.username:
+            raise UsageError(f"--public-url {url!r}: give the URL people open, e.g. https://hub.example.org")
+        if u.scheme == "http" and not is_loopback_host(u.hostname):
+            raise UsageError(f"--public-url {url!r} is plain http on a public host: the admin page needs https "
+                             "there (put the hub behind a TLS proxy), or an http URL on 127.0.0.1")
+        return f"{u.scheme}://{u.netloc.lower()}"
+    if not is_loopback_host(listen_host) and listen_host not in ("",):
+        raise UsageError(f"the admin page would be served on {listen_host}, which is not loopback: set --public-url "
+                         f"(or {ENV_PUBLIC_URL}) to its https URL, or serve it with --admin-listen 127.0.0.1:7078 "
+                         "and reach it through an SSH tunnel")
+    if listen_host == "":
+        raise UsageError("the admin page would be served on every address: set --public-url to its https URL, "
+                         "or serve it with --admin-listen 127.0.0.1:7078")
+    return None
+
+
+def load_admin_assets(folder: Path = ADMIN_ASSETS) -> tuple[dict, dict]:
+    """Return ({served name: (bytes, type)}, {file name: served path}) for folder.
+
+    Each file is served as ``<stem>.<first 12 hex of its SHA-256><suffix>``;
+    the stylesheet's ``url(...)`` references are rewritten to those names
+    before it is hashed itself.  Icons (``icons/*.svg``) are not served:
+    pages inline the symbols they use.
+    """
+    types = {".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8",
+             ".woff2": "font/woff2", ".svg": "image/svg+xml", ".png": "image/png"}
+    served: dict = {}
+    names: dict = {}
+    if not folder.is_dir():
+        return served, names
+    files = sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix in types
+                   and p.parent.name != "icons")
+    # Fonts and images first, so the stylesheet can name their hashed paths.
+    for p in sorted(files, key=lambda p: p.suffix == ".css"):
+        data = p.read_bytes()
+        rel = p.relative_to(folder).as_posix()
+        if p.suffix == ".css":
+            text = data.decode("utf-8")
+            for old, new in names.items():
+                text = text.replace(f"url({old})", f"url({new})")
+            data = text.encode("utf-8")
+        name = f"{p.stem}.{hashlib.sha256(data).hexdigest()[:12]}{p.suffix}"
+        served[name] = (data, types[p.suffix])
+        names[rel] = f"{ADMIN_PREFIX}/assets/{name}"
+    return served, names
+
+
+def load_icons(folder: Path = ADMIN_ASSETS / "icons") -> dict[str, str]:
+    """Return {icon name: the inside of its 24×24 SVG} for the icon files."""
+    out = {}
+    if folder.is_dir():
+        for p in folder.glob("*.svg"):
+            text = p.read_text("utf-8")
+            m = re.search(r"<svg[^>]*>(.*)</svg>", text, re.S)
+            if m:
+                out[p.stem] = re.sub(r"<!--.*?-->", "", m.group(1), flags=re.S).strip()
+    return out
+
+
+def _sessions_per_day(store: Store, days: int = _CHART_DAYS) -> tuple[list[str], dict[str, list[int]]]:
+    """Count sessions started per local day and agent over the last days (counts only)."""
+    today = dt.date.today()
+    start = today - dt.timedelta(days=days - 1)
+    start_ms = int(dt.datetime.combine(start, dt.time()).timestamp() * 1000)
+    labels = [(start + dt.timedelta(days=i)).isoformat() for i in range(days)]
+    per: dict[str, list[int]] = {}
+    for r in store.conn.execute("SELECT source, first_ts FROM session WHERE events > 0 AND first_ts >= ?",
+                                (start_ms,)):
+        i = (dt.datetime.fromtimestamp(r[1] / 1000).date() - start).days
+        if 0 <= i < days:
+            per.setdefault(r[0], [0] * days)[i] += 1
+    return labels, per
+
+
+def activity_chart(labels: list[str], per: dict[str, list[int]]) -> Markup:
+    """A stacked bar chart of sessions per day per agent, as inline SVG."""
+    days = len(labels)
+    totals = [sum(v[i] for v in per.values()) for i in range(days)]
+    top = max(totals, default=0) or 1
+    w, h, bw = 900, 180, 900 / max(days, 1)
+    bars = []
+    for i in range(days):
+        y = h
+        for source in sorted(per):
+            n = per[source][i]
+            if not n:
+                continue
+            bh = n / top * (h - 10)
+            y -= bh
+            bars.append(tpl('<rect class="bar a-$cls" x="$x" y="$y" width="$w" height="$h">'
+                            '<title>$day: $n $src</title></rect>', cls=_agent_class(source),
+                            x=f"{i * bw + 1:.1f}", y=f"{y:.1f}", w=f"{max(bw - 2, 1):.1f}", h=f"{bh:.1f}",
+                            day=labels[i], n=n, src=source))
+    legend = html_join(tpl('<li><span class="swatch a-$cls"></span>$src <b>$n</b></li>', cls=_agent_class(s), src=s,
+                      n=sum(per[s])) for s in sorted(per))
+    summary = f"{sum(totals)} sessions in the last {days} days, most on one day {max(totals, default=0)}"
+    return tpl('<figure class="chart"><svg viewBox="0 0 $w $h" role="img" aria-label="$summary" '
+               'preserveAspectRatio="none"><line class="axis" x1="0" y1="$h" x2="$w" y2="$h"></line>$bars</svg>'
+               '<figcaption><span>$first</span><ul class="legend">$legend</ul><span>$last</span></figcaption>'
+               '</figure>', w=w, h=h, summary=summary, bars=html_join(bars), legend=legend,
+               first=labels[0] if labels else "", last=labels[-1] if labels else "")
+
+
+def _agent_class(source: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", source.lower())
+
+
+def _admin_status(e: OriginError) -> int:
+    if isinstance(e, Refused):
+        return e.http_status
+    return {NotFound: 404, Forgotten: 410, Conflict: 409, StoreError: 503, Unauthorized: 401}.get(type(e), 400)
+
+
+class AdminDenied(Exception):
+    """A request the page refuses before any page runs."""
+
+    def __init__(self, status: int, message: str, headers: list | None = None):
+        super().__init__(message)
+        self.status = status
+        self.headers = headers or []
+
+
+class AdminApp:
+    """The admin page: handle(request) -> AdminReply, for the hub to mount."""
+
+    def __init__(self, *, public_url: str | None = None, client_ip_header: str | None = None,
+                 hub_url: str | None = None):
+        import urllib.parse
+
+        self.public = public_url
+        self.https = bool(public_url and public_url.startswith("https://"))
+        self.public_netloc = urllib.parse.urlsplit(public_url).netloc.lower() if public_url else None
+        self.hub_url = public_url or hub_url
+        self.cookie = "__Host-origin-admin" if self.https else "origin-admin"
+        self.ip_header = (client_ip_header or "").strip().lower() or None
+        self.assets, self.asset_paths = load_admin_assets()
+        self.icons = load_icons()
+        self._lock = threading.Lock()
+        self._fails: dict[str, list[float]] = {}
+        self._all_fails: list[float] = []
+        self._folded: dict[str, list] = {}  # client -> [window, failures, user agent]
+        self.home: Path | None = None  # set by the hub that mounts the page
+        self.pages = {
+            ("GET", "/"): self.page_overview, ("GET", "/tokens"): self.page_tokens,
+            ("POST", "/tokens"): self.post_token_create, ("POST", "/tokens/revoke"): self.post_token_revoke,
+            ("GET", "/devices"): self.page_devices, ("GET", "/timeline"): self.page_timeline,
+            ("GET", "/session"): self.page_session, ("GET", "/event"): self.page_event,
+            ("GET", "/search"): self.page_search, ("GET", "/entries"): self.page_entries,
+            ("GET", "/entry"): self.page_entry, ("POST", "/correct"): self.post_correct,
+            ("POST", "/remember"): self.post_remember, ("GET", "/forget"): self.page_forget,
+            ("POST", "/forget"): self.post_forget, ("GET", "/audit"): self.page_audit,
+            ("GET", "/logins"): self.page_logins, ("POST", "/logins/end"): self.post_end_sessions,
+            ("POST", "/logout"): self.post_logout, ("GET", "/api/raw"): self.api_raw,
+            ("GET", "/api/overview"): self.api_overview,
+        }
+
+    # --- the door ----------------------------------------------------------
+
+    def headers(self) -> list:
+        """Headers every response under /admin carries."""
+        return list(ADMIN_HEADERS) + ([ADMIN_HSTS] if self.https else [])
+
+    def client_of(self, req: Any) -> str:
+        """The client's address: the configured header's last value, else the connection's."""
+        if self.ip_header:
+            value = req.headers.get(self.ip_header, "")
+            last = value.split(",")[-1].strip()
+            if last:
+                return last[:64]
+        return req.client
+
+    def check_host(self, req: Any) -> None:
+        """Refuse a request addressed to a host the page is not served as.
+
+        Without a public URL only loopback connections addressed to a
+        loopback name are answered, which also defeats DNS rebinding.
+        """
+        host = req.headers.get("host", "").strip().lower()
+        loop = is_loopback_host(req.client) and is_loopback_host(host_of(host))
+        if loop or (self.public_netloc and host == self.public_netloc):
+            return
+        raise AdminDenied(421 if host else 400, "the admin page answers only its own address: open it as "
+                          + (self.public or "http://127.0.0.1:<port>/admin (or through an SSH tunnel)"))
+
+    def origin_of(self, req: Any) -> str:
+        """The origin the page is served from, as browsers name it."""
+        host = req.headers.get("host", "").strip().lower()
+        if self.public_netloc and host == self.public_netloc:
+            return self.public
+        return f"http://{host}"
+
+    def check_post(self, req: Any) -> dict:
+        """Check a POST's origin and body; return its form fields."""
+        import urllib.parse
+
+        if req.headers.get("sec-fetch-site", "").strip().lower() == "cross-site":
+            raise AdminDenied(403, "refused: the request came from another site (Sec-Fetch-Site: cross-site)")
+        origin = req.headers.get("origin")
+        if origin is None or origin.strip().lower() != self.origin_of(req):
+            raise AdminDenied(403, "refused: a form must be sent from this page (its Origin header must be "
+                                   f"{self.origin_of(req)})")
+        if len(req.body) > ADMIN_BODY_MAX:
+            raise AdminDenied(413, f"the form is larger than {ADMIN_BODY_MAX} bytes")
+        ctype = req.headers.get("content-type", "").split(";")[0].strip().lower()
+        if ctype != "application/x-www-form-urlencoded":
+            raise AdminDenied(415, "send the form as application/x-www-form-urlencoded")
+        try:
+            fields = urllib.parse.parse_qs(req.body.decode("utf-8"), keep_blank_values=True, strict_parsing=False,
+                                           max_num_fields=40)
+        except (UnicodeDecodeError, ValueError):
+            raise AdminDenied(400, "the form is not valid UTF-8 or has too many fields") from None
+        out = {}
+        for k, v in fields.items():
+            if len(v) > 1:
+                raise AdminDenied(400, f"the form gives {k!r} more than once")
+            out[k] = v[0]
+        return out
+
+    def cookie_value(self, req: Any, name: str | None = None) -> str | None:
+        from http.cookies import SimpleCookie
+
+        jar = SimpleCookie()
+        try:
+            jar.load(req.headers.get("cookie", ""))
+        except Exception:  # a malformed Cookie header is no session
+            return None
+        m = jar.get(name or self.cookie)
+        return m.value if m else None
+
+    def set_cookie(self, name: str, value: str, *, max_age: int | None = None) -> tuple[str, str]:
+        if self.https:
+            attrs = "Path=/; Secure; HttpOnly; SameSite=Lax"
+        else:
+            attrs = f"Path={ADMIN_PREFIX}; HttpOnly; SameSite=Strict"
+        age = f"; Max-Age={max_age}" if max_age is not None else ""
+        return ("Set-Cookie", f"{name}={value}; {attrs}{age}")
+
+    def limited(self, client: str) -> int | None:
+        """Seconds to wait if client (or everyone) used up the failed checks, else None."""
+        now = time.monotonic()
+        with self._lock:
+            mine = [t for t in self._fails.get(client, []) if now - t < ADMIN_FAIL_WINDOW]
+            self._fails[client] = mine
+            self._all_fails = [t for t in self._all_fails if now - t < ADMIN_FAIL_WINDOW]
+            for seen, cap in ((mine, ADMIN_FAIL_CLIENT), (self._all_fails, ADMIN_FAIL_TOTAL)):
+                if len(seen) >= cap:
+                    return int(ADMIN_FAIL_WINDOW - (now - seen[-cap])) + 1
+        return None
+
+    def password_ok(self, store: Store, req: Any, password: Any) -> bool:
+        """Check the owner password, counting a failure against the client."""
+        client = self.client_of(req)
+        wait = self.limited(client)
+        if wait is not None:
+            raise AdminDenied(429, f"too many wrong passwords; try again in {wait} s",
+                              [("Retry-After", str(wait))])
+        if check_owner_password(store, password):
+            return True
+        with self._lock:
+            t = time.monotonic()
+            self._fails.setdefault(client, []).append(t)
+            self._all_fails.append(t)
+        self.fold_failure(store, client, req.headers.get("user-agent"))
+        return False
+
+    def fold_failure(self, store: Store, client: str, ua: str | None) -> None:
+        """Count a failed check in the client's window; one audit record per client and window."""
+        window = int(time.time() // ADMIN_FAIL_WINDOW)
+        with self._lock:
+            cur = self._folded.get(client)
+            if cur is not None and cur[0] != window:
+                self._folded.pop(client)
+                self._write_fold(store, client, cur)
+                cur = None
+            if cur is None:
+                self._folded[client] = [window, 1, ua]
+            else:
+                cur[1] += 1
+
+    def _write_fold(self, store: Store, client: str, cur: list) -> None:
+        with transaction(store.conn) as conn:
+            audit(conn, "owner", "login_failed", channel="admin", client=client, user_agent=cur[2],
+                  failures=cur[1], window_start=iso_local(cur[0] * ADMIN_FAIL_WINDOW * 1000))
+
+    def flush_folds(self, store: Store | None = None, client: str | None = None) -> None:
+        """Write the folded failure counts (all, or one client's) to the audit log."""
+        with self._lock:
+            items = [(c, self._folded.pop(c)) for c in list(self._folded) if client is None or c == client]
+        if not items:
+            return
+        if store is None:
+            with open_store(self.home) as own:
+                for c, cur in items:
+                    self._write_fold(own, c, cur)
+            return
+        for c, cur in items:
+            self._write_fold(store, c, cur)
+
+    def close(self) -> None:
+        """Write what is still folded (the hub is stopping)."""
+        if self.home is not None:
+            self.flush_folds()
+
+    # --- rendering ---------------------------------------------------------
+
+    def reply(self, status: int, body: bytes | str, ctype: str = "text/html; charset=utf-8",
+              extra: list | None = None) -> AdminReply:
+        data = body.encode("utf-8") if isinstance(body, str) else body
+        return AdminReply(status, data, ctype, self.headers() + list(extra or []))
+
+    def json_reply(self, status: int, obj: Any) -> AdminReply:
+        return self.reply(status, json.dumps(obj, ensure_ascii=False, separators=(",", ":")),
+                          "application/json; charset=utf-8")
+
+    def redirect(self, where: str, extra: list | None = None) -> AdminReply:
+        return self.reply(303, b"", "text/plain; charset=utf-8", [("Location", where), *(extra or [])])
+
+    def icon(self, name: str, used: set) -> Markup:
+        if name not in self.icons:
+            return Markup("")
+        used.add(name)
+        return tpl('<svg class="icon" aria-hidden="true" focusable="false"><use href="#i-$n"></use></svg>', n=name)
+
+    def page(self, title: str, content: Markup, *, sess: AdminSession | None = None, active: str = "",
+             status: int = 200, used: set | None = None, extra: list | None = None) -> AdminReply:
+        used = set(used or ())
+        nav = Markup("")
+        if sess is not None:
+            links = (("", "Overview", "layout-dashboard"), ("search", "Search", "search"),
+                     ("timeline", "Timeline", "clock"), ("entries", "Entries", "book-open"),
+                     ("devices", "Devices", "monitor-smartphone"), ("tokens", "Tokens", "key-round"),
+                     ("audit", "Audit log", "scroll-text"), ("logins", "Logins", "log-in"))
+            items = html_join(tpl('<li><a href="$href"$cur>$icon<span>$label</span></a></li>',
+                             href=f"{ADMIN_PREFIX}/{p}", label=label, icon=self.icon(ic, used),
+                             cur=Markup(' aria-current="page"') if p == active else Markup(""))
+                         for p, label, ic in links)
+            nav = tpl('<nav class="nav" aria-label="Sections"><ul>$items</ul></nav>'
+                      '<form class="logout" method="post" action="$pre/logout"><input type="hidden" name="_csrf" '
+                      'value="$csrf"><button class="ghost" type="submit">$icon Log out</button></form>',
+                      items=items, pre=ADMIN_PREFIX, csrf=sess.csrf, icon=self.icon("log-out", used))
+        brand_icon = self.icon("brain", used)
+        symbols = html_join(tpl('<symbol id="i-$n" viewBox="0 0 24 24">$body</symbol>', n=n,
+                           body=Markup(self.icons[n])) for n in sorted(used))
+        html_ = tpl(
+            '<!doctype html><html lang="en"><head><meta charset="utf-8">'
+            '<meta name="viewport" content="width=device-width, initial-scale=1">'
+            '<meta name="robots" content="noindex, nofollow"><meta name="color-scheme" content="light dark">'
+            '<title>$title · Origin</title>$css$js</head><body>'
+            '<svg class="sprite" aria-hidden="true">$symbols</svg>'
+            '<a class="skip" href="#main">Skip to content</a>'
+            '<header class="top"><a class="brand" href="$pre/">$brand<span>Origin</span></a>$nav</header>'
+            '<main id="main" tabindex="-1">$content</main>'
+            '<footer class="foot">Origin $version · your own memory, on your own hub</footer></body></html>',
+            title=title, pre=ADMIN_PREFIX, brand=brand_icon,
+            css=tpl('<link rel="stylesheet" href="$href">', href=self.asset_paths["admin.css"])
+            if "admin.css" in self.asset_paths else Markup(""),
+            js=tpl('<script src="$src" defer></script>', src=self.asset_paths["admin.js"])
+            if "admin.js" in self.asset_paths else Markup(""),
+            symbols=symbols, nav=nav, content=content, version=__version__)
+        return self.reply(status, html_, extra=extra)
+
+    def error_page(self, status: int, message: str, headers: list | None = None) -> AdminReply:
+        content = tpl('<section class="card error"><h1>$status</h1><p>$msg</p><p><a href="$pre/">Back to the '
+                      'overview</a></p></section>', status=status, msg=message, pre=ADMIN_PREFIX)
+        return self.page(f"Error {status}", content, status=status, extra=headers)
+
+    def wrap_error(self, status: int, message: str, headers: list) -> AdminReply:
+        """Render a refusal the hub made before the page ran (413, 411, 500 …)."""
+        return self.error_page(status, message, [h for h in headers if h[0].lower() != "cache-control"])
+
+    # --- the request ---------------------------------------------------------
+
+    def handle(self, req: Any) -> AdminReply:
+        """Answer one request under /admin."""
+        try:
+            self.check_host(req)
+            if req.method not in ("GET", "POST"):
+                raise AdminDenied(405, "the admin page takes GET and POST only", [("Allow", "GET, POST")])
+            if req.headers.get("authorization"):
+                raise AdminDenied(401, "the admin page takes no bearer token: log in with the owner password")
+            rel = req.path[len(ADMIN_PREFIX):] or "/"
+            if rel.startswith("/assets/") and req.method == "GET":
+                found = self.assets.get(rel[len("/assets/"):])
+                if found is None:
+                    raise AdminDenied(404, "no such asset")
+                return self.reply(200, found[0], found[1])
+            if rel == "/login":
+                return self.login(req)
+            fields = self.check_post(req) if req.method == "POST" else {}
+            sess = admin_session(req.store, self.cookie_value(req))
+            if sess is None:
+                if req.method == "GET" and not rel.startswith("/api/"):
+                    return self.redirect(f"{ADMIN_PREFIX}/login")
+                raise AdminDenied(401, "log in first: your session ended or never began")
+            if req.method == "POST" and not hmac.compare_digest(str(fields.get("_csrf", "") or
+                                                                    req.headers.get("x-csrf-token", "")),
+                                                                sess.csrf):
+                raise AdminDenied(403, "refused: the form's CSRF token is missing or wrong; reload the page")
+            handler = self.pages.get((req.method, rel.rstrip("/") or "/"))
+            if handler is None:
+                if any(p == (rel.rstrip("/") or "/") for _, p in self.pages):
+                    raise AdminDenied(405, f"{req.path} takes another method", [("Allow", "GET, POST")])
+                raise AdminDenied(404, f"no admin page {req.path}")
+            args = {k: v[-1] for k, v in req.query.items()}
+            return handler(req, sess, fields if req.method == "POST" else args)
+        except AdminDenied as e:
+            if req.path.startswith(ADMIN_PREFIX + "/api/"):
+                return self.json_reply(e.status, {"ok": False, "error": str(e), "status": e.status})
+            return self.error_page(e.status, str(e), e.headers)
+        except OriginError as e:
+            status = _admin_status(e)
+            if req.path.startswith(ADMIN_PREFIX + "/api/"):
+                return self.json_reply(status, {"ok": False, "error": str(e), "status": status})
+            return self.error_page(status, str(e))
+
+    def login(self, req: Any) -> AdminReply:
+        pre = f"{self.cookie}-pre"
+        if req.method == "GET":
+            # A login form's CSRF token is bound to a random pre-login cookie.
+            nonce = secrets.token_urlsafe(24)
+            return self.login_page(nonce, extra=[self.set_cookie(pre, nonce, max_age=3600)])
+        fields = self.check_post(req)
+        nonce = self.cookie_value(req, pre) or ""
+        if not nonce or not hmac.compare_digest(str(fields.get("_csrf", "")), self._login_csrf(nonce)):
+            raise AdminDenied(403, "refused: the login form's CSRF token is missing or wrong; reload the login page")
+        store = req.store
+        if not self.password_ok(store, req, fields.get("password")):
+            return self.login_page(nonce, "That is not the owner password.", status=401)
+        client = self.client_of(req)
+        self.flush_folds(store, client)
+        sid, _csrf = create_admin_session(store)
+        with transaction(store.conn) as conn:
+            audit(conn, "owner", "login", channel="admin", client=client,
+                  user_agent=req.headers.get("user-agent"), session=_session_hash(sid)[:8])
+        # Fixation: the id is new at every login; a cookie sent before is never adopted.
+        return self.redirect(f"{ADMIN_PREFIX}/", [self.set_cookie(self.cookie, sid),
+                                                  self.set_cookie(pre, "", max_age=0)])
+
+    def _login_csrf(self, nonce: str) -> str:
+        key = getattr(self, "_key", None)
+        if key is None:
+            key = self._key = secrets.token_bytes(32)
+        return hmac.new(key, nonce.encode(), "sha256").hexdigest()
+
+    def login_page(self, nonce: str, message: str = "", *, status: int = 200, extra: list | None = None):
+        used: set = set()
+        content = tpl(
+            '<section class="card login"><h1>$icon Owner login</h1>'
+            '<p class="muted">This hub\'s admin page is for its owner only.</p>$msg'
+            '<form method="post" action="$pre/login"><input type="hidden" name="_csrf" value="$csrf">'
+            '<label for="password">Password</label>'
+            '<input id="password" name="password" type="password" autocomplete="current-password" required '
+            'autofocus><button type="submit">Log in</button></form>'
+            '<p class="muted small">Forgot it? On the hub run <code>origin admin password</code>.</p></section>',
+            icon=self.icon("lock", used), pre=ADMIN_PREFIX, csrf=self._login_csrf(nonce),
+            msg=tpl('<p class="alert" role="alert">$m</p>', m=message) if message else Markup(""))
+        return self.page("Log in", content, status=status, used=used, extra=extra)
+
+    def recent_password(self, req: Any, sess: AdminSession, fields: dict) -> None:
+        """Require the password typed within ADMIN_REAUTH_MS for a sensitive action."""
+        if now_ms() - sess.password_at <= ADMIN_REAUTH_MS:
+            return
+        pw = fields.get("password")
+        if pw and self.password_ok(req.store, req, pw):
+            reauth_admin_session(req.store, sess.id_hash)
+            return
+        raise AdminDenied(403, "type the owner password again: this needs it typed within the last 10 minutes")
+
+    def password_field(self, sess: AdminSession) -> Markup:
+        """The re-typed password field of a sensitive form, when it is needed."""
+        if now_ms() - sess.password_at <= ADMIN_REAUTH_MS - 60_000:
+            return Markup("")
+        n = secrets.token_hex(4)
+        return tpl('<label for="pw$n">Owner password <span class="muted">(needed again after 10 minutes)'
+                   '</span></label><input id="pw$n" name="password" type="password" '
+                   'autocomplete="current-password" required>', n=n)
+
+    def audit(self, req: Any, action: str, **details: Any) -> None:
+        with transaction(req.store.conn) as conn:
+            audit(conn, "owner", action, channel="admin", client=self.client_of(req),
+                  user_agent=req.headers.get("user-agent"), **details)
+
+    def hidden(self, sess: AdminSession) -> Markup:
+        return tpl('<input type="hidden" name="_csrf" value="$c">', c=sess.csrf)
+
+    # --- pages ---------------------------------------------------------------
+
+    def overview_data(self, store: Store) -> dict:
+        st = readout(status(store))
+        tokens = list_tokens(store)
+        labels, per = _sessions_per_day(store)
+        return {"status": st, "devices": [t for t in tokens if t["device"]], "labels": labels, "per_day": per}
+
+    def api_overview(self, req, sess, args) -> AdminReply:
+        d = self.overview_data(req.store)
+        st = d["status"]
+        return self.json_reply(200, {"ok": True, "events": st["events"], "sessions": st["sessions"],
+                                     "entries": st["entries"], "db_bytes": st["db_bytes"],
+                                     "index_bytes": st["index_bytes"], "sources": st["sources"],
+                                     "devices": d["devices"], "sessions_per_day": d["per_day"],
+                                     "days": d["labels"]})
+
+    def page_overview(self, req, sess, args) -> AdminReply:
+        used: set = set()
+        d = self.overview_data(req.store)
+        st = d["status"]
+        stats = html_join(tpl('<div class="stat"><span class="label">$k</span><span class="value">$v</span></div>', k=k, v=v)
+                     for k, v in (("Events", f"{st['events']:,}"), ("Sessions", f"{st['sessions']:,}"),
+                                  ("Entries", f"{st['entries']:,}"), ("Forgets", f"{st['tombstones']:,}"),
+                                  ("Store", _size(st["db_bytes"])), ("Index", _size(st["index_bytes"]))))
+        rows = html_join(tpl('<tr><td><span class="swatch a-$cls"></span>$src</td><td class="num">$s</td>'
+                        '<td class="num">$e</td><td class="num">$f</td><td class="num $bad">$pe</td><td>$last</td></tr>',
+                        cls=_agent_class(src), src=src, s=f"{v['sessions']:,}", e=f"{v['events']:,}",
+                        f=f"{v['files']:,}", pe=v["parse_errors"], bad="warn" if v["parse_errors"] else "",
+                        last=_shown_at(v.get("last_sync")))
+                    for src, v in sorted(st["sources"].items()))
+        devs = html_join(tpl('<tr><td>$icon $d</td><td>$t</td><td>$p</td></tr>', icon=self.icon("monitor", used),
+                        d=t["device"], t=t["name"], p=_shown_at(t["last_push"]))
+                    for t in d["devices"]) or Markup('<tr><td colspan="3" class="muted">No device has pushed yet. '
+                                                     'Create a token and run the connect line on a device.</td></tr>')
+        content = tpl(
+            '<h1>Overview</h1><div class="stats">$stats</div>'
+            '<section class="card"><h2>$ic Sessions per day, last 90 days</h2>$chart</section>'
+            '<div class="grid2"><section class="card"><h2>Agents</h2><div class="scroll"><table><thead><tr>'
+            '<th>Agent</th><th class="num">Sessions</th><th class="num">Events</th><th class="num">Files</th>'
+            '<th class="num">Parse errors</th><th>Last sync</th></tr></thead><tbody>$rows</tbody></table></div></section>'
+            '<section class="card"><h2>Devices</h2><div class="scroll"><table><thead><tr><th>Device</th><th>Token</th>'
+            '<th>Last push</th></tr></thead><tbody>$devs</tbody></table></div></section></div>',
+            stats=stats, chart=activity_chart(d["labels"], d["per_day"]), rows=rows
+            or Markup('<tr><td colspan="6" class="muted">Nothing archived yet.</td></tr>'), devs=devs,
+            ic=self.icon("chart-column", used))
+        return self.page("Overview", content, sess=sess, active="", used=used)
+
+    def page_tokens(self, req, sess, args, *, created: tuple | None = None, status: int = 200) -> AdminReply:
+        used: set = set()
+        rows = []
+        for t in list_tokens(req.store):
+            action = Markup('<span class="muted">revoked</span>') if t["revoked"] else tpl(
+                '<form method="post" action="$pre/tokens/revoke" class="inline">$h<input type="hidden" name="name" '
+                'value="$n">$pw<button class="danger small" type="submit">Revoke $n</button></form>',
+                pre=ADMIN_PREFIX, h=self.hidden(sess), n=t["name"], pw=self.password_field(sess))
+            rows.append(tpl('<tr><td>$n</td><td>$d</td><td>$c</td><td>$u</td><td>$a</td></tr>', n=t["name"],
+                            d=t["device"] or "-", c=_shown_at(t["created"]), u=_shown_at(t["last_used"]), a=action))
+        shown = Markup("")
+        if created:
+            name, token = created
+            url = self.hub_url or "http://127.0.0.1:7077"
+            lines = (f"origin hub connect {url} --token {token} --device {name}",
+                     "origin setup",
+                     f"claude mcp add --transport http origin {url}/mcp --header \"Authorization: Bearer {token}\"")
+            shown = tpl('<section class="card created" role="status"><h2>$ic Token $n created</h2>'
+                        '<p>It is shown only this once: the hub keeps just its hash. On the device run:</p>'
+                        '<pre class="copy">$l1\n$l2</pre><p>Or register the hub with an agent directly:</p>'
+                        '<pre class="copy">$l3</pre></section>', ic=self.icon("check", used), n=name,
+                        l1=lines[0], l2=lines[1], l3=lines[2])
+        content = tpl(
+            '<h1>Tokens</h1>$shown<section class="card"><h2>Create a token</h2>'
+            '<form method="post" action="$pre/tokens" class="row">$h<div><label for="tname">Name (usually the '
+            'device\'s)</label><input id="tname" name="name" required pattern="[a-z0-9][a-z0-9._-]{0,62}" '
+            'placeholder="laptop"></div>$pw<button type="submit">$ic Create</button></form></section>'
+            '<section class="card"><h2>All tokens</h2><div class="scroll"><table><thead><tr><th>Name</th><th>Device</th>'
+            '<th>Created</th><th>Last used</th><th></th></tr></thead><tbody>$rows</tbody></table></div></section>',
+            shown=shown, pre=ADMIN_PREFIX, h=self.hidden(sess), pw=self.password_field(sess),
+            ic=self.icon("plus", used),
+            rows=html_join(rows) or Markup('<tr><td colspan="5" class="muted">No tokens yet.</td></tr>'))
+        return self.page("Tokens", content, sess=sess, active="tokens", used=used, status=status)
+
+    def post_token_create(self, req, sess, f) -> AdminReply:
+        self.recent_password(req, sess, f)
+        name = f.get("name", "").strip()
+        token = create_token(req.store, name)
+        self.audit(req, "token_created", token=name)
+        return self.page_tokens(req, sess, {}, created=(name, token), status=201)
+
+    def post_token_revoke(self, req, sess, f) -> AdminReply:
+        self.recent_password(req, sess, f)
+        name = f.get("name", "")
+        revoke_token(req.store, name)
+        self.audit(req, "token_revoked", token=name)
+        return self.redirect(f"{ADMIN_PREFIX}/tokens")
+
+    def page_devices(self, req, sess, args) -> AdminReply:
+        used: set = set()
+        files = {r[0]: (r[1], r[2]) for r in req.store.conn.execute(
+            "SELECT device, count(*), sum(bytes_ingested) FROM raw_file GROUP BY device")}
+        tokens = {t["device"]: t for t in list_tokens(req.store) if t["device"]}
+        rows = html_join(tpl('<tr><td>$ic $d</td><td class="num">$f</td><td class="num">$b</td><td>$t</td><td>$p</td></tr>',
+                        ic=self.icon("monitor", used), d=dev or "(this hub)", f=f"{n:,}", b=_size(b or 0),
+                        t=(tokens.get(dev) or {}).get("name", "-"), p=_shown_at((tokens.get(dev) or {}).get("last_push")))
+                    for dev, (n, b) in sorted(files.items(), key=lambda kv: kv[0] or ""))
+        content = tpl('<h1>Devices</h1><section class="card"><div class="scroll"><table><thead><tr><th>Device</th>'
+                      '<th class="num">Files</th><th class="num">Archived</th><th>Token</th><th>Last push</th></tr>'
+                      '</thead><tbody>$rows</tbody></table></div></section>',
+                      rows=rows or Markup('<tr><td colspan="5" class="muted">No device has pushed yet.</td></tr>'))
+        return self.page("Devices", content, sess=sess, active="devices", used=used)
+
+    def filters(self, args: dict, *, query: bool = False, tools: bool = True) -> Markup:
+        srcs = html_join(tpl('<option value="$s"$sel>$s</option>', s=s,
+                        sel=Markup(" selected") if args.get("source") == s else Markup(""))
+                    for s in SOURCES)
+        return tpl('$q<div><label for="f-source">Agent</label><select id="f-source" name="source"><option value="">'
+                   'any</option>$srcs</select></div><div><label for="f-project">Project</label><input id="f-project" '
+                   'name="project" value="$project"></div><div><label for="f-since">Since</label><input id="f-since" '
+                   'name="since" value="$since" placeholder="30d"></div>$tools',
+                   q=tpl('<div class="grow"><label for="f-q">Words or "a phrase"</label><input id="f-q" name="q" '
+                         'type="search" value="$v" autofocus></div>', v=args.get("q", "")) if query else Markup(""),
+                   srcs=srcs, project=args.get("project", ""), since=args.get("since", ""),
+                   tools=tpl('<div class="check"><input id="f-tools" type="checkbox" name="tools" value="1"$c>'
+                             '<label for="f-tools">Tool events</label></div>',
+                             c=Markup(" checked") if args.get("tools") else Markup("")) if tools else Markup(""))
+
+    def page_timeline(self, req, sess, args) -> AdminReply:
+        offset = _int_arg(args, "offset")
+        res = readout(timeline(req.store, since=parse_when(args.get("since") or "30d", field_name="since"),
+                               source=args.get("source") or None, project=args.get("project") or None,
+                               offset=offset))
+        rows = html_join(tpl('<tr><td>$t</td><td><span class="swatch a-$cls"></span>$src</td><td>$p</td>'
+                        '<td><a href="$href">$title</a></td><td class="num">$m</td></tr>',
+                        t=_shown_at(s["last"]), cls=_agent_class(s["source"]), src=s["source"], p=s["project"] or "-",
+                        href=f"{ADMIN_PREFIX}/session?" + _qs(id=s["session"], source=s["source"]),
+                        title=s["title"] or s["session"], m=s["messages"])
+                    for s in res["sessions"])
+        content = tpl('<h1>Timeline</h1><form class="filters card" method="get" action="$pre/timeline">$f'
+                      '<button type="submit">Show</button></form><section class="card"><div class="scroll"><table>'
+                      '<thead><tr><th>Last active</th><th>Agent</th><th>Project</th><th>Session</th>'
+                      '<th class="num">Messages</th></tr></thead><tbody>$rows</tbody></table></div>$more</section>',
+                      pre=ADMIN_PREFIX, f=self.filters(args, tools=False),
+                      rows=rows or Markup('<tr><td colspan="5" class="muted">No sessions in this window.</td></tr>'),
+                      more=self.more(res, "timeline", args))
+        return self.page("Timeline", content, sess=sess, active="timeline")
+
+    def more(self, res: dict, page: str, args: dict) -> Markup:
+        nxt = res.get("next")
+        if not nxt:
+            return Markup("")
+        q = {k: v for k, v in args.items() if k not in ("offset", "after")}
+        q.update({k: str(v) for k, v in nxt.items() if k in ("offset", "after")})
+        return tpl('<p class="more"><a href="$h">Next page</a></p>', h=f"{ADMIN_PREFIX}/{page}?" + _qs(**q))
+
+    def page_session(self, req, sess, args) -> AdminReply:
+        sid = args.get("id") or ""
+        res = readout(timeline(req.store, session=sid, source=args.get("source") or None,
+                               include_tools=bool(args.get("tools")), after=args.get("after") or None))
+        s = res["session"]
+        rows = html_join(self.event_row(e) for e in res["events"])
+        toggle = tpl('<a href="$h">$t</a>', h=f"{ADMIN_PREFIX}/session?" + _qs(
+            id=sid, source=s["source"], **({} if args.get("tools") else {"tools": "1"})),
+            t="Hide tool events" if args.get("tools") else "Show tool events")
+        content = tpl('<p class="crumbs"><a href="$pre/timeline">Timeline</a> /</p><h1>$title</h1>'
+                      '<p class="meta">$src · $proj · $first – $last · $m messages · $toggle</p>'
+                      '<section class="card"><ol class="events">$rows</ol>$more</section>',
+                      pre=ADMIN_PREFIX, title=s["title"] or s["session"], src=s["source"], proj=s["project"] or "-",
+                      first=_shown_at(s["first"]), last=_shown_at(s["last"]), m=s["messages"], toggle=toggle,
+                      rows=rows or Markup('<li class="muted">No visible events.</li>'),
+                      more=self.more(res, "session", {**args, "id": sid}))
+        return self.page(s["title"] or "Session", content, sess=sess, active="timeline")
+
+    def event_row(self, e: dict) -> Markup:
+        return tpl('<li class="ev r-$role"><a href="$h"><span class="when">$t</span><span class="role">$role'
+                   '$kind</span><span class="text">$snip</span></a></li>', role=e.get("role") or "-",
+                   kind=f" · {e['kind']}" if e.get("kind") and e["kind"] != "message" else "",
+                   h=f"{ADMIN_PREFIX}/event?" + _qs(id=e["id"]), t=_shown_at(e.get("time")), snip=e.get("snippet", ""))
+
+    def page_event(self, req, sess, args) -> AdminReply:
+        used: set = set()
+        ev = readout(get_item(req.store, args.get("id") or ""))["event"]
+        raw = Markup("")
+        if args.get("raw"):
+            raw = tpl('<pre class="raw">$r</pre>', r=self.raw_line(req.store, ev["id"])["raw"] or "")
+        p = ev.get("provenance") or {}
+        kinds = html_join(tpl('<option value="$k">$k</option>', k=k) for k in ENTRY_KINDS)
+        content = tpl(
+            '<p class="crumbs"><a href="$pre/session?$sq">$stitle</a> /</p><h1>$role $kind</h1>'
+            '<p class="meta">$src · $proj · $time</p><section class="card"><pre class="text">$text</pre></section>'
+            '<section class="card"><h2>$pic Provenance</h2><dl class="prov"><dt>Event</dt><dd><code>$id</code></dd>'
+            '<dt>Session</dt><dd><code>$session</code></dd><dt>Agent\'s file</dt><dd><code>$file</code></dd>'
+            '<dt>Mirror</dt><dd><code>$mirror</code> line $line</dd></dl>'
+            '<p><a class="button ghost" id="raw-link" data-raw="$api" href="$rawhref">Show the raw line</a></p>'
+            '<div id="raw-slot">$raw</div></section>'
+            '<section class="card"><h2>$ric Remember from this event</h2><form method="post" action="$pre/remember">'
+            '$h<input type="hidden" name="event" value="$id"><div class="row"><div><label for="r-kind">Kind</label>'
+            '<select id="r-kind" name="kind">$kinds</select></div></div><label for="r-text">What to remember</label>'
+            '<textarea id="r-text" name="text" rows="3" required maxlength="4000"></textarea>'
+            '<button type="submit">Remember</button></form></section>'
+            '<p><a class="button danger ghost" href="$pre/forget?$fq">$fic Forget this event…</a></p>',
+            pre=ADMIN_PREFIX, sq=_qs(id=ev["session"], source=ev["source"]), stitle=ev.get("session_title")
+            or ev["session"], role=ev.get("role") or "", kind=ev.get("kind") or "", src=ev["source"],
+            proj=ev.get("project") or "-", time=_shown_at(ev.get("time")), text=ev.get("text") or "", id=ev["id"],
+            session=ev["session"], file=p.get("file", "-"), mirror=p.get("mirror", "-"), line=p.get("line", "-"),
+            api=f"{ADMIN_PREFIX}/api/raw?" + _qs(id=ev["id"]),
+            rawhref=f"{ADMIN_PREFIX}/event?" + _qs(id=ev["id"], raw="1"), raw=raw, h=self.hidden(sess),
+            kinds=kinds, fq=_qs(id=ev["id"]), pic=self.icon("git-branch", used), ric=self.icon("bookmark", used),
+            fic=self.icon("eraser", used))
+        return self.page("Event", content, sess=sess, active="timeline", used=used)
+
+    def raw_line(self, store: Store, event_id: str) -> dict:
+        """The mirror line of one visible event, masked and cut at ADMIN_RAW_MAX characters."""
+        lines = readout(raw_sources(store, event_id))
+        raw = lines[0].get("raw") if lines else None
+        if raw is None:
+            return {"raw": None, "truncated": False, "withheld": (lines[0].get("withheld") if lines else None)}
+        return {"raw": raw[:ADMIN_RAW_MAX], "truncated": len(raw) > ADMIN_RAW_MAX, "chars": len(raw)}
+
+    def api_raw(self, req, sess, args) -> AdminReply:
+        eid = args.get("id") or ""
+        get_item(req.store, eid)  # visible events only
+        return self.json_reply(200, {"ok": True, "id": eid, **self.raw_line(req.store, eid)})
+
+    def page_search(self, req, sess, args) -> AdminReply:
+        q = (args.get("q") or "").strip()
+        body = Markup("")
+        if q or args.get("source") or args.get("project"):
+            res = readout(search(req.store, q or None, scope=args.get("scope") or "all",
+                                 include_tools=bool(args.get("tools")), source=args.get("source") or None,
+                                 project=args.get("project") or None, offset=_int_arg(args, "offset"),
+                                 since=parse_when(args.get("since") or None, field_name="since")))
+            ents = html_join(tpl('<li class="entry"><a href="$h"><span class="badge">$k</span><span class="text">$s</span>'
+                            '</a></li>', h=f"{ADMIN_PREFIX}/entry?" + _qs(id=e["id"]), k=e["kind"], s=e["snippet"])
+                        for e in res["entries"])
+            evs = html_join(self.event_row(e) for e in res["events"])
+            body = tpl('<section class="card"><h2>Entries</h2><ul class="entries">$e</ul></section>'
+                       '<section class="card"><h2>Events</h2><ol class="events">$v</ol>$more</section>',
+                       e=ents or Markup('<li class="muted">No entries match.</li>'),
+                       v=evs or Markup('<li class="muted">No events match.</li>'), more=self.more(res, "search", args))
+        content = tpl('<h1>Search</h1><form class="filters card" method="get" action="$pre/search" role="search">$f'
+                      '<button type="submit">Search</button></form>$body', pre=ADMIN_PREFIX,
+                      f=self.filters(args, query=True), body=body)
+        return self.page("Search", content, sess=sess, active="search")
+
+    def page_entries(self, req, sess, args) -> AdminReply:
+        kind = args.get("kind") or None
+        history = bool(args.get("history"))
+        rows = readout(list_entries(req.store, kind=kind, history=history, offset=_int_arg(args, "offset")))
+        items = html_join(tpl('<li class="entry"><a href="$h"><span class="badge">$k</span><span class="text">$t</span>'
+                         '<span class="muted small">$st · $a · $c</span></a></li>',
+                         h=f"{ADMIN_PREFIX}/entry?" + _qs(id=e["id"]), k=e["kind"], t=e.get("text") or e.get("snippet"),
+                         st=e.get("status", ""), a=e.get("author", ""), c=_shown_at(e.get("created"))) for e in rows)
+        kinds = html_join(tpl('<option value="$k"$s>$k</option>', k=k, s=Markup(" selected") if kind == k else Markup(""))
+                     for k in ENTRY_KINDS)
+        content = tpl('<h1>Entries</h1><form class="filters card" method="get" action="$pre/entries"><div>'
+                      '<label for="e-kind">Kind</label><select id="e-kind" name="kind"><option value="">any</option>'
+                      '$kinds</select></div><div class="check"><input id="e-h" type="checkbox" name="history" value="1"$hc>'
+                      '<label for="e-h">Every version</label></div><button type="submit">Show</button></form>'
+                      '<section class="card"><ul class="entries">$items</ul></section>', pre=ADMIN_PREFIX, kinds=kinds,
+                      hc=Markup(" checked") if history else Markup(""),
+                      items=items or Markup('<li class="muted">No entries yet. Remember one from an event page.</li>'))
+        return self.page("Entries", content, sess=sess, active="entries")
+
+    def page_entry(self, req, sess, args, *, status: int = 200) -> AdminReply:
+        used: set = set()
+        e = readout(get_entry(req.store, args.get("id") or ""))
+        srcs = html_join(tpl('<li>$state <a href="$h"><code>$ev</code></a></li>', state=s["state"], ev=s["event"],
+                        h=f"{ADMIN_PREFIX}/event?" + _qs(id=s["event"])) if s["state"] == "visible"
+                    else tpl('<li>$state <code>$ev</code></li>', state=s["state"], ev=s["event"])
+                    for s in e.get("sources", []))
+        hist = html_join(tpl('<li><a href="$h"><code>$id</code></a> $st</li>', h=f"{ADMIN_PREFIX}/entry?" + _qs(id=v["id"]),
+                        id=v["id"], st=v.get("status", "")) if isinstance(v, dict) else tpl('<li><code>$v</code></li>', v=v)
+                    for v in e.get("history", []))
+        active = e.get("status") == "active"
+        form = tpl('<section class="card"><h2>$ic Correct</h2><form method="post" action="$pre/correct">$h'
+                   '<input type="hidden" name="id" value="$id"><label for="c-text">Corrected text</label>'
+                   '<textarea id="c-text" name="text" rows="4" required maxlength="4000">$text</textarea>'
+                   '<div class="row"><div><label for="c-conf">Confidence (0–1)</label><input id="c-conf" '
+                   'name="confidence" inputmode="decimal" value="1"></div></div>'
+                   '<button type="submit">Save the correction</button></form></section>',
+                   ic=self.icon("pencil", used), pre=ADMIN_PREFIX, h=self.hidden(sess), id=e["id"],
+                   text=e.get("text", "")) if active else Markup("")
+        content = tpl('<p class="crumbs"><a href="$pre/entries">Entries</a> /</p><h1><span class="badge">$kind</span> '
+                      '<code>$id</code></h1><p class="meta">$st · by $author · $created · confidence $conf</p>'
+                      '<section class="card"><pre class="text">$text</pre></section><div class="grid2">'
+                      '<section class="card"><h2>Sources</h2><ul>$srcs</ul></section><section class="card"><h2>History'
+                      '</h2><ol>$hist</ol></section></div>$form<p><a class="button danger ghost" href="$pre/forget?$fq">'
+                      '$fic Forget this entry…</a></p>', pre=ADMIN_PREFIX, kind=e["kind"], id=e["id"],
+                      st=e.get("status", ""), author=e.get("author", ""), created=_shown_at(e.get("created")),
+                      conf=e.get("confidence", ""), text=e.get("text", ""), srcs=srcs, hist=hist
+                      or Markup("<li>this is the only version</li>"), form=form, fq=_qs(id=e["id"]),
+                      fic=self.icon("eraser", used))
+        return self.page("Entry", content, sess=sess, active="entries", used=used, status=status)
+
+    def post_remember(self, req, sess, f) -> AdminReply:
+        event = f.get("event", "")
+        # Invariant 1 (provenance): the entry cites the event it was written from.
+        out = remember(req.store, kind=f.get("kind", "memory"), text=f.get("text", ""),
+                       sources=[{"event": event}], author="user")
+        eid = out["id"] if "id" in out else out["entry"]["id"]
+        self.audit(req, "entry_written", entry=eid, sources=1)
+        return self.redirect(f"{ADMIN_PREFIX}/entry?" + _qs(id=eid))
+
+    def post_correct(self, req, sess, f) -> AdminReply:
+        raw = (f.get("confidence") or "1").strip()
+        try:
+            conf = float(raw)
+        except ValueError:
+            raise UsageError("confidence is a number from 0 to 1") from None
+        out = correct(req.store, f.get("id", ""), text=f.get("text", ""), author="user", confidence=conf)
+        eid = out["id"] if "id" in out else out["entry"]["id"]
+        self.audit(req, "entry_corrected", entry=eid, supersedes=f.get("id", ""))
+        return self.redirect(f"{ADMIN_PREFIX}/entry?" + _qs(id=eid))
+
+    def page_forget(self, req, sess, args, *, status: int = 200, note: str = "") -> AdminReply:
+        used: set = set()
+        target = args.get("id") or ""
+        pv = readout(preview_forget(req.store, target))
+        ents = html_join(tpl('<li><span class="badge">$k</span> <code>$id</code> $s</li>', k=e["kind"], id=e["id"],
+                        s=e["snippet"]) for e in pv["would_forget_entries"])
+        evs = html_join(tpl('<li><code>$id</code> <span class="muted">$src</span> $s</li>', id=e["id"], src=e["source"],
+                       s=e["snippet"]) for e in pv["would_exclude_events"])
+        content = tpl(
+            '<h1>$ic Forget <code>$t</code></h1>$note<section class="card warn"><p>Forgetting is permanent: what is '
+            'listed here disappears from every search, page and agent, and copies that arrive later stay hidden.</p>'
+            '<h2>Entries that will be forgotten ($ne)</h2><ul>$ents</ul><h2>Events that will be hidden ($nv)</h2>'
+            '<ul>$evs</ul></section><section class="card"><form method="post" action="$pre/forget">$h'
+            '<input type="hidden" name="id" value="$t"><input type="hidden" name="digest" value="$dg">'
+            '<label for="f-confirm">Type the id again to confirm</label><input id="f-confirm" name="confirm" '
+            'required autocomplete="off" spellcheck="false"><label for="f-reason">Reason (optional, kept with '
+            'the forget)</label><input id="f-reason" name="reason" maxlength="200">$pw'
+            '<button class="danger" type="submit">Forget for good</button></form></section>',
+            ic=self.icon("eraser", used), t=pv["target"], ne=len(pv["would_forget_entries"]),
+            nv=len(pv["would_exclude_events"]), ents=ents or Markup("<li>none</li>"),
+            evs=evs or Markup("<li>none</li>"), pre=ADMIN_PREFIX, h=self.hidden(sess), dg=pv["digest"],
+            pw=self.password_field(sess), note=tpl('<p class="alert" role="alert">$n</p>', n=note) if note
+            else Markup(""))
+        return self.page("Forget", content, sess=sess, used=used, status=status)
+
+    def post_forget(self, req, sess, f) -> AdminReply:
+        self.recent_password(req, sess, f)
+        target = f.get("id", "")
+        if not target or f.get("confirm", "").strip() != target:
+            raise UsageError("type the id exactly as shown to confirm; nothing was forgotten")
+        try:
+            out = forget(req.store, target, reason=f.get("reason") or None, expect_digest=f.get("digest") or "-")
+        except Conflict as e:
+            return self.page_forget(req, sess, {"id": target}, status=409, note=str(e))
+        self.audit(req, "forget", tombstone=out["tombstone"], target=target,
+                   entries=len(out["forgotten_entries"]), events=len(out["excluded_events"]))
+        content = tpl('<h1>Forgotten</h1><section class="card"><p>Forgot $ne and hid $nv (forget #$t). '
+                      'No page, search or agent shows them again.</p><p><a href="$pre/">Back to the overview</a></p>'
+                      '</section>', ne=_plural(len(out["forgotten_entries"]), "entry", "entries"),
+                      nv=_plural(len(out["excluded_events"]), "event", "events"), t=out["tombstone"], pre=ADMIN_PREFIX)
+        return self.page("Forgotten", content, sess=sess)
+
+    def page_audit(self, req, sess, args) -> AdminReply:
+        self.flush_folds(req.store)
+        rows = html_join(tpl('<tr><td>$t</td><td>$actor</td><td>$action</td><td>$ch</td><td>$cl</td><td class="small">$d'
+                        '</td></tr>', t=_shown_at(r["time"]), actor=r["actor"], action=r["action"], ch=r["channel"] or "-",
+                        cl=r["client"] or "-", d=", ".join(f"{k} {v}" for k, v in sorted(r["details"].items())))
+                    for r in audit_log(req.store, before=_int_arg(args, "before") or None))
+        content = tpl('<h1>Audit log</h1><p class="muted">Every login, token change, written entry, forget and ended '
+                      'session: ids and counts only, never text.</p><section class="card"><div class="scroll"><table>'
+                      '<thead><tr><th>Time</th><th>Actor</th><th>Action</th><th>Channel</th><th>Client</th>'
+                      '<th>Details</th></tr></thead><tbody>$rows</tbody></table></div></section>',
+                      rows=rows or Markup('<tr><td colspan="6" class="muted">Nothing yet.</td></tr>'))
+        return self.page("Audit log", content, sess=sess, active="audit")
+
+    def page_logins(self, req, sess, args) -> AdminReply:
+        rows = html_join(tpl('<tr><td><code>$t</code>$me</td><td>$c</td><td>$l</td></tr>', t=s["tag"], c=_shown_at(s["created"]),
+                        l=_shown_at(s["last_seen"]), me=Markup(" (this one)") if s["id_hash"] == sess.id_hash
+                        else Markup("")) for s in list_admin_sessions(req.store))
+        content = tpl('<h1>Logins</h1><section class="card"><div class="scroll"><table><thead><tr><th>Session</th>'
+                      '<th>Started</th><th>Last request</th></tr></thead><tbody>$rows</tbody></table></div>'
+                      '<form method="post" action="$pre/logins/end">$h$pw<button class="danger" type="submit">'
+                      'End every other session</button></form></section>', rows=rows, pre=ADMIN_PREFIX,
+                      h=self.hidden(sess), pw=self.password_field(sess))
+        return self.page("Logins", content, sess=sess, active="logins")
+
+    def post_end_sessions(self, req, sess, f) -> AdminReply:
+        self.recent_password(req, sess, f)
+        with transaction(req.store.conn) as conn:
+            n = end_admin_sessions(conn, keep=sess.id_hash)
+        self.audit(req, "sessions_ended", sessions=n)
+        return self.redirect(f"{ADMIN_PREFIX}/logins")
+
+    def post_logout(self, req, sess, f) -> AdminReply:
+        end_admin_session(req.store, sess.id_hash)
+        self.audit(req, "session_ended", session=sess.id_hash[:8])
+        return self.redirect(f"{ADMIN_PREFIX}/login", [self.set_cookie(self.cookie, "", max_age=0)])
+
+
+def _plural(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
+def _qs(**values: Any) -> str:
+    import urllib.parse
+
+    return urllib.parse.urlencode({k: v for k, v in values.items() if v not in (None, "")})
+
+
+def _int_arg(args: dict, name: str) -> int:
+    raw = args.get(name) or "0"
+    if not raw.isdigit() or len(raw) > 9:
+        raise UsageError(f"{name} is a whole number")
+    return int(raw)
+
+
+def _shown_at(iso: str | None) -> str:
+    """A time for a page: local date and minutes, or '-'."""
+    if not iso:
+        return "-"
+    return iso[:16].replace("T", " ")
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"
+
+
+###############################################################################
 # Hub server ##################################################################
 ###############################################################################
 # Owns: `origin serve`: the routes table (the replication API and /mcp; the
@@ -7457,12 +8698,13 @@ SMALL_BODY_MAX = 64 << 10
 
 @record
 class Response:
-    """What a route returns: a status, a JSON-able body and extra headers."""
+    """What a route returns: a status, a JSON-able body (or bytes of ctype) and extra headers."""
 
     status: int
     body: Any
     headers: list = Fresh(list)
     close: bool = False
+    ctype: str = "application/json"
 
 
 @record
@@ -7637,7 +8879,8 @@ class Hub:
             self.add_name(public_url)
         self._mcp = None
         self.routes = dict(HUB_ROUTES)
-        self.mounts: list[tuple[str, Callable[..., Response], bool]] = []
+        self.mounts: list[tuple[str, Callable[..., Response], bool, Callable | None]] = []
+        self.closers: list[Callable[[], None]] = []
         self.index = IndexWriters(self.home) if index else None
         from concurrent.futures import ThreadPoolExecutor
 
@@ -7691,11 +8934,25 @@ class Hub:
                 self._mcp = build_mcp_server(http_tool_call, threaded=False)
             return self._mcp
 
-    def mount(self, prefix: str, handler: Callable[..., Response], *, auth: bool = True) -> None:
-        """Serve every path under prefix with handler(hub, request)."""
-        self.mounts.append((prefix.rstrip("/"), handler, auth))
+    def mount(self, prefix: str, handler: Callable[..., Response], *, auth: bool = True,
+              wrap: Callable[[Response], Response] | None = None) -> None:
+        """Serve every path under prefix with handler(hub, request).
+
+        wrap, if given, reshapes every refusal the hub itself makes under
+        prefix (404, 411, 413, 500 …), so they carry the mount's headers.
+        """
+        self.mounts.append((prefix.rstrip("/"), handler, auth, wrap))
+
+    def finish(self, path: str, r: Response) -> Response:
+        """Pass a response the hub made (not a mount's own) through the mount's wrap."""
+        for prefix, _handler, _auth, wrap in self.mounts:
+            if wrap is not None and not isinstance(r.body, bytes) and (path == prefix or path.startswith(prefix + "/")):
+                return wrap(r)
+        return r
 
     def close(self) -> None:
+        for closer in self.closers:
+            closer()
         self.pool.shutdown(wait=True)
         if self.index is not None:
             self.index.close()
@@ -7713,7 +8970,7 @@ class Hub:
         route = self.routes.get((method, path))
         if route is not None:
             return route
-        for prefix, handler, auth in self.mounts:
+        for prefix, handler, auth, _wrap in self.mounts:
             if path == prefix or path.startswith(prefix + "/"):
                 return Route(handler, auth=auth)
         allowed = sorted(m for m, p in self.routes if p == path)
@@ -7853,15 +9110,21 @@ def _make_handler(hub: Hub):
         def _send(self, r: Response, who: str) -> None:
             if getattr(self, "_rpc", False):
                 r = rpc_refusal(r)
-            body = b"" if r.body is None else json.dumps(r.body, ensure_ascii=False, separators=(",", ":")).encode()
+            r = hub.finish((getattr(self, "path", "") or "").split("?", 1)[0], r)
+            if isinstance(r.body, bytes):
+                body = r.body
+            else:
+                body = b"" if r.body is None else json.dumps(r.body, ensure_ascii=False,
+                                                              separators=(",", ":")).encode("utf-8")
             if r.close or self.server.stopping:
                 self.close_connection = True
             try:
                 self.send_response(r.status)
                 if r.body is not None:
-                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Type", r.ctype)
                 self.send_header("Content-Length", str(len(body)))
-                self.send_header("Cache-Control", "no-store")
+                if not any(k.lower() == "cache-control" for k, _ in r.headers):
+                    self.send_header("Cache-Control", "no-store")
                 for k, v in r.headers:
                     self.send_header(k, v)
                 if self.close_connection:
@@ -8015,38 +9278,97 @@ def make_hub_server(hub: Hub, host: str, port: int):
         raise UsageError(f"cannot listen on {host}:{port}: {e.strerror}; pick another --listen") from None
 
 
+def mount_admin(hub: Hub, app: AdminApp) -> None:
+    """Serve the admin page (app) under ADMIN_PREFIX on hub."""
+
+    def handler(hub: Hub, req: Request) -> Response:
+        r = app.handle(req)
+        return Response(r.status, r.body, r.headers, ctype=r.ctype)
+
+    def wrap(r: Response) -> Response:
+        message = r.body.get("error", "refused") if isinstance(r.body, dict) else "refused"
+        page = app.wrap_error(r.status, message, r.headers)
+        return Response(page.status, page.body, page.headers, r.close, page.ctype)
+
+    hub.mount(ADMIN_PREFIX, handler, auth=False, wrap=wrap)
+    app.home = hub.home
+    hub.closers.append(app.close)
+
+
+def _url_of(server) -> str:
+    bound = server.server_address
+    return f"http://{'[' + bound[0] + ']' if ':' in bound[0] else bound[0]}:{bound[1]}"
+
+
 def serve_hub(home: Path, listen: str = HUB_LISTEN, *, ready: Callable[[str], None] | None = None,
-              public_url: str | None = None) -> None:
+              public_url: str | None = None, admin: bool = False, admin_listen: str | None = None) -> None:
     """Run the hub until SIGTERM or SIGINT, then stop cleanly.
 
     On a signal the server stops accepting, idle connections close, and
     requests in flight finish (each ingest commits or rolls back whole).
+    With admin, the owner's admin page is served under /admin; with
+    admin_listen, on a listener of its own instead.
     """
     import signal
 
     host, port = parse_listen(listen)
-    open_store(home).close()  # fail early on an unusable store
+    admin = admin or admin_listen is not None
+    app = None
+    generated = None
+    if admin:
+        ahost = parse_listen(admin_listen)[0] if admin_listen else host
+        public = check_public_url(public_url, ahost)
+        with open_store(home) as store:
+            generated = admin_password_at_start(store, os.environ.get(ENV_ADMIN_PASSWORD))
+        app = AdminApp(public_url=public, client_ip_header=os.environ.get(ENV_CLIENT_IP_HEADER))
+    else:
+        open_store(home).close()  # fail early on an unusable store
     hub = Hub(home, public_url=check_hub_url(public_url) if public_url else None)
     hub.add_name(host)
-    server = make_hub_server(hub, host, port)
-    bound = server.server_address
-    url = f"http://{'[' + bound[0] + ']' if ':' in bound[0] else bound[0]}:{bound[1]}"
+    servers = [make_hub_server(hub, host, port)]
+    url = _url_of(servers[0])
+    admin_url = None
+    if app is not None:
+        if admin_listen:
+            ahub = Hub(home, index=False)
+            ahub.routes = {}
+            mount_admin(ahub, app)
+            hub.closers.append(ahub.close)
+            servers.append(make_hub_server(ahub, *parse_listen(admin_listen)))
+            admin_url = _url_of(servers[1]) + ADMIN_PREFIX + "/"
+        else:
+            mount_admin(hub, app)
+            admin_url = url + ADMIN_PREFIX + "/"
+        app.hub_url = app.public or url
+    server = servers[0]
 
     def stop(signum, frame):
         if not server.stopping:
-            server.stopping = True
-            threading.Thread(target=server.shutdown, daemon=True).start()
+            for srv in servers:
+                srv.stopping = True
+                threading.Thread(target=srv.shutdown, daemon=True).start()
 
     old = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
     hub_log(hub, f"origin {__version__} hub serving {home} on {url}")
+    if admin_url:
+        hub_log(hub, f"admin page on {(app.public + ADMIN_PREFIX + '/') if app.public else admin_url}")
+    if generated:
+        hub_log(hub, f"admin password (generated, shown only this once): {generated}")
+    threads = [threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True)
+               for srv in servers[1:]]
+    for t in threads:
+        t.start()
     if ready:
         ready(url)
     try:
         server.serve_forever(poll_interval=0.2)
     finally:
-        server.stopping = True
-        server.stop_idle()
-        server.server_close()  # joins the request threads
+        for srv in servers:
+            srv.stopping = True
+            if srv is not server:
+                srv.shutdown()
+            srv.stop_idle()
+            srv.server_close()  # joins the request threads
         hub.close()
         for s, h in old.items():
             signal.signal(s, h)
@@ -9334,9 +10656,47 @@ def cmd_serve(args) -> int:
     The hub speaks plain HTTP: put it behind TLS before exposing it beyond
     localhost.
 
-    Example: origin serve --listen 0.0.0.0:7077 --public-url http://hub.lan:7077
+    With --admin the owner's admin page is served under /admin (with
+    --admin-listen, on a listener of its own); a hub with no admin password
+    yet generates one and prints it once in its log.
+
+    Example: origin serve --listen 0.0.0.0:7077 --public-url https://hub.example.org --admin
     """
-    serve_hub(resolve_home(), args.listen, public_url=args.public_url or os.environ.get(ENV_PUBLIC_URL) or None)
+    serve_hub(resolve_home(), args.listen, public_url=args.public_url or os.environ.get(ENV_PUBLIC_URL) or None,
+              admin=args.admin, admin_listen=args.admin_listen)
+    return 0
+
+
+def cmd_admin(args) -> int:
+    """Set the hub's admin password (typed twice, or one line on stdin), or generate one.
+
+    Setting a password ends every admin session.  While
+    ORIGIN_ADMIN_PASSWORD is set, the hub uses that one instead.
+
+    Example: origin admin password --generate
+    """
+    import getpass
+
+    if args.generate:
+        password = generate_admin_password()
+    elif sys.stdin.isatty():
+        password = getpass.getpass("new admin password: ")
+        if getpass.getpass("again: ") != password:
+            raise UsageError("the two passwords differ; nothing was changed")
+    else:
+        password = sys.stdin.readline().rstrip("\r\n")
+    check_admin_password(password)
+    with _open(args) as store:
+        ended = set_admin_password(store, password, actor="cli", channel="cli")
+    if args.json:
+        _print_json({"ok": True, "sessions_ended": ended, **({"password": password} if args.generate else {})})
+        return 0
+    if args.generate:
+        print(f"admin password: {password}")
+        print("it is shown only this once")
+    print(f"admin password set; {ended} admin session(s) ended")
+    if os.environ.get(ENV_ADMIN_PASSWORD):
+        print(f"note: {ENV_ADMIN_PASSWORD} is set, and the hub uses it instead while it is")
     return 0
 
 
@@ -9354,6 +10714,8 @@ def cmd_token(args) -> int:
             if not args.name:
                 raise UsageError("origin token create NAME")
             token = create_token(store, args.name)
+            with transaction(store.conn) as conn:
+                audit(conn, "cli", "token_created", channel="cli", token=args.name)
             url = args.url or f"http://{HUB_LISTEN}"
             line = f"origin hub connect {url} --token {token} --device {args.name}"
             if args.json:
@@ -9367,6 +10729,8 @@ def cmd_token(args) -> int:
             if not args.name:
                 raise UsageError("origin token revoke NAME")
             revoke_token(store, args.name)
+            with transaction(store.conn) as conn:
+                audit(conn, "cli", "token_revoked", channel="cli", token=args.name)
             print(f"revoked {args.name}") if not args.json else _print_json({"revoked": args.name})
             return 0
         tokens = list_tokens(store)
@@ -9532,7 +10896,15 @@ def add_hub_commands(command, add_json) -> None:
     """Add serve, token, hub, push and watch to the parser."""
     sp = command("serve", cmd_serve, "run the hub (replication API) for your devices")
     sp.add_argument("--listen", default=HUB_LISTEN, help=f"HOST:PORT to listen on (default {HUB_LISTEN})")
-    sp.add_argument("--public-url", help=f"the URL devices and agents reach the hub at (or {ENV_PUBLIC_URL})")
+    sp.add_argument("--public-url", help=f"the URL devices, agents and people reach the hub at (or {ENV_PUBLIC_URL}); "
+                    "https for an admin page on a non-loopback address")
+    sp.add_argument("--admin", action="store_true", help="serve the owner's admin page under /admin")
+    sp.add_argument("--admin-listen", metavar="HOST:PORT",
+                    help="serve the admin page on its own listener instead, e.g. 127.0.0.1:7078")
+    sp = command("admin", cmd_admin, "set or generate the hub's admin password")
+    sp.add_argument("action", choices=("password",), help="password: set the owner password")
+    sp.add_argument("--generate", action="store_true", help="generate a password and print it once")
+    add_json(sp)
     sp = command("token", cmd_token, "create, list or revoke device tokens (on the hub)")
     sp.add_argument("action", choices=("create", "list", "revoke"), help="create a token, list them, or revoke one")
     sp.add_argument("name", nargs="?", help="the token's name, e.g. the device's (laptop)")

@@ -1,0 +1,783 @@
+"""The owner's admin page over real HTTP: a real `origin serve --admin` on loopback.
+
+Every serving, login, session, request and response rule of the admin page
+is asserted here against a hub process holding real agent fixtures: host
+and origin checks, CSRF, cookies, fixation, expiry, re-typed passwords,
+rate limits, headers on every response class, tokens shown once, forget
+with a previewed plan, and sticky forget through every page.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import re
+import signal
+import sqlite3
+import subprocess
+import threading
+import time
+import urllib.parse
+from pathlib import Path
+
+import pytest
+
+import origin
+from reliability_tools import origin_argv, origin_env, run_sync
+from test_sources import LAYOUTS
+
+PASSWORD = "correct horse battery"
+#: Headers every response under /admin carries, with their exact values.
+SECURITY = {
+    "content-security-policy": origin.ADMIN_CSP,
+    "cache-control": "no-store, private",
+    "vary": "Cookie",
+    "x-frame-options": "DENY",
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",
+    "x-robots-tag": "noindex, nofollow",
+}
+
+_STARTED: list = []
+
+
+@pytest.fixture(autouse=True)
+def _no_hub_left_running():
+    yield
+    while _STARTED:
+        p = _STARTED.pop()
+        if p.poll() is None:
+            p.kill()
+            p.wait(30)
+
+
+class Hub:
+    """`origin serve` on 127.0.0.1:<free port> with the admin page, its log collected."""
+
+    def __init__(self, home: Path, *args: str, env: dict | None = None, wait: bool = True, track: bool = True):
+        self.home = home
+        self.env = origin_env(home / "hostenv", home, env)
+        (home / "hostenv").mkdir(parents=True, exist_ok=True)
+        self.proc = subprocess.Popen(origin_argv("serve", *args), env=self.env, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE, text=True)
+        if track:  # a module's shared hub is stopped by its fixture instead
+            _STARTED.append(self.proc)
+        self.log: list[str] = []
+        self.url = None
+        ready = threading.Event()
+
+        def drain():
+            for line in self.proc.stderr:
+                self.log.append(line)
+                if " hub serving " in line and self.url is None:
+                    self.url = line.rsplit(" on ", 1)[1].strip()
+                if self.url and ("admin page on" in line or "--admin" not in " ".join(args)):
+                    ready.set()
+            ready.set()
+
+        threading.Thread(target=drain, daemon=True).start()
+        if wait:
+            ready.wait(120)
+            time.sleep(0.2)
+            assert self.url, "hub did not start: " + "".join(self.log)
+            self.port = int(self.url.rsplit(":", 1)[1])
+
+    def admin_url(self) -> str:
+        line = next(x for x in self.log if "admin page on" in x)
+        return line.rsplit(" on ", 1)[1].strip()
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(60)
+
+    def cli(self, *args: str, stdin: str | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
+        return subprocess.run(origin_argv(*args), env={**self.env, **(env or {})}, input=stdin,
+                              capture_output=True, text=True, timeout=300)
+
+
+class Browser:
+    """A tiny HTTP client that keeps cookies the way a browser on loopback would."""
+
+    def __init__(self, port: int, host: str = "127.0.0.1", host_header: str | None = None):
+        self.port = port
+        self.host = host
+        self.host_header = host_header
+        self.cookies: dict[str, str] = {}
+        self.csrf: str | None = None
+
+    @property
+    def origin(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def request(self, method: str, path: str, body: bytes | None = None, headers: dict | None = None,
+                cookies: bool = True):
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+        h = {"Host": self.host_header or f"{self.host}:{self.port}"}
+        if cookies and self.cookies:
+            h["Cookie"] = "; ".join(f"{k}={v}" for k, v in self.cookies.items())
+        h.update(headers or {})
+        conn.request(method, path, body=body, headers=h)
+        r = conn.getresponse()
+        data = r.read()
+        conn.close()
+        for k, v in r.getheaders():
+            if k.lower() == "set-cookie":
+                name, value = v.split(";", 1)[0].split("=", 1)
+                if "Max-Age=0" in v:
+                    self.cookies.pop(name, None)
+                else:
+                    self.cookies[name] = value
+        r.text = data.decode("utf-8", "replace")
+        r.data = data
+        r.hdrs = {}
+        for k, v in r.getheaders():
+            r.hdrs.setdefault(k.lower(), []).append(v)
+        found = re.search(r'name="_csrf" value="([^"]+)"', r.text)
+        if found and "/admin/login" not in path:
+            self.csrf = found.group(1)
+        return r
+
+    def get(self, path: str, **kw):
+        return self.request("GET", path, **kw)
+
+    def post(self, path: str, fields: dict, *, csrf: bool = True, origin_: str | None = "same", headers=None,
+             ctype: str = "application/x-www-form-urlencoded"):
+        f = dict(fields)
+        if csrf and self.csrf and "_csrf" not in f:
+            f["_csrf"] = self.csrf
+        h = {"Content-Type": ctype}
+        if origin_ == "same":
+            h["Origin"] = self.origin
+        elif origin_ is not None:
+            h["Origin"] = origin_
+        h.update(headers or {})
+        return self.request("POST", path, urllib.parse.urlencode(f).encode(), h)
+
+    def login(self, password: str = PASSWORD):
+        page = self.get("/admin/login")
+        csrf = re.search(r'name="_csrf" value="([^"]+)"', page.text).group(1)
+        r = self.post("/admin/login", {"_csrf": csrf, "password": password}, csrf=False)
+        if r.status == 303:
+            self.get("/admin/")  # picks up the session's CSRF token
+        return r
+
+
+def assert_secure(r, *, https: bool = False) -> None:
+    for k, v in SECURITY.items():
+        assert r.hdrs.get(k) == [v], (r.status, k, r.hdrs.get(k))
+    assert ("strict-transport-security" in r.hdrs) == https
+
+
+def _hub_home(root: Path) -> Path:
+    """A hub store holding real Claude Code and Codex fixtures (synced, as a device would push them)."""
+    user = root / "user"
+    user.mkdir(parents=True)
+    extra = {}
+    for a in ("claude-code", "codex"):
+        extra.update(LAYOUTS[a](user) or {})
+    home = root / "hub"
+    run_sync(user, home, extra)
+    return home
+
+
+@pytest.fixture(scope="module")
+def hub_home(tmp_path_factory) -> Path:
+    return _hub_home(tmp_path_factory.mktemp("adminhub"))
+
+
+@pytest.fixture(scope="module")
+def hub(hub_home):
+    h = Hub(hub_home, "--listen", "127.0.0.1:0", "--admin", env={"ORIGIN_ADMIN_PASSWORD": PASSWORD}, track=False)
+    yield h
+    h.stop()
+
+
+@pytest.fixture
+def owner(hub) -> Browser:
+    b = Browser(hub.port)
+    assert b.login().status == 303
+    return b
+
+
+def db(home: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(home / origin.DB_NAME, timeout=30)
+    conn.row_factory = sqlite3.Row
+    return conn
+
+
+def a_message(home: Path, min_len: int = 40) -> sqlite3.Row:
+    """A visible assistant message of the store with a distinctive text."""
+    with db(home) as conn:
+        return conn.execute(
+            "SELECT id, session, source, text FROM event WHERE role = 'assistant' AND kind = 'message' "
+            "AND length(text) >= ? AND id NOT IN (SELECT event_id FROM excluded_event) ORDER BY seq LIMIT 1",
+            (min_len,)).fetchone()
+
+
+# --- serving -----------------------------------------------------------------
+
+
+def test_admin_is_404_when_off(hub_home, tmp_path):
+    h = Hub(hub_home, "--listen", "127.0.0.1:0")
+    b = Browser(h.port)
+    for path in ("/admin", "/admin/", "/admin/login"):
+        assert b.get(path).status == 404
+    assert b.get("/healthz").status == 200
+    h.stop()
+
+
+def test_refuses_to_start_on_a_public_address_without_https(tmp_path):
+    env = {"ORIGIN_ADMIN_PASSWORD": PASSWORD}
+    for args in (("--listen", "0.0.0.0:0", "--admin"),
+                 ("--listen", "0.0.0.0:0", "--admin", "--public-url", "http://hub.example.org"),
+                 ("--listen", "127.0.0.1:0", "--admin-listen", "0.0.0.0:0"),
+                 ("--listen", "127.0.0.1:0", "--admin", "--public-url", "ftp://hub.example.org")):
+        p = subprocess.run(origin_argv("serve", *args), env=origin_env(tmp_path, tmp_path / "o", env),
+                           capture_output=True, text=True, timeout=120)
+        assert p.returncode != 0, args
+        assert "public-url" in p.stderr or "https" in p.stderr, p.stderr
+    # https, or http on a loopback host (a container port published on 127.0.0.1), is accepted.
+    for url in ("https://hub.example.org", "http://127.0.0.1:8080"):
+        h = Hub(tmp_path / "o", "--listen", "0.0.0.0:0", "--admin", "--public-url", url, env=env)
+        assert h.proc.poll() is None and h.url
+        h.stop()
+
+
+def test_admin_listen_serves_the_page_on_its_own_listener_only(hub_home):
+    h = Hub(hub_home, "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0",
+            env={"ORIGIN_ADMIN_PASSWORD": PASSWORD})
+    admin_port = int(h.admin_url().rsplit(":", 1)[1].split("/")[0])
+    assert admin_port != h.port
+    assert Browser(h.port).get("/admin/login").status == 404
+    b = Browser(admin_port)
+    assert b.login().status == 303
+    assert "Overview" in b.get("/admin/").text
+    assert b.get("/v1/cursors?device=x").status == 404  # the admin listener serves only the page
+    h.stop()
+
+
+def test_without_a_public_url_only_loopback_host_names_are_answered(hub):
+    for host in ("evil.example", "hub.example.org", "10.0.0.1", "127.0.0.1.nip.io"):
+        r = Browser(hub.port, host=host).get("/admin/login")
+        assert r.status == 421, host
+        assert_secure(r)
+    for host in ("127.0.0.1", "localhost"):
+        assert Browser(hub.port, host=host).get("/admin/login").status == 200
+
+
+def test_public_url_host_is_answered_and_cookie_is_host_prefixed(tmp_path):
+    h = Hub(tmp_path / "o", "--listen", "127.0.0.1:0", "--admin", "--public-url", "https://hub.example.org",
+            env={"ORIGIN_ADMIN_PASSWORD": PASSWORD})
+    b = Browser(h.port, host="hub.example.org", host_header="hub.example.org")
+    assert Browser(h.port, host="hub.example.org").get("/admin/login").status == 421  # another port
+    page = b.get("/admin/login")
+    assert page.status == 200
+    assert_secure(page, https=True)
+    assert page.hdrs["strict-transport-security"][0].startswith("max-age=")
+    csrf = re.search(r'name="_csrf" value="([^"]+)"', page.text).group(1)
+    # A browser on https sends Origin https://hub.example.org; http://… is another origin.
+    assert b.post("/admin/login", {"_csrf": csrf, "password": PASSWORD}, csrf=False).status == 403
+    r = b.post("/admin/login", {"_csrf": csrf, "password": PASSWORD}, csrf=False, origin_="https://hub.example.org")
+    assert r.status == 303
+    cookie = next(v for v in r.hdrs["set-cookie"] if v.startswith("__Host-origin-admin="))
+    assert "; Secure" in cookie and "HttpOnly" in cookie and "SameSite=Lax" in cookie and "Path=/;" in cookie + ";"
+    assert "Domain" not in cookie
+    h.stop()
+
+
+# --- login and password --------------------------------------------------------
+
+
+def test_generated_password_is_printed_once_and_logs_in(tmp_path):
+    home = tmp_path / "o"
+    h = Hub(home, "--listen", "127.0.0.1:0", "--admin")
+    line = next(x for x in h.log if "admin password" in x)
+    password = line.rsplit(": ", 1)[1].strip()
+    assert re.fullmatch(r"[A-Z2-7]{20}", password)
+    assert Browser(h.port).login(password).status == 303
+    h.stop()
+    with db(home) as conn:
+        stored = conn.execute("SELECT value FROM setting WHERE key = 'admin.password'").fetchone()[0]
+        audit = [dict(r) for r in conn.execute("SELECT * FROM audit_log")]
+    n, r, p, salt, digest = stored.split("$")[1:]
+    assert stored.startswith("scrypt$") and (int(n), int(r), int(p)) == (1 << 15, 8, 3) and len(salt) == 32
+    assert password not in stored
+    assert any(a["actor"] == "hub" and a["action"] == "password_generated" for a in audit)
+    assert password not in json.dumps(audit)
+    h2 = Hub(home, "--listen", "127.0.0.1:0", "--admin")
+    assert not any("admin password" in x for x in h2.log)  # shown only the first time
+    assert Browser(h2.port).login(password).status == 303
+    h2.stop()
+
+
+@pytest.mark.parametrize("bad", ["short", "ogn_" + "x" * 20])
+def test_a_weak_or_token_like_env_password_refuses_to_start(tmp_path, bad):
+    p = subprocess.run(origin_argv("serve", "--listen", "127.0.0.1:0", "--admin"),
+                       env=origin_env(tmp_path, tmp_path / "o", {"ORIGIN_ADMIN_PASSWORD": bad}),
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and "admin password" in p.stderr
+
+
+def test_cli_password_change_ends_sessions_and_is_audited_as_cli(tmp_path):
+    home = tmp_path / "o"
+    h = Hub(home, "--listen", "127.0.0.1:0", "--admin")
+    password = next(x for x in h.log if "admin password" in x).rsplit(": ", 1)[1].strip()
+    b = Browser(h.port)
+    assert b.login(password).status == 303
+    assert b.get("/admin/").status == 200
+    assert h.cli("admin", "password", stdin="ogn_not allowed\n").returncode == 2
+    p = h.cli("admin", "password", stdin="a brand new password\n")
+    assert p.returncode == 0, p.stderr
+    assert b.get("/admin/").status == 303  # the session ended
+    assert Browser(h.port).login(password).status == 401
+    assert Browser(h.port).login("a brand new password").status == 303
+    h.stop()
+    with db(home) as conn:
+        rows = [dict(r) for r in conn.execute("SELECT actor, action, details FROM audit_log")]
+    assert {"actor": "cli", "action": "password_set", "details": '{"sessions_ended":1}'} in rows
+    assert "brand new" not in json.dumps(rows)
+
+
+def test_changed_env_password_ends_sessions_at_start(tmp_path):
+    home = tmp_path / "o"
+    h = Hub(home, "--listen", "127.0.0.1:0", "--admin", env={"ORIGIN_ADMIN_PASSWORD": PASSWORD})
+    b = Browser(h.port)
+    assert b.login().status == 303
+    h.stop()
+    h = Hub(home, "--listen", "127.0.0.1:0", "--admin", env={"ORIGIN_ADMIN_PASSWORD": PASSWORD})
+    b.port = h.port
+    assert b.get("/admin/").status == 200  # same password: the session lives on
+    h.stop()
+    h = Hub(home, "--listen", "127.0.0.1:0", "--admin", env={"ORIGIN_ADMIN_PASSWORD": "another password!"})
+    b.port = h.port
+    assert b.get("/admin/").status == 303
+    assert Browser(h.port).login().status == 401
+    h.stop()
+
+
+# --- sessions -------------------------------------------------------------------
+
+
+def test_login_cookie_flags_on_loopback_http(hub):
+    b = Browser(hub.port)
+    r = b.login()
+    cookie = next(v for v in r.hdrs["set-cookie"] if v.startswith("origin-admin="))
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/admin" in cookie
+    assert "Secure" not in cookie and "Domain" not in cookie
+    sid = b.cookies["origin-admin"]
+    assert len(sid) >= 40
+    with db(hub.home) as conn:
+        hashes = {r[0] for r in conn.execute("SELECT id_hash FROM admin_session")}
+    assert sid not in hashes and origin._session_hash(sid) in hashes  # only the hash is stored
+
+
+def test_fixation_a_preset_cookie_is_never_adopted(hub):
+    b = Browser(hub.port)
+    b.cookies["origin-admin"] = "attacker-chosen-session-id-0123456789abcdef"
+    assert b.get("/admin/").status == 303
+    assert b.login().status == 303
+    assert b.cookies["origin-admin"] != "attacker-chosen-session-id-0123456789abcdef"
+    mallory = Browser(hub.port)
+    mallory.cookies["origin-admin"] = "attacker-chosen-session-id-0123456789abcdef"
+    assert mallory.get("/admin/").status == 303
+    # Two logins never share an id.
+    other = Browser(hub.port)
+    other.login()
+    assert other.cookies["origin-admin"] != b.cookies["origin-admin"]
+
+
+def test_idle_and_absolute_expiry(hub):
+    for column, age_ms in (("last_seen", origin.ADMIN_IDLE_MS + 1000), ("created_at", origin.ADMIN_ABSOLUTE_MS + 1000)):
+        b = Browser(hub.port)
+        b.login()
+        h = origin._session_hash(b.cookies["origin-admin"])
+        assert b.get("/admin/").status == 200
+        with db(hub.home) as conn:
+            conn.execute(f"UPDATE admin_session SET {column} = {column} - ? WHERE id_hash = ?", (age_ms, h))
+        assert b.get("/admin/").status == 303, column
+        assert b.post("/admin/logout", {}).status == 401
+        with db(hub.home) as conn:
+            assert conn.execute("SELECT ended_at FROM admin_session WHERE id_hash = ?", (h,)).fetchone()[0]
+
+
+def test_just_inside_the_idle_window_the_session_lives(hub):
+    b = Browser(hub.port)
+    b.login()
+    h = origin._session_hash(b.cookies["origin-admin"])
+    with db(hub.home) as conn:
+        conn.execute("UPDATE admin_session SET last_seen = last_seen - ? WHERE id_hash = ?",
+                     (origin.ADMIN_IDLE_MS - 60_000, h))
+    assert b.get("/admin/").status == 200
+
+
+def test_logout_ends_the_session(owner):
+    old = dict(owner.cookies)
+    assert owner.post("/admin/logout", {}).status == 303
+    replay = Browser(owner.port)
+    replay.cookies = old
+    assert replay.get("/admin/").status == 303
+
+
+# --- requests -------------------------------------------------------------------
+
+
+def _tokens(home: Path) -> set[str]:
+    with db(home) as conn:
+        return {r[0] for r in conn.execute("SELECT name FROM api_token")}
+
+
+def test_csrf_origin_and_fetch_site_refusals_change_nothing(hub, owner):
+    before = _tokens(hub.home)
+    good = owner.csrf
+    cases = [
+        dict(csrf=False),
+        dict(fields={"_csrf": "0" * 43}),
+        dict(origin_=None),
+        dict(origin_="http://evil.example"),
+        dict(origin_="null"),
+        dict(origin_=f"https://127.0.0.1:{hub.port}"),
+        dict(origin_=f"http://127.0.0.1:{hub.port + 1}"),
+        dict(headers={"Sec-Fetch-Site": "cross-site"}),
+        dict(headers={"X-CSRF-Token": "wrong"}, csrf=False),
+    ]
+    for i, case in enumerate(cases):
+        fields = {"name": f"forged{i}", "password": PASSWORD, **case.pop("fields", {})}
+        r = owner.post("/admin/tokens", fields, **case)
+        assert r.status == 403, (case, r.status)
+        assert_secure(r)
+    other = Browser(hub.port)
+    other.login()
+    assert owner.post("/admin/tokens", {"name": "forged-other", "_csrf": other.csrf}).status == 403
+    for ctype in ("text/plain", "multipart/form-data; boundary=x"):
+        assert owner.post("/admin/tokens", {"name": "forged-ct"}, ctype=ctype).status == 415
+    assert _tokens(hub.home) == before
+    # The header form of the token works, and so does the field.
+    assert owner.post("/admin/tokens", {"name": "via-header"}, csrf=False,
+                      headers={"X-CSRF-Token": good}).status == 201
+    assert owner.csrf == good
+    # GET never changes anything.
+    assert owner.get("/admin/tokens?name=via-get").status == 200
+    assert _tokens(hub.home) == before | {"via-header"}
+
+
+def test_login_form_needs_its_csrf_token_and_origin(hub):
+    b = Browser(hub.port)
+    page = b.get("/admin/login")
+    csrf = re.search(r'name="_csrf" value="([^"]+)"', page.text).group(1)
+    assert b.post("/admin/login", {"password": PASSWORD}, csrf=False).status == 403
+    assert b.post("/admin/login", {"_csrf": csrf, "password": PASSWORD}, csrf=False,
+                  origin_="http://evil.example").status == 403
+    assert b.post("/admin/login", {"_csrf": csrf, "password": PASSWORD}, csrf=False,
+                  headers={"Sec-Fetch-Site": "cross-site"}).status == 403
+    fresh = Browser(hub.port)  # another client's token, without its pre-login cookie
+    assert fresh.post("/admin/login", {"_csrf": csrf, "password": PASSWORD}, csrf=False).status == 403
+    assert "origin-admin" not in b.cookies and "origin-admin" not in fresh.cookies
+
+
+def test_oversize_body_and_other_methods(hub, owner):
+    r = owner.post("/admin/remember", {"text": "x" * (70 << 10)})
+    assert r.status == 413
+    assert_secure(r)
+    for method in ("PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"):
+        r = owner.request(method, "/admin/", b"" if method != "HEAD" else None,
+                          {"Content-Length": "0"} if method != "HEAD" else None)
+        assert r.status == 405, method
+        assert_secure(r)
+        assert r.hdrs["allow"] == ["GET, POST"]
+
+
+def test_password_failures_are_limited_per_client_with_retry_after(hub_home, tmp_path):
+    h = Hub(hub_home, "--listen", "127.0.0.1:0", "--admin",
+            env={"ORIGIN_ADMIN_PASSWORD": PASSWORD, "ORIGIN_CLIENT_IP_HEADER": "X-Forwarded-For"})
+    b = Browser(h.port)
+
+    def attempt(password, client):
+        page = b.get("/admin/login")
+        csrf = re.search(r'name="_csrf" value="([^"]+)"', page.text).group(1)
+        return b.post("/admin/login", {"_csrf": csrf, "password": password}, csrf=False,
+                      headers={"X-Forwarded-For": f"198.51.100.7, {client}"})
+
+    for _ in range(10):
+        assert attempt("wrong password", "203.0.113.5").status == 401
+    r = attempt(PASSWORD, "203.0.113.5")  # even the right one: no check is made
+    assert r.status == 429
+    assert_secure(r)
+    assert 1 <= int(r.hdrs["retry-after"][0]) <= 600
+    assert attempt(PASSWORD, "203.0.113.6").status == 303  # another client is not locked out
+    h.stop()
+    with db(hub_home) as conn:
+        rows = [dict(r) for r in conn.execute("SELECT * FROM audit_log WHERE action = 'login_failed'")]
+    # Ten failures of one client in one window fold into one record (or two across a window edge).
+    mine = [r for r in rows if r["client"] == "203.0.113.5"]
+    assert 1 <= len(mine) <= 2 and sum(json.loads(r["details"])["failures"] for r in mine) == 10
+    assert "wrong password" not in json.dumps(rows)
+
+
+def test_password_failures_are_limited_in_all(hub_home, monkeypatch):
+    """100 failures in all lock out every client (in-process, with a cheap password check)."""
+    monkeypatch.setattr(origin, "check_owner_password", lambda store, pw: pw == PASSWORD)
+    hub = origin.Hub(hub_home, index=False)
+    app = origin.AdminApp()
+    origin.mount_admin(hub, app)
+    status = []
+    for i in range(101):
+        nonce = "n" * 30
+        body = urllib.parse.urlencode({"_csrf": app._login_csrf(nonce), "password": "nope" if i < 100 else PASSWORD})
+        r = hub.dispatch("POST", "/admin/login", {"Host": "127.0.0.1:1", "Origin": "http://127.0.0.1:1",
+                                                  "Content-Type": "application/x-www-form-urlencoded",
+                                                  "Content-Length": str(len(body)),
+                                                  "Cookie": f"origin-admin-pre={nonce}"},
+                         body.encode(), client=f"127.0.0.{i // 9 + 1}")
+        status.append(r.status)
+    hub.close()
+    assert status[:100] == [401] * 100 and status[100] == 429
+
+
+# --- responses ------------------------------------------------------------------
+
+
+def test_security_headers_on_every_response_class(hub, owner):
+    responses = [
+        owner.get("/admin/"), owner.get("/admin/search?q=the"), owner.get("/admin/nope"),
+        owner.get("/admin/event?id=no-such-event"), Browser(hub.port).get("/admin/"),
+        Browser(hub.port).post("/admin/tokens", {"name": "x"}), owner.get("/admin/api/raw?id=nope"),
+        owner.post("/admin/tokens", {"name": "x"}, csrf=False),
+        owner.request("POST", "/admin/tokens", b"x", {"Content-Type": "text/plain"}),  # no Content-Length: 411
+    ]
+    page = owner.get("/admin/").text
+    for asset in re.findall(r'(?:href|src)="(/admin/assets/[^"]+)"', page):
+        responses.append(owner.get(asset))
+    statuses = {r.status for r in responses}
+    assert {200, 303, 401, 403, 404}.issubset(statuses), statuses
+    for r in responses:
+        assert_secure(r)
+
+
+def test_assets_are_content_hashed_and_nothing_is_external(hub, owner):
+    page = owner.get("/admin/").text
+    css = re.search(r'<link rel="stylesheet" href="(/admin/assets/admin\.([0-9a-f]{12})\.css)"', page)
+    assert css
+    r = owner.get(css.group(1))
+    assert r.status == 200 and r.hdrs["content-type"][0].startswith("text/css")
+    import hashlib
+
+    assert hashlib.sha256(r.data).hexdigest()[:12] == css.group(2)
+    font = re.search(r"url\((/admin/assets/inter-latin-wght-normal\.[0-9a-f]{12}\.woff2)\)", r.text)
+    assert font and owner.get(font.group(1)).hdrs["content-type"] == ["font/woff2"]
+    assert owner.get("/admin/assets/admin.css").status == 404
+    assert owner.get("/admin/assets/../origin.db").status == 404
+    for html in (page, owner.get("/admin/search?q=the").text):
+        assert not re.search(r'(?:src|href|action)="(?:https?:)?//', html)
+        assert "<style" not in html and " style=" not in html
+        assert not re.search(r"<script(?![^>]*\ssrc=)", html)  # no inline script
+        # Each page inlines only the icons it uses.
+        used = set(re.findall(r'<use href="#i-([a-z0-9-]+)"', html))
+        defined = set(re.findall(r'<symbol id="i-([a-z0-9-]+)"', html))
+        assert used == defined and used
+
+
+def test_values_are_escaped(hub, owner):
+    r = owner.get("/admin/search?" + urllib.parse.urlencode({"q": '<script>alert(1)</script>"x'}))
+    assert r.status == 200
+    assert "<script>alert(1)" not in r.text and "&lt;script&gt;alert(1)&lt;/script&gt;&quot;x" in r.text
+
+
+def test_tokens_are_never_accepted_by_admin_nor_the_cookie_by_the_api(hub, owner):
+    r = owner.post("/admin/tokens", {"name": "api-dev"})
+    token = re.search(r"(ogn_[A-Za-z0-9_-]+)", r.text).group(1)
+    plain = Browser(hub.port)
+    r = plain.get("/admin/", headers={"Authorization": f"Bearer {token}"})
+    assert r.status == 401
+    r = owner.get("/v1/cursors?device=api-dev", headers={"Authorization": "x"}, cookies=True)
+    assert r.status == 401
+    r = owner.get("/v1/cursors?device=api-dev")
+    assert r.status == 401  # the admin cookie opens nothing but /admin
+
+
+def test_a_token_is_shown_once(hub, owner):
+    r = owner.post("/admin/tokens", {"name": "phone"})
+    assert r.status == 201
+    token = re.search(r"(ogn_[A-Za-z0-9_-]+)", r.text).group(1)
+    assert f"origin hub connect http://127.0.0.1:{hub.port} --token {token} --device phone" in r.text
+    assert "origin setup" in r.text and "/mcp" in r.text
+    listing = owner.get("/admin/tokens")
+    assert "phone" in listing.text and token not in listing.text
+    again = owner.post("/admin/tokens", {"name": "phone"})  # a resubmitted form
+    assert again.status == 409 and token not in again.text and "ogn_" not in again.text
+    for page in ("/admin/", "/admin/devices", "/admin/audit", "/admin/api/overview"):
+        assert token not in owner.get(page).text
+    with db(hub.home) as conn:
+        assert token not in json.dumps([list(r) for r in conn.execute("SELECT * FROM audit_log")])
+
+
+def test_revoke_needs_a_recent_password(hub, owner):
+    owner.post("/admin/tokens", {"name": "tablet"})
+    h = origin._session_hash(owner.cookies["origin-admin"])
+    with db(hub.home) as conn:
+        conn.execute("UPDATE admin_session SET password_at = password_at - ? WHERE id_hash = ?",
+                     (origin.ADMIN_REAUTH_MS + 1000, h))
+    page = owner.get("/admin/tokens")
+    assert 'name="password"' in page.text
+    r = owner.post("/admin/tokens/revoke", {"name": "tablet"})
+    assert r.status == 403
+    r = owner.post("/admin/tokens/revoke", {"name": "tablet", "password": "not it at all"})
+    assert r.status == 403
+    with db(hub.home) as conn:
+        assert conn.execute("SELECT revoked_at FROM api_token WHERE name = 'tablet'").fetchone()[0] is None
+    assert owner.post("/admin/tokens/revoke", {"name": "tablet", "password": PASSWORD}).status == 303
+    with db(hub.home) as conn:
+        assert conn.execute("SELECT revoked_at FROM api_token WHERE name = 'tablet'").fetchone()[0]
+        actions = [r[0] for r in conn.execute("SELECT action FROM audit_log WHERE actor = 'owner'")]
+    assert "token_revoked" in actions
+
+
+def test_every_page_renders(hub, owner):
+    ev = a_message(hub.home)
+    for path in ("/admin/", "/admin/tokens", "/admin/devices", "/admin/timeline?since=5000d",
+                 "/admin/session?" + urllib.parse.urlencode({"id": ev["session"], "source": ev["source"]}),
+                 "/admin/session?" + urllib.parse.urlencode({"id": ev["session"], "tools": "1"}),
+                 "/admin/event?" + urllib.parse.urlencode({"id": ev["id"]}),
+                 "/admin/event?" + urllib.parse.urlencode({"id": ev["id"], "raw": "1"}),
+                 "/admin/search?q=the", "/admin/search?q=%22the%22&source=codex", "/admin/entries",
+                 "/admin/audit", "/admin/logins", "/admin/api/overview",
+                 "/admin/api/raw?" + urllib.parse.urlencode({"id": ev["id"]})):
+        r = owner.get(path)
+        assert r.status == 200, (path, r.text[:500])
+    ov = owner.get("/admin/").text
+    assert "<svg viewBox" in ov and 'class="bar a-' in ov or "0 sessions" in ov
+    raw = json.loads(owner.get("/admin/api/raw?" + urllib.parse.urlencode({"id": ev["id"]})).text)
+    assert raw["ok"] and len(raw["raw"]) <= origin.ADMIN_RAW_MAX
+
+
+def test_tool_events_are_hidden_unless_asked(hub, owner):
+    with db(hub.home) as conn:
+        r = conn.execute("SELECT session, source FROM event WHERE kind IN ('tool_call', 'tool_result') "
+                         "GROUP BY session ORDER BY count(*) DESC LIMIT 1").fetchone()
+    q = {"id": r["session"], "source": r["source"]}
+    plain = owner.get("/admin/session?" + urllib.parse.urlencode(q)).text
+    tools = owner.get("/admin/session?" + urllib.parse.urlencode({**q, "tools": "1"})).text
+    assert "· tool_" not in plain and "· tool_" in tools
+
+
+def test_raw_line_is_cut_at_4000_characters(hub, owner):
+    with db(hub.home) as conn:
+        ev = conn.execute("SELECT e.id FROM event e WHERE length(e.text) > 4200 "
+                          "AND e.id NOT IN (SELECT event_id FROM excluded_event) LIMIT 1").fetchone()
+    assert ev is not None, "the fixtures hold a tool result longer than 4,200 characters"
+    raw = json.loads(owner.get("/admin/api/raw?" + urllib.parse.urlencode({"id": ev["id"]})).text)
+    assert raw["truncated"] and len(raw["raw"]) == origin.ADMIN_RAW_MAX
+
+
+# --- remember, correct, forget ----------------------------------------------------
+
+
+def test_remember_correct_forget_with_preview_is_sticky(hub, owner):
+    ev = a_message(hub.home)
+    secret_text = "Decision zebra-quasar: keep the admin page stdlib only"
+    r = owner.post("/admin/remember", {"event": ev["id"], "kind": "knowledge", "text": secret_text})
+    assert r.status == 303
+    entry_id = urllib.parse.parse_qs(urllib.parse.urlsplit(r.getheader("Location")).query)["id"][0]
+    page = owner.get(r.getheader("Location")).text
+    assert secret_text in page and ev["id"] in page
+    with db(hub.home) as conn:
+        row = conn.execute("SELECT author, confidence FROM entry WHERE id = ?", (entry_id,)).fetchone()
+        cites = [x[0] for x in conn.execute("SELECT event_id FROM entry_source WHERE entry_id = ?", (entry_id,))]
+    assert row["author"] == "user" and cites == [ev["id"]]
+    # Correct: confidence 1 unless given.
+    corrected = "Decision zebra-quasar: keep the admin page stdlib only, with a committed assets step"
+    r = owner.post("/admin/correct", {"id": entry_id, "text": corrected, "confidence": ""})
+    assert r.status == 303
+    new_id = urllib.parse.parse_qs(urllib.parse.urlsplit(r.getheader("Location")).query)["id"][0]
+    with db(hub.home) as conn:
+        row = conn.execute("SELECT supersedes, confidence, author FROM entry WHERE id = ?", (new_id,)).fetchone()
+    assert row["supersedes"] == entry_id and row["confidence"] == 1 and row["author"] == "user"
+    assert entry_id in owner.get("/admin/entry?id=" + new_id).text  # the history
+    # Forget: the preview's digest, a re-typed id; a changed plan forgets nothing.
+    preview = owner.get("/admin/forget?id=" + new_id)
+    assert preview.status == 200 and ev["id"] in preview.text
+    digest = re.search(r'name="digest" value="([0-9a-f]+)"', preview.text).group(1)
+    assert owner.post("/admin/forget", {"id": new_id, "confirm": new_id + "x", "digest": digest}).status == 400
+    other = owner.post("/admin/remember", {"event": ev["id"], "kind": "memory",
+                                           "text": "A second entry on the same event"})
+    assert other.status == 303  # the plan now forgets this entry too
+    r = owner.post("/admin/forget", {"id": new_id, "confirm": new_id, "digest": digest})
+    assert r.status == 409
+    with db(hub.home) as conn:
+        assert conn.execute("SELECT count(*) FROM tombstone").fetchone()[0] == 0
+    digest = re.search(r'name="digest" value="([0-9a-f]+)"', r.text).group(1)  # the new plan, shown again
+    r = owner.post("/admin/forget", {"id": new_id, "confirm": new_id, "digest": digest, "reason": "test"})
+    assert r.status == 200 and "Forgotten" in r.text
+    # Sticky: no page and no JSON answer shows any of it again.
+    words = [secret_text, corrected, "A second entry on the same event", ev["text"][:60]]
+    pages = ["/admin/", "/admin/search?q=zebra-quasar", "/admin/search?q=" + urllib.parse.quote(ev["text"][:30]),
+             "/admin/timeline?since=5000d",
+             "/admin/session?" + urllib.parse.urlencode({"id": ev["session"], "source": ev["source"],
+                                                         "tools": "1"}),
+             "/admin/event?id=" + urllib.parse.quote(ev["id"]), "/admin/entries", "/admin/entries?history=1",
+             "/admin/entry?id=" + new_id, "/admin/entry?id=" + entry_id, "/admin/audit", "/admin/api/overview",
+             "/admin/api/raw?id=" + urllib.parse.quote(ev["id"]), "/admin/forget?id=" + new_id]
+    for path in pages:
+        text = owner.get(path).text
+        for w in words:
+            assert text.count(w) == 0, (path, w)
+    with db(hub.home) as conn:
+        audit = json.dumps([dict(r) for r in conn.execute("SELECT * FROM audit_log")])
+        actions = {r[0] for r in conn.execute("SELECT action FROM audit_log WHERE actor = 'owner'")}
+    for w in words + [PASSWORD]:
+        assert w not in audit
+    assert {"login", "entry_written", "entry_corrected", "forget"} <= actions
+
+
+def test_forget_needs_a_recent_password(hub, owner):
+    ev = a_message(hub.home)
+    r = owner.post("/admin/remember", {"event": ev["id"], "kind": "memory", "text": "Needs a password to forget"})
+    entry_id = urllib.parse.parse_qs(urllib.parse.urlsplit(r.getheader("Location")).query)["id"][0]
+    h = origin._session_hash(owner.cookies["origin-admin"])
+    with db(hub.home) as conn:
+        conn.execute("UPDATE admin_session SET password_at = password_at - ? WHERE id_hash = ?",
+                     (origin.ADMIN_REAUTH_MS + 1000, h))
+    preview = owner.get("/admin/forget?id=" + entry_id)
+    digest = re.search(r'name="digest" value="([0-9a-f]+)"', preview.text).group(1)
+    assert 'name="password"' in preview.text
+    assert owner.post("/admin/forget", {"id": entry_id, "confirm": entry_id, "digest": digest}).status == 403
+    assert owner.post("/admin/forget", {"id": entry_id, "confirm": entry_id, "digest": digest,
+                                        "password": PASSWORD}).status == 200
+
+
+def test_audit_log_is_append_only(hub):
+    with db(hub.home) as conn:
+        with pytest.raises(sqlite3.DatabaseError):
+            conn.execute("UPDATE audit_log SET actor = 'x'")
+        with pytest.raises(sqlite3.DatabaseError):
+            conn.execute("DELETE FROM audit_log")
+
+
+def test_end_other_sessions(hub, owner):
+    other = Browser(hub.port)
+    other.login()
+    assert owner.post("/admin/logins/end", {}).status == 303
+    assert other.get("/admin/").status == 303
+    assert owner.get("/admin/").status == 200
+
+
+def test_cli_token_changes_are_audited_as_cli(hub):
+    assert hub.cli("token", "create", "cli-made").returncode == 0
+    assert hub.cli("token", "revoke", "cli-made").returncode == 0
+    with db(hub.home) as conn:
+        rows = {(r[0], r[1]) for r in conn.execute("SELECT actor, action FROM audit_log WHERE channel = 'cli'")}
+    assert {("cli", "token_created"), ("cli", "token_revoked")} <= rows
+
+
+def test_plan_digest_refuses_a_changed_plan_in_the_core(store, claude_root):
+    origin.sync(store)
+    ev = store.conn.execute("SELECT id FROM event WHERE kind = 'message' LIMIT 1").fetchone()[0]
+    pv = origin.preview_forget(store, ev)
+    origin.remember(store, kind="memory", text="cites the event, so the plan grows", sources=[{"event": ev}],
+                    author="user")
+    with pytest.raises(origin.Conflict):
+        origin.forget(store, ev, expect_digest=pv["digest"])
+    assert store.conn.execute("SELECT count(*) FROM tombstone").fetchone()[0] == 0
+    fresh = origin.preview_forget(store, ev)
+    assert fresh["digest"] != pv["digest"]
+    assert origin.forget(store, ev, expect_digest=fresh["digest"])["excluded_events"]

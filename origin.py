@@ -814,8 +814,10 @@ def find_secrets(text: str) -> list[tuple[int, int, str]]:
             matches: Iterable = p.regex.finditer(text)
         else:
             matches = _after_names(p, text, low)
-        has_v = "v" in p.regex.groupindex
+        has_v = None  # looked up at the first match: asking compiles the pattern
         for m in matches:
+            if has_v is None:
+                has_v = "v" in m.re.groupindex
             a, b = m.span("v") if p.names else m.span()
             if p.check is not None and not p.check(m.group("v") if has_v else m.group(0)):
                 continue
@@ -847,6 +849,9 @@ def _mask_one(value: str, kind: str) -> str:
 #: a few key characters right before the cut is masked too.
 _CUT_KEY = LazyRegex(r"(?<![\w-])(?P<p>AKIA|ASIA|gh[pousr]_|github_pat_|glpat-|sk-ant-|sk-|xai-|AIza|xox[abprs]-|"
                       r"[rs]k_live_|npm_|pypi-|hf_|ogn_|eyJ)[\w.+/=-]{4,}…$")
+#: Literals one of which every match of _CUT_KEY holds.
+_CUT_KEY_HINTS = ("AKIA", "ASIA", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-", "sk-", "xai-",
+                  "AIza", "xox", "k_live_", "npm_", "pypi-", "hf_", "ogn_", "eyJ")
 _CUT_KINDS = {"AKIA": "aws-access-key", "ASIA": "aws-access-key", "github_pat_": "github", "glpat-": "gitlab",
               "sk-ant-": "anthropic", "sk-": "openai", "xai-": "xai", "AIza": "google", "npm_": "npm",
               "pypi-": "pypi", "hf_": "huggingface", "ogn_": "origin", "eyJ": "jwt"}
@@ -856,6 +861,10 @@ _CUT_KINDS = {"AKIA": "aws-access-key", "ASIA": "aws-access-key", "github_pat_":
 _CUT_NAMED = LazyRegex(r"(?i)(?<!\[)(?:passw(?:or)?d|pwd|passphrase|secret|token|api[_-]?key|apikey|access[_-]?key|"
                         r"auth[_-]?key|private[_-]?key|credential)s?[\w-]{0,20}(?:\\?[\"'])?\s*(?::|=>?)\s*"
                         r"(?:\\?[\"'])?(?P<v>[^\s\"'`,;<>(){}\[\]\\…]{4,})…$")
+
+
+#: Words one of which every match of _CUT_NAMED holds (in lower case).
+_CUT_NAMED_HINTS = ("pass", "pwd", "secret", "token", "key", "credential")
 
 
 def _cut_kind(prefix: str) -> str:
@@ -874,9 +883,13 @@ def mask_secrets(text: str) -> str:
     if text.endswith("…"):
         tail = text[-_NAME_AFTER:]
         base = len(text) - len(tail)
-        if (cut := _CUT_KEY.search(tail)) and all(base + cut.start() >= b for _a, b, _k in spans):
+        # Most read-outs are snippets cut with "…": a pattern is compiled and
+        # tried only when the tail holds one of the words it needs.
+        if (any(h in tail for h in _CUT_KEY_HINTS) and (cut := _CUT_KEY.search(tail))
+                and all(base + cut.start() >= b for _a, b, _k in spans)):
             spans.append((base + cut.start(), len(text), _cut_kind(cut.group("p"))))
-        elif (cut := _CUT_NAMED.search(tail)) and all(base + cut.start("v") >= b for _a, b, _k in spans):
+        elif (any(h in tail.lower() for h in _CUT_NAMED_HINTS) and (cut := _CUT_NAMED.search(tail))
+              and all(base + cut.start("v") >= b for _a, b, _k in spans)):
             spans.append((base + cut.start("v"), len(text), "credential"))
     if not spans:
         return text
@@ -1247,11 +1260,16 @@ class private_umask:
         os.umask(self._old)
 
 
-def private_dir(path: Path) -> None:
+def private_dir(path: Path | str) -> None:
     """Create a folder (and its missing parents) owner-only; tighten it if looser."""
-    if not path.parent.exists():
-        private_dir(path.parent)
-    path.mkdir(exist_ok=True, mode=PRIVATE_DIR_MODE)
+    parent = os.path.dirname(os.fspath(path).rstrip(os.sep))
+    if parent and not os.path.exists(parent):
+        private_dir(parent)
+    try:
+        os.mkdir(path, PRIVATE_DIR_MODE)
+    except FileExistsError:
+        if not os.path.isdir(path):
+            raise
     _tighten(path, PRIVATE_DIR_MODE)
 
 
@@ -1318,10 +1336,15 @@ class Store:
     read when it was opened (they are owner-only now); the CLI says so once.
     """
 
-    home: Path
+    root: str  # ORIGIN_HOME as a string: opening a store and searching it never import pathlib
     conn: sqlite3.Connection
     _reader: sqlite3.Connection | None = None
     tightened: int = 0
+
+    @property
+    def home(self) -> Path:
+        """ORIGIN_HOME as a Path."""
+        return Path(self.root)
 
     @property
     def raw_dir(self) -> Path:
@@ -1336,7 +1359,7 @@ class Store:
         to ``conn`` would stall the index writers during every ingest.
         """
         if self._reader is None:
-            self._reader = _open_reader(self.home)
+            self._reader = _open_reader(self.root)
         return self._reader
 
     def close_reader(self) -> None:
@@ -1360,8 +1383,13 @@ class Store:
 
 def resolve_home(env: dict | None = None) -> Path:
     """Return ORIGIN_HOME from the environment, else ~/.origin."""
+    return Path(_home_dir(env))
+
+
+def _home_dir(env: dict | None = None) -> str:
+    """resolve_home as a string (the path a CLI call opens without pathlib)."""
     env = os.environ if env is None else env
-    return Path(os.path.expanduser(env.get(ENV_HOME) or DEFAULT_HOME)).absolute()
+    return os.path.abspath(os.path.expanduser(env.get(ENV_HOME) or DEFAULT_HOME))
 
 
 def check_sqlite(conn: sqlite3.Connection) -> None:
@@ -1379,35 +1407,36 @@ def check_sqlite(conn: sqlite3.Connection) -> None:
 
 def tightened_notice(store: Store) -> str:
     """Say what opening an older, readable store changed."""
-    return (f"{store.home} was readable by other users; made it private "
+    return (f"{store.root} was readable by other users; made it private "
             f"({store.tightened} files and folders are now owner-only)")
 
 
 def open_store(home: Path | None = None) -> Store:
     """Open (creating if needed) the store under home and apply the schema."""
-    home = resolve_home() if home is None else Path(home)
+    home = _home_dir() if home is None else os.fspath(home)
+    db = os.path.join(home, DB_NAME)
     # Invariant 4 (local data): the store and every mirror live under
     # ORIGIN_HOME on this machine; nothing here opens a network connection.
     try:
-        existed = (home / DB_NAME).exists()
-        home.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR_MODE)
+        existed = os.path.exists(db)
+        os.makedirs(home, mode=PRIVATE_DIR_MODE, exist_ok=True)
         # A store made before its files were private is tightened once: its
         # home is then owner-only, so later opens cost one stat here.
         tightened = 0
         if os.stat(home).st_mode & 0o077:
-            tightened = tighten_store(home) if existed else 0
+            tightened = tighten_store(Path(home)) if existed else 0
             _tighten(home, PRIVATE_DIR_MODE)
-        private_dir(home / "raw")
-        private_file(home / DB_NAME)
+        private_dir(os.path.join(home, "raw"))
+        private_file(db)
     except OSError as e:
         raise StoreError(f"cannot create {home}: {e.strerror}; set {ENV_HOME} to a writable directory") from None
     try:
         conn = sqlite3.connect(
-            str(home / DB_NAME), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
+            db, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
             check_same_thread=False,
         )
     except sqlite3.Error as e:
-        raise StoreError(f"cannot open {home / DB_NAME}: {e}") from None
+        raise StoreError(f"cannot open {db}: {e}") from None
     conn.row_factory = sqlite3.Row
     try:
         # busy_timeout first, so a crowd of new connections waits rather than
@@ -1415,7 +1444,7 @@ def open_store(home: Path | None = None) -> Store:
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
         if mode != "wal":
-            raise StoreError(f"{home / DB_NAME} could not be put in WAL mode (got {mode}); keep ORIGIN_HOME on a local disk")
+            raise StoreError(f"{db} could not be put in WAL mode (got {mode}); keep ORIGIN_HOME on a local disk")
         # NORMAL in WAL mode may lose the last commits on power loss but never
         # corrupts; ingest writes and fsyncs mirror bytes before the commit
         # that records them, so a lost commit is re-derived on the next sync.
@@ -1430,14 +1459,14 @@ def open_store(home: Path | None = None) -> Store:
         check_sqlite(conn)
         _apply_schema(conn)
         _mark_masking(conn)
-        store = Store(home=home, conn=conn, tightened=tightened)
+        store = Store(root=home, conn=conn, tightened=tightened)
         # Invariant 2 (sticky forget): forgets in the tombstone log are
         # applied before the store serves a single read.
         _prepare_store(store)
     except sqlite3.DatabaseError as e:
         conn.close()
         raise StoreError(
-            f"{home / DB_NAME} is not a usable Origin store ({e}); move it aside (with its -wal and -shm files) and "
+            f"{db} is not a usable Origin store ({e}); move it aside (with its -wal and -shm files) and "
             f"run `origin sync`: the new store re-reads the agents' logs, and every forget comes back from "
             f"{TOMBSTONE_LOG}, which stays where it is (so does raw/); entries live only in the old file, so keep "
             "it") from None
@@ -1801,9 +1830,9 @@ def replay_tombstone_log(store: "Store") -> int:
     return n
 
 
-def _tombstone_log_size(home: Path) -> int:
+def _tombstone_log_size(home: Path | str) -> int:
     try:
-        return os.stat(tombstone_log_path(home)).st_size
+        return os.stat(os.path.join(home, TOMBSTONE_LOG)).st_size  # tombstone_log_path, without pathlib
     except FileNotFoundError:
         return 0
 
@@ -1817,7 +1846,7 @@ def _prepare_store(store: "Store") -> None:
     """
     conn = store.conn
     have = dict(conn.execute("SELECT key, value FROM setting WHERE key IN (?, ?, ?)", (_STORE_ID, _OWN_KEY, _LOG_DONE)))
-    if _STORE_ID in have and _OWN_KEY in have and have.get(_LOG_DONE) == str(_tombstone_log_size(store.home)):
+    if _STORE_ID in have and _OWN_KEY in have and have.get(_LOG_DONE) == str(_tombstone_log_size(store.root)):
         return
     with transaction(conn):
         replay_tombstone_log(store)
@@ -1964,18 +1993,29 @@ def refresh_sessions(conn: sqlite3.Connection, source: str, sessions: Iterable[s
 
 
 
-def _uri(path: Path, **params: str) -> str:
-    """Return a file: URI for path (SQLite's URI syntax) with query params."""
-    from urllib.parse import quote, urlencode
-
-    return f"file:{quote(str(path))}" + (f"?{urlencode(params)}" if params else "")
+#: Bytes a file: URI carries as they are; every other byte is %-escaped.
+_URI_SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~/")
 
 
-def _index_path(home: Path, part: str) -> Path:
-    return home / INDEX_DIR / EVENT_INDEXES[part][0]
+def _uri_quote(text: str) -> str:
+    return "".join(chr(b) if b in _URI_SAFE else f"%{b:02X}" for b in os.fsencode(text))
 
 
-def _open_index(home: Path, part: str) -> sqlite3.Connection:
+def _uri(path: Path | str, **params: str) -> str:
+    """Return a file: URI for path (SQLite's URI syntax) with query params.
+
+    (Quoted here rather than with urllib.parse, whose import, with
+    ipaddress, would be a tenth of the start-up of every search.)
+    """
+    query = "&".join(f"{_uri_quote(k)}={_uri_quote(v)}" for k, v in params.items())
+    return f"file:{_uri_quote(str(path))}" + (f"?{query}" if query else "")
+
+
+def _index_path(home: Path | str, part: str) -> str:
+    return os.path.join(home, INDEX_DIR, EVENT_INDEXES[part][0])
+
+
+def _open_index(home: Path | str, part: str) -> sqlite3.Connection:
     """Open one part of the event index for writing, creating it if needed.
 
     The part is its own database file holding a contentless FTS5 table (the
@@ -1986,7 +2026,7 @@ def _open_index(home: Path, part: str) -> sqlite3.Connection:
     """
     path = _index_path(home, part)
     try:
-        private_dir(path.parent)
+        private_dir(os.path.dirname(path))
         private_file(path)
         conn = sqlite3.connect(_uri(path), uri=True, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
                                check_same_thread=False)
@@ -2018,7 +2058,7 @@ def _open_index(home: Path, part: str) -> sqlite3.Connection:
             conn.execute("CREATE TABLE IF NOT EXISTS mark (name TEXT PRIMARY KEY, value INTEGER NOT NULL)")
             conn.execute("INSERT OR REPLACE INTO mark (name, value) VALUES ('slices', ?)", (slices,))
             conn.execute("COMMIT")
-        conn.execute("ATTACH DATABASE ? AS src", (_uri(home / DB_NAME, mode="ro"),))
+        conn.execute("ATTACH DATABASE ? AS src", (_uri(os.path.join(home, DB_NAME), mode="ro"),))
         _claim_index(conn, fts)
     except sqlite3.DatabaseError as e:
         conn.close()
@@ -2055,38 +2095,31 @@ def _claim_index(conn: sqlite3.Connection, fts: str) -> None:
         raise
 
 
-def _index_layout(conn: sqlite3.Connection) -> int | None:
+def _index_layout(conn: sqlite3.Connection, schema: str = "main") -> int | None:
     """Return how many slices an index part's file was built for (None: new).
 
-    A part made before slices existed has marks but no 'slices' mark: it
-    was built whole, which is 1.
+    schema: the part's name on conn.  A part made before slices existed has
+    marks but no 'slices' mark: it was built whole, which is 1.
     """
-    if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'mark'").fetchone():
+    if not conn.execute(f"SELECT 1 FROM {schema}.sqlite_master WHERE name = 'mark'").fetchone():
         return None
-    row = conn.execute("SELECT value FROM mark WHERE name = 'slices'").fetchone()
+    row = conn.execute(f"SELECT value FROM {schema}.mark WHERE name = 'slices'").fetchone()
     return row[0] if row else 1
 
 
-def _index_sound(home: Path, part: str) -> bool:
-    """True when an index part exists, belongs to this store and has its slices.
+def _index_sound(conn: sqlite3.Connection, part: str) -> bool:
+    """True when the index part attached to the reader conn belongs to its
+    store and has its slices.
 
     Read-only and cheap; anything unexpected counts as not sound, so
     ``_open_index`` looks at the part (and reports a damaged one).
     """
-    path = _index_path(home, part)
     try:
-        if not path.stat().st_size:
-            return False
-        conn = sqlite3.connect(_uri(path, mode="ro"), uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
-        try:
-            conn.execute("ATTACH DATABASE ? AS src", (_uri(home / DB_NAME, mode="ro"),))
-            sid = conn.execute("SELECT value FROM src.setting WHERE key = ?", (_STORE_ID,)).fetchone()
-            owner = conn.execute("SELECT store FROM owner").fetchall()
-            return (sid is not None and owner == [(sid[0],)]
-                    and _index_layout(conn) == INDEX_SLICES.get(part, (0, 1))[1])
-        finally:
-            conn.close()
-    except (OSError, sqlite3.Error):
+        sid = conn.execute("SELECT value FROM main.setting WHERE key = ?", (_STORE_ID,)).fetchone()
+        owner = [r[0] for r in conn.execute(f"SELECT store FROM ix_{part}.owner")]
+        return (sid is not None and owner == [sid[0]]
+                and _index_layout(conn, f"ix_{part}") == INDEX_SLICES.get(part, (0, 1))[1])
+    except sqlite3.Error:
         return False
 
 
@@ -2099,18 +2132,31 @@ def index_slice_sql(part: str, e: str = "e") -> str:
     return f" AND (({e}.seq * {INDEX_HASH}) >> 16) % {slices} = {mine}"
 
 
-def _open_reader(home: Path) -> sqlite3.Connection:
+def _open_reader(home: Path | str) -> sqlite3.Connection:
     """Open the store read-only with every part of the event index attached.
 
     A part that is missing, belongs to another store or was built for other
     slices is put right by ``_open_index`` first; a store whose parts are
-    sound (every CLI call after the first) opens no writer at all.
+    sound (every CLI call after the first) opens no writer at all, and
+    checks its parts on the reader itself.
     """
-    unsound = [part for part in EVENT_INDEXES if not _index_sound(home, part)]
-    for part in unsound:
-        _open_index(home, part).close()  # creates a missing part, empties one of another store
+    for part in EVENT_INDEXES:
+        if not _nonempty(_index_path(home, part)):
+            _open_index(home, part).close()  # creates a missing part
+    conn = _connect_reader(home)
+    unsound = [part for part in EVENT_INDEXES if not _index_sound(conn, part)]
+    if unsound:
+        conn.close()
+        for part in unsound:
+            _open_index(home, part).close()  # empties one of another store, rebuilds one of other slices
+        conn = _connect_reader(home)
+    return conn
+
+
+def _connect_reader(home: Path | str) -> sqlite3.Connection:
+    conn = None
     try:
-        conn = sqlite3.connect(_uri(home / DB_NAME), uri=True, timeout=BUSY_TIMEOUT_MS / 1000,
+        conn = sqlite3.connect(_uri(os.path.join(home, DB_NAME)), uri=True, timeout=BUSY_TIMEOUT_MS / 1000,
                                isolation_level=None, check_same_thread=False)
         conn.row_factory = sqlite3.Row
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
@@ -2122,8 +2168,17 @@ def _open_reader(home: Path) -> sqlite3.Connection:
             # cached saves a tenth of a two-word search on a large archive.
             conn.execute(f"PRAGMA ix_{part}.cache_size = -{READER_CACHE_KIB}")
     except sqlite3.Error as e:
+        if conn is not None:
+            conn.close()
         raise StoreError(_damaged_index(home, e)) from None
     return conn
+
+
+def _nonempty(path: str) -> bool:
+    try:
+        return os.stat(path).st_size > 0
+    except OSError:
+        return False
 
 
 def index_marks(reader: sqlite3.Connection, part: str) -> tuple[int, int]:
@@ -2246,7 +2301,7 @@ def match_events(store: "Store", terms: list[str], kinds: Iterable[str], *, cols
 
 
 def _damaged_index(home: Path, e: Exception) -> str:
-    return (f"the search index under {home / INDEX_DIR} is damaged ({e}); delete that folder and run "
+    return (f"the search index under {os.path.join(home, INDEX_DIR)} is damaged ({e}); delete that folder and run "
             "`origin sync` to rebuild it from the archive (nothing archived is lost)")
 
 
@@ -2478,7 +2533,7 @@ def backup(store: Store, dest: Path) -> dict:
     files: list[dict] = []
     try:
         for part in EVENT_INDEXES:
-            src = _index_path(store.home, part)
+            src = Path(_index_path(store.home, part))
             if src.exists():
                 rel = f"{INDEX_DIR}/{src.name}"
                 private_dir(dest / INDEX_DIR)
@@ -9974,7 +10029,7 @@ def _progress_printer():
 
 
 def _open(args) -> Store:
-    store = open_store(resolve_home())
+    store = open_store()
     if store.tightened:
         print(f"origin: {tightened_notice(store)}", file=sys.stderr)
     return store
@@ -10939,9 +10994,17 @@ def _parser_class() -> type:
     if made is not None:
         return made
 
+    class Formatter(argparse.RawDescriptionHelpFormatter):
+        # argparse makes a formatter for every option it adds; given the
+        # width, it does not import shutil (and its compression modules) to
+        # ask the terminal each time.
+        def __init__(self, prog: str, **kw):
+            kw.setdefault("width", _terminal_columns() - 2)
+            super().__init__(prog, **kw)
+
     class Parser(argparse.ArgumentParser):
         def __init__(self, *a, **kw):
-            kw.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+            kw.setdefault("formatter_class", Formatter)
             kw.setdefault("allow_abbrev", False)
             super().__init__(*a, **kw)
 
@@ -10956,6 +11019,20 @@ def _parser_class() -> type:
 
 
 _PARSER_CLASS: dict[str, type] = {}
+
+
+def _terminal_columns() -> int:
+    """The terminal's width as ``shutil.get_terminal_size`` tells it ($COLUMNS, else stdout's, else 80)."""
+    try:
+        columns = int(os.environ.get("COLUMNS", "0"))
+    except ValueError:
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns or 80
 
 
 class _Unbuilt:

@@ -23,7 +23,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 #: Loaded by no command that does not need them.
 HEAVY = {"adapters", "tomllib", "concurrent.futures", "dataclasses", "inspect", "typing", "zstandard", "mcp",
-         "anyio", "asyncio", "threading", "secrets", "hashlib", "hmac", "traceback", "unicodedata"}
+         "anyio", "asyncio", "threading", "secrets", "hashlib", "hmac", "traceback", "unicodedata",
+         # pathlib brings urllib.parse and ipaddress; argparse's help formatter
+         # asks shutil for the terminal's width, and shutil brings bz2 and lzma.
+         "pathlib", "urllib.parse", "ipaddress", "shutil", "bz2", "lzma"}
 
 
 def modules_after(argv: list[str], origin_home: Path) -> tuple[set[str], str]:
@@ -81,3 +84,39 @@ def test_a_mistyped_command_is_answered_with_the_list_of_commands(capsys):
 
 def test_the_cli_knows_every_adapter_by_name_without_importing_them():
     assert origin.SOURCES == tuple(sorted(adapters.ADAPTERS)), "add the new adapter's name to origin.SOURCES"
+
+
+def test_a_search_of_a_sound_store_opens_no_index_writer_and_compiles_no_secret_pattern(claude_root, origin_home,
+                                                                                      monkeypatch, capsys):
+    with origin.open_store(origin_home) as s:
+        origin.sync(s)
+    # Each part of the index is checked on the reader itself; a writer
+    # (BEGIN IMMEDIATE on a part) is opened only to put a part right.
+    monkeypatch.setattr(origin, "_open_index", lambda *a: pytest.fail("a sound index was opened for writing"))
+    compiled = []
+    real_compile = origin.re.compile
+    monkeypatch.setattr(origin.re, "compile", lambda p, f=0: compiled.append(p) or real_compile(p, f))
+    with origin.open_store(origin_home) as s:
+        hits = origin.search_events(s, "Demo", limit=5)
+        assert hits
+        origin.readout(hits)
+    # The snippets end with "…" and name no key word: no secret pattern is
+    # compiled to look at them (each costs a millisecond or more).
+    secret_sources = {p.regex._source for p in origin.SECRET_PATTERNS} | {
+        origin._CUT_KEY._source, origin._CUT_NAMED._source}
+    assert not secret_sources & set(compiled), [p[:40] for p in secret_sources & set(compiled)]
+
+
+def test_a_damaged_index_part_is_still_reported_by_a_search(claude_root, origin_home):
+    with origin.open_store(origin_home) as s:
+        origin.sync(s)
+    (origin_home / origin.INDEX_DIR / origin.EVENT_INDEXES["tool"][0]).write_bytes(b"not a database" * 512)
+    with origin.open_store(origin_home) as s, pytest.raises(origin.StoreError, match="delete"):
+        origin.search_events(s, "Demo", limit=5)
+
+
+def test_index_uris_escape_what_sqlite_would_read_as_uri_syntax(tmp_path):
+    home = tmp_path / "a dir?#%&=x"
+    with origin.open_store(home) as s:
+        assert s.reader.execute("SELECT count(*) FROM ix_message.mark").fetchone()[0] >= 1
+    assert origin._uri("/x y/a?b#c%d", mode="ro") == "file:/x%20y/a%3Fb%23c%25d?mode=ro"

@@ -7719,7 +7719,8 @@ class McpProxy(McpService):
 #: Where the page lives on the hub's port (or on its own listener).
 ADMIN_PREFIX = "/admin"
 #: The folder of the page's stylesheet, script, font and icons.
-ADMIN_ASSETS = Path(__file__).resolve().parent / "admin_assets"
+#: (A string: a Path here would import pathlib for every CLI call.)
+ADMIN_ASSETS = os.path.join(os.path.dirname(os.path.realpath(__file__)), "admin_assets")
 #: Failed password checks allowed per client and in all, per window (s).
 ADMIN_FAIL_WINDOW = 600
 ADMIN_FAIL_CLIENT = 10
@@ -7837,7 +7838,7 @@ def check_public_url(url: str | None, listen_host: str) -> str | None:
     return None
 
 
-def load_admin_assets(folder: Path = ADMIN_ASSETS) -> tuple[dict, dict]:
+def load_admin_assets(folder: Path | str = ADMIN_ASSETS) -> tuple[dict, dict]:
     """Return ({served name: (bytes, type)}, {file name: served path}) for folder.
 
     Each file is served as ``<stem>.<first 12 hex of its SHA-256><suffix>``;
@@ -7849,6 +7850,7 @@ def load_admin_assets(folder: Path = ADMIN_ASSETS) -> tuple[dict, dict]:
              ".woff2": "font/woff2", ".svg": "image/svg+xml", ".png": "image/png"}
     served: dict = {}
     names: dict = {}
+    folder = Path(folder)
     if not folder.is_dir():
         return served, names
     files = sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix in types
@@ -7868,9 +7870,10 @@ def load_admin_assets(folder: Path = ADMIN_ASSETS) -> tuple[dict, dict]:
     return served, names
 
 
-def load_icons(folder: Path = ADMIN_ASSETS / "icons") -> dict[str, str]:
+def load_icons(folder: Path | str = os.path.join(ADMIN_ASSETS, "icons")) -> dict[str, str]:
     """Return {icon name: the inside of its 24×24 SVG} for the icon files."""
     out = {}
+    folder = Path(folder)
     if folder.is_dir():
         for p in folder.glob("*.svg"):
             text = p.read_text("utf-8")

@@ -46,6 +46,7 @@ assets:  ## copy the admin page's icons (Lucide) and font (Inter) from npm into 
 	rm -f admin_assets/icons/*.svg
 	for i in $(ADMIN_ICONS); do cp build/assets/lucide/package/icons/$$i.svg admin_assets/icons/ || exit 1; done
 	cp build/assets/lucide/package/LICENSE admin_assets/icons/LICENSE
+	grep -v '@license' admin_assets/icons/brain.svg | sed 's/stroke="currentColor"/stroke="#3451d1"/' > admin_assets/favicon.svg
 	cp build/assets/inter/package/files/inter-latin-wght-normal.woff2 admin_assets/fonts/
 	cp build/assets/inter/package/LICENSE admin_assets/fonts/LICENSE
 

@@ -7741,7 +7741,9 @@ ADMIN_HEADERS = (
     ("Vary", "Cookie"),
     ("X-Frame-Options", "DENY"),
     ("X-Content-Type-Options", "nosniff"),
-    ("Referrer-Policy", "no-referrer"),
+    # same-origin, not no-referrer: under no-referrer a browser sends
+    # ``Origin: null`` with a form, and the Origin check could not work.
+    ("Referrer-Policy", "same-origin"),
     ("X-Robots-Tag", "noindex, nofollow"),
     ("Cross-Origin-Opener-Policy", "same-origin"),
     ("Cross-Origin-Resource-Policy", "same-origin"),
@@ -7920,10 +7922,11 @@ def activity_chart(labels: list[str], per: dict[str, list[int]]) -> Markup:
     legend = html_join(tpl('<li><span class="swatch a-$cls"></span>$src <b>$n</b></li>', cls=_agent_class(s), src=s,
                       n=sum(per[s])) for s in sorted(per))
     summary = f"{sum(totals)} sessions in the last {days} days, most on one day {max(totals, default=0)}"
-    return tpl('<figure class="chart"><svg viewBox="0 0 $w $h" role="img" aria-label="$summary" '
+    empty = Markup("") if sum(totals) else tpl('<p class="empty">No session started in the last $d days.</p>', d=days)
+    return tpl('<figure class="chart">$empty<svg viewBox="0 0 $w $h" role="img" aria-label="$summary" '
                'preserveAspectRatio="none"><line class="axis" x1="0" y1="$h" x2="$w" y2="$h"></line>$bars</svg>'
                '<figcaption><span>$first</span><ul class="legend">$legend</ul><span>$last</span></figcaption>'
-               '</figure>', w=w, h=h, summary=summary, bars=html_join(bars), legend=legend,
+               '</figure>', empty=empty, w=w, h=h, summary=summary, bars=html_join(bars), legend=legend,
                first=labels[0] if labels else "", last=labels[-1] if labels else "")
 
 
@@ -8171,13 +8174,15 @@ class AdminApp:
             '<!doctype html><html lang="en"><head><meta charset="utf-8">'
             '<meta name="viewport" content="width=device-width, initial-scale=1">'
             '<meta name="robots" content="noindex, nofollow"><meta name="color-scheme" content="light dark">'
-            '<title>$title · Origin</title>$css$js</head><body>'
+            '<title>$title · Origin</title>$icon$css$js</head><body>'
             '<svg class="sprite" aria-hidden="true">$symbols</svg>'
             '<a class="skip" href="#main">Skip to content</a>'
             '<header class="top"><a class="brand" href="$pre/">$brand<span>Origin</span></a>$nav</header>'
             '<main id="main" tabindex="-1">$content</main>'
             '<footer class="foot">Origin $version · your own memory, on your own hub</footer></body></html>',
             title=title, pre=ADMIN_PREFIX, brand=brand_icon,
+            icon=tpl('<link rel="icon" href="$href" type="image/svg+xml">', href=self.asset_paths["favicon.svg"])
+            if "favicon.svg" in self.asset_paths else Markup(""),
             css=tpl('<link rel="stylesheet" href="$href">', href=self.asset_paths["admin.css"])
             if "admin.css" in self.asset_paths else Markup(""),
             js=tpl('<script src="$src" defer></script>', src=self.asset_paths["admin.js"])
@@ -8382,7 +8387,7 @@ class AdminApp:
         content = tpl(
             '<h1>Tokens</h1>$shown<section class="card"><h2>Create a token</h2>'
             '<form method="post" action="$pre/tokens" class="row">$h<div><label for="tname">Name (usually the '
-            'device\'s)</label><input id="tname" name="name" required pattern="[a-z0-9][a-z0-9._-]{0,62}" '
+            'device\'s)</label><input id="tname" name="name" required pattern="[a-z0-9][a-z0-9._\\-]{0,62}" '
             'placeholder="laptop"></div>$pw<button type="submit">$ic Create</button></form></section>'
             '<section class="card"><h2>All tokens</h2><div class="scroll"><table><thead><tr><th>Name</th><th>Device</th>'
             '<th>Created</th><th>Last used</th><th></th></tr></thead><tbody>$rows</tbody></table></div></section>',

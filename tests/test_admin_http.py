@@ -34,7 +34,7 @@ SECURITY = {
     "vary": "Cookie",
     "x-frame-options": "DENY",
     "x-content-type-options": "nosniff",
-    "referrer-policy": "no-referrer",
+    "referrer-policy": "same-origin",
     "x-robots-tag": "noindex, nofollow",
 }
 

@@ -1,0 +1,220 @@
+"""The admin page in a real browser: Debian's Chromium driven by Selenium.
+
+A fresh hub prints its one-time password; the owner logs in, walks every
+page at desktop and phone width (screenshots kept as test artefacts), finds
+a session by search, loads a raw line in place, remembers a decision from
+its event page, corrects it, creates and revokes a token, and forgets the
+entry after the preview.  No page logs a CSP violation or any console
+error, and afterwards no page shows the forgotten text.
+
+Chromium and its driver come from Debian (`apt-get install chromium
+chromium-driver`, run here when they are missing); no browser is ever
+downloaded by the test tools.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import urllib.parse
+from pathlib import Path
+
+import pytest
+
+from test_admin_http import Hub, _hub_home, a_message
+
+ROOT = Path(__file__).resolve().parent.parent
+#: Screenshots of every page, at both widths, land here.
+ARTIFACTS = Path(os.environ.get("ORIGIN_TEST_ARTIFACTS", ROOT / "build" / "test-artifacts")) / "admin"
+WIDTHS = {"desktop": (1280, 900), "phone": (390, 844)}
+
+
+def _debian_chromium() -> tuple[str, str]:
+    """Return (chromium, chromedriver), installing Debian's packages if they are missing."""
+    found = shutil.which("chromium"), shutil.which("chromedriver")
+    if all(found):
+        return found
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        pytest.fail("the browser test needs Debian's chromium and chromium-driver: "
+                    "run `apt-get install chromium chromium-driver` as root")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    subprocess.run(["apt-get", "update", "-q"], check=True, env=env, capture_output=True, timeout=900)
+    subprocess.run(["apt-get", "install", "-y", "-q", "chromium", "chromium-driver"], check=True, env=env,
+                   capture_output=True, timeout=1800)
+    return shutil.which("chromium"), shutil.which("chromedriver")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    chromium, driver = _debian_chromium()
+    webdriver = pytest.importorskip("selenium.webdriver", reason="pip install -e '.[test]' brings selenium")
+    from selenium.webdriver.chrome.service import Service
+
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = chromium
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                "--no-first-run", "--disable-extensions", "--disable-background-networking",
+                "--disable-component-update", "--disable-sync", "--window-size=1280,900"):
+        opts.add_argument(arg)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    b = webdriver.Chrome(service=Service(executable_path=driver), options=opts)
+    b.set_page_load_timeout(120)
+    yield b
+    b.quit()
+
+
+class Walk:
+    """Visits pages, keeps their screenshots and fails on any console error."""
+
+    def __init__(self, browser, base: str):
+        self.b = browser
+        self.base = base
+        self.shots: list[Path] = []
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+
+    def errors(self) -> list[dict]:
+        return [e for e in self.b.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]
+
+    def check(self, name: str) -> None:
+        errs = self.errors()
+        assert errs == [], (name, errs)  # CSP violations and script errors land here
+        assert "Content Security Policy" not in str(errs)
+        for label, (w, h) in WIDTHS.items():
+            self.b.set_window_size(w, h)
+            path = ARTIFACTS / f"{name}-{label}.png"
+            self.b.save_screenshot(str(path))
+            self.shots.append(path)
+            if label == "phone":
+                # Nothing may push the page wider than the phone.
+                width = self.b.execute_script("return document.documentElement.scrollWidth")
+                assert width <= w + 1, (name, width)
+        self.b.set_window_size(*WIDTHS["desktop"])
+        assert self.errors() == [], name
+
+    def open(self, path: str, name: str) -> None:
+        self.b.get(self.base + path)
+        self.check(name)
+
+
+def test_owner_walks_every_page_in_chromium(browser, tmp_path):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support import expected_conditions as EC
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    home = _hub_home(tmp_path)
+    hub = Hub(home, "--listen", "127.0.0.1:0", "--admin")
+    password = next(x for x in hub.log if "admin password" in x).rsplit(": ", 1)[1].strip()
+    walk = Walk(browser, f"http://127.0.0.1:{hub.port}")
+    b = browser
+    wait = WebDriverWait(b, 60)
+
+    # Log in: the login page first, then the overview with its chart and devices.
+    walk.open("/admin/", "login")
+    assert b.current_url.endswith("/admin/login")
+    field = b.find_element(By.ID, "password")
+    assert b.find_element(By.CSS_SELECTOR, "label[for=password]").text == "Password"
+    field.send_keys("not the password")
+    field.send_keys(Keys.ENTER)
+    wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, ".alert")))
+    b.get_log("browser")  # the 401 of a wrong password is expected once
+    b.find_element(By.ID, "password").send_keys(password + Keys.ENTER)
+    wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, ".chart svg")))
+    walk.check("overview")
+    assert b.find_elements(By.CSS_SELECTOR, ".chart rect.bar") or "0 sessions" in b.page_source
+    # Keyboard: the first Tab reaches the skip link, and focus is visible.
+    b.find_element(By.TAG_NAME, "body").send_keys(Keys.TAB)
+    assert b.switch_to.active_element.get_attribute("class") == "skip"
+    outline = b.execute_script("return getComputedStyle(document.activeElement).outlineStyle")
+    assert outline not in ("", "none")
+
+    # Find a session by search and open one of its events.
+    ev = a_message(home)
+    words = " ".join(re.findall(r"[A-Za-z]{4,}", ev["text"])[:3])
+    walk.open("/admin/search", "search-empty")
+    box = b.find_element(By.ID, "f-q")
+    box.send_keys(words + Keys.ENTER)
+    wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, ".events a")))
+    walk.check("search")
+    link = next(a for a in b.find_elements(By.CSS_SELECTOR, ".events a")
+                if urllib.parse.quote(ev["id"], safe="") in a.get_attribute("href")
+                or ev["id"] in urllib.parse.unquote(a.get_attribute("href")))
+    link.click()
+    wait.until(EC.presence_of_element_located((By.ID, "raw-link")))
+    walk.check("event")
+    # The raw line loads in place (the small script), with no console error.
+    b.find_element(By.ID, "raw-link").click()
+    wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, "#raw-slot pre.raw")))
+    assert b.find_element(By.CSS_SELECTOR, "#raw-slot pre.raw").text
+    walk.check("event-raw")
+
+    # Remember a decision from the event page; correct it.
+    decision = "Decision okapi-lantern: ship the admin page with no template library"
+    b.find_element(By.ID, "r-text").send_keys(decision)
+    b.find_element(By.CSS_SELECTOR, "form[action='/admin/remember'] button").click()
+    wait.until(EC.url_contains("/admin/entry?"))
+    assert decision in b.page_source
+    walk.check("entry")
+    corrected = decision + ", and a committed assets step"
+    text = b.find_element(By.ID, "c-text")
+    text.clear()
+    text.send_keys(corrected)
+    b.find_element(By.CSS_SELECTOR, "form[action='/admin/correct'] button").click()
+    wait.until(EC.presence_of_element_located((By.XPATH, f"//pre[contains(., 'committed assets step')]")))
+    walk.check("entry-corrected")
+    entry_id = urllib.parse.parse_qs(urllib.parse.urlsplit(b.current_url).query)["id"][0]
+
+    # Tokens: create (shown once, with the connect line), then revoke.
+    walk.open("/admin/tokens", "tokens")
+    b.find_element(By.ID, "tname").send_keys("laptop" + Keys.ENTER)
+    wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, ".created pre")))
+    assert "origin hub connect" in b.find_element(By.CSS_SELECTOR, ".created pre").text
+    token = re.search(r"ogn_[A-Za-z0-9_-]+", b.page_source).group(0)
+    walk.check("token-created")
+    walk.open("/admin/tokens", "tokens-list")
+    assert token not in b.page_source
+    b.find_element(By.XPATH, "//button[contains(., 'Revoke laptop')]").click()
+    wait.until(EC.presence_of_element_located((By.XPATH, "//td/span[contains(., 'revoked')]")))
+    walk.check("token-revoked")
+
+    # Every other page.
+    for path, name in (("/admin/devices", "devices"), ("/admin/timeline?since=5000d", "timeline"),
+                       ("/admin/session?" + urllib.parse.urlencode({"id": ev["session"], "source": ev["source"]}),
+                        "session"),
+                       ("/admin/session?" + urllib.parse.urlencode({"id": ev["session"], "source": ev["source"],
+                                                                     "tools": "1"}), "session-tools"),
+                       ("/admin/entries", "entries"), ("/admin/entries?history=1", "entries-history"),
+                       ("/admin/audit", "audit"), ("/admin/logins", "logins")):
+        walk.open(path, name)
+
+    # Forget the entry after the preview; no page shows it again.
+    walk.open("/admin/forget?id=" + entry_id, "forget-preview")
+    b.find_element(By.ID, "f-confirm").send_keys(entry_id)
+    b.find_element(By.CSS_SELECTOR, "form[action='/admin/forget'] button").click()
+    wait.until(EC.presence_of_element_located((By.XPATH, "//h1[contains(., 'Forgotten')]")))
+    walk.check("forgotten")
+    pages = ["/admin/", "/admin/search?q=okapi-lantern", "/admin/search?" + urllib.parse.urlencode({"q": words}),
+             "/admin/timeline?since=5000d", "/admin/entries?history=1", "/admin/audit",
+             "/admin/session?" + urllib.parse.urlencode({"id": ev["session"], "source": ev["source"], "tools": "1"}),
+             "/admin/api/overview"]
+    for path in pages:
+        b.get(walk.base + path)
+        html = b.page_source
+        # (The search box itself keeps the words typed; the texts never come back.)
+        for text in (decision, corrected, ev["text"][:60], "ship the admin page with no template"):
+            assert html.count(text) == 0, (path, text)
+    assert "No entries match" in (b.get(walk.base + "/admin/search?q=okapi-lantern") or b.page_source)
+    b.get(walk.base + "/admin/event?id=" + urllib.parse.quote(ev["id"]))
+    assert "okapi-lantern" not in b.page_source and ev["text"][:60] not in b.page_source
+    b.get_log("browser")  # the forgotten event's page answers 410, an expected console line
+
+    # Log out: the overview asks for the password again.
+    walk.open("/admin/", "overview-after")
+    b.find_element(By.CSS_SELECTOR, "form.logout button").click()
+    wait.until(EC.url_contains("/admin/login"))
+    b.get(walk.base + "/admin/")
+    assert b.current_url.endswith("/admin/login")
+    hub.stop()
+    assert len(walk.shots) >= 2 * 20 and all(p.stat().st_size > 2000 for p in walk.shots)

@@ -209,6 +209,8 @@ HEALTHCHECK_TIMEOUT = 5.0
 #: Every forget is also appended to this file beside the database (ids,
 #: fingerprints and reasons, never text); opening a store replays it.
 TOMBSTONE_LOG = "tombstones.log"
+#: A device's connection to its hub under ORIGIN_HOME (mode 0600: it holds the token).
+HUB_FILE = "hub.json"
 #: Content fingerprints: HMAC-SHA-256 of the normalised text under a key of
 #: the store's key ring, cut to this many bytes (hex in the store).
 FP_BYTES = 16
@@ -1135,6 +1137,7 @@ CREATE TABLE IF NOT EXISTS excluded_event (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS excluded_event_tombstone ON excluded_event (tombstone_id);
 CREATE INDEX IF NOT EXISTS forgotten_entry_tombstone ON forgotten_entry (tombstone_id);
+CREATE INDEX IF NOT EXISTS tombstone_fingerprint_tombstone ON tombstone_fingerprint (tombstone_id);
 CREATE TABLE IF NOT EXISTS api_token (
     id INTEGER PRIMARY KEY,
     name TEXT NOT NULL UNIQUE,
@@ -1497,7 +1500,8 @@ def _mark_masking(conn: sqlite3.Connection) -> None:
 def _apply_schema(conn: sqlite3.Connection) -> None:
     have = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table','trigger','index')")}
     # (event_fts is the event index of early stores; it now lives in INDEX_DIR.)
-    if set(TABLES) <= have and "audit_log_no_reuse" in have and "tombstone_uid" in have and "event_fts" not in have:
+    if set(TABLES) <= have and "audit_log_no_reuse" in have and "tombstone_uid" in have and "event_fts" not in have \
+            and "tombstone_fingerprint_tombstone" in have:
         return
     conn.execute("BEGIN IMMEDIATE")
     try:
@@ -1715,57 +1719,106 @@ def check_tombstone_record(rec: Any) -> dict:
     if isinstance(created, bool) or not isinstance(created, int) or not 0 <= created < 1 << 53:
         raise UsageError(f"tombstone {uid}: created_at is epoch milliseconds")
     fps = rec.get("fingerprints", [])
+    key_id, fp_hex = _KEY_ID.match, _FP_HEX.match
     if not isinstance(fps, list) or not all(
-            isinstance(f, list) and len(f) == 2 and isinstance(f[0], str) and _KEY_ID.match(f[0])
-            and isinstance(f[1], str) and _FP_HEX.match(f[1]) for f in fps):
+            type(f) is list and len(f) == 2 and type(f[0]) is str and key_id(f[0])
+            and type(f[1]) is str and fp_hex(f[1]) for f in fps):
         raise UsageError(f"tombstone {uid}: fingerprints are [key id, hex] pairs")
     return {"uid": uid, "target": target, "kind": kind, "reason": reason, "created_at": created, "device": device,
             "entries": _id_list(rec.get("entries", []), "entries"), "events": _id_list(rec.get("events", []), "events"),
             "fingerprints": [list(f) for f in dict.fromkeys(tuple(f) for f in fps)]}
 
 
-def apply_tombstone_record(conn: sqlite3.Connection, rec: dict) -> int | None:
-    """Record one checked tombstone in the open transaction; return its id, None if known.
+def _present(conn: sqlite3.Connection, sql: str, ids: Iterable[str]) -> list:
+    """Run sql, whose one parameter is a JSON array of ids (``json_each(?)``), over ids; return its rows."""
+    ids = list(dict.fromkeys(ids))
+    if not ids:
+        return []
+    return conn.execute(sql, (json.dumps(ids),)).fetchall()
+
+
+def apply_tombstone_records(conn: sqlite3.Connection, recs: list[dict]) -> list[int | None]:
+    """Record checked tombstones in the open transaction, in order; return each one's id (None if known).
 
     Ids need not exist here yet: an event excluded before it arrives stays
     excluded when it does (Invariant 2).  Entries leave the entry index and
     the sessions of the events lose them, in the same transaction.
+
+    A batch ends in the state applying the records one by one would leave:
+    what is already known (uids, exclusions, forgotten entries, which events
+    entries cite, where the events live) is read once for the whole batch,
+    and the rows are written together; only a record whose events some entry
+    cites writes what precedes it first, so its cascade reads the tables as
+    the one-by-one path would.  Sessions are re-aggregated once at the end.
     """
-    if conn.execute("SELECT 1 FROM tombstone WHERE uid = ?", (rec["uid"],)).fetchone():
-        return None
-    entries = [e for e in rec["entries"]
-               if not conn.execute("SELECT 1 FROM forgotten_entry WHERE entry_id = ?", (e,)).fetchone()]
-    events = [e for e in rec["events"]
-              if not conn.execute("SELECT 1 FROM excluded_event WHERE event_id = ?", (e,)).fetchone()]
-    tid = conn.execute(
-        "INSERT INTO tombstone (uid, kind, target, reason, created_at, entries, events, device) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        (rec["uid"], rec["kind"], rec["target"], rec["reason"], rec["created_at"], len(rec["entries"]),
-         len(rec["events"]), rec["device"])).lastrowid
-    # Invariant 2 (sticky forget): exclusion by id and by content fingerprint
-    # is recorded with the tombstone, in its transaction; every read filters
-    # on it from this commit on, and ingest checks every arrival against it.
-    conn.executemany("INSERT INTO excluded_event (event_id, tombstone_id) VALUES (?, ?)", [(e, tid) for e in events])
-    conn.executemany("INSERT OR IGNORE INTO tombstone_fingerprint (key_id, fp, tombstone_id) VALUES (?, ?, ?)",
-                     [(k, f, tid) for k, f in rec["fingerprints"]])
-    # Entries of this store the record could not know (it may come from
-    # another store or an older state of this one): those citing a forgotten
-    # event or session, and those left without a visible source.
-    entries += [e for e in _cascade(conn, events, direct=rec["kind"] != "entry") if e not in entries]
-    conn.executemany("INSERT OR IGNORE INTO forgotten_entry (entry_id, tombstone_id) VALUES (?, ?)",
-                     [(e, tid) for e in entries])
-    for eid in entries:
-        r = conn.execute("SELECT seq, text FROM entry WHERE id = ?", (eid,)).fetchone()
-        if r is not None:
-            conn.execute("INSERT INTO entry_fts (entry_fts, rowid, text) VALUES ('delete', ?, ?)", (r[0], r[1]))
+    known = {r[0] for r in _present(conn, "SELECT uid FROM tombstone WHERE uid IN (SELECT value FROM json_each(?))",
+                                    (r["uid"] for r in recs))}
+    all_events = [e for r in recs for e in r["events"]]
+    all_entries = [e for r in recs for e in r["entries"]]
+    excluded = {r[0] for r in _present(
+        conn, "SELECT event_id FROM excluded_event WHERE event_id IN (SELECT value FROM json_each(?))", all_events)}
+    forgotten = {r[0] for r in _present(
+        conn, "SELECT entry_id FROM forgotten_entry WHERE entry_id IN (SELECT value FROM json_each(?))", all_entries)}
+    cited = {r[0] for r in _present(
+        conn, "SELECT DISTINCT event_id FROM entry_source WHERE event_id IN (SELECT value FROM json_each(?))",
+        all_events)}
+    where = {r[0]: (r[1], r[2]) for r in _present(
+        conn, "SELECT id, source, session FROM event WHERE id IN (SELECT value FROM json_each(?))", all_events)}
+    rows_x: list[tuple] = []
+    rows_fp: list[tuple] = []
+    rows_f: list[tuple] = []
+    unindex: list[str] = []
     touched: dict[str, set] = {}
-    for evid in events:
-        r = conn.execute("SELECT source, session FROM event WHERE id = ?", (evid,)).fetchone()
-        if r is not None:
-            touched.setdefault(r[0], set()).add(r[1])
+
+    def write() -> None:
+        # Invariant 2 (sticky forget): exclusion by id and by content
+        # fingerprint is recorded with the tombstones, in their transaction;
+        # every read filters on it from this commit on, and ingest checks
+        # every arrival against it.
+        conn.executemany("INSERT INTO excluded_event (event_id, tombstone_id) VALUES (?, ?)", rows_x)
+        conn.executemany("INSERT OR IGNORE INTO tombstone_fingerprint (key_id, fp, tombstone_id) VALUES (?, ?, ?)",
+                         rows_fp)
+        conn.executemany("INSERT OR IGNORE INTO forgotten_entry (entry_id, tombstone_id) VALUES (?, ?)", rows_f)
+        rows_x.clear()
+        rows_fp.clear()
+        rows_f.clear()
+
+    out: list[int | None] = []
+    for rec in recs:
+        if rec["uid"] in known:
+            out.append(None)
+            continue
+        known.add(rec["uid"])
+        entries = [e for e in rec["entries"] if e not in forgotten]
+        events = [e for e in rec["events"] if e not in excluded]
+        tid = conn.execute(
+            "INSERT INTO tombstone (uid, kind, target, reason, created_at, entries, events, device) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (rec["uid"], rec["kind"], rec["target"], rec["reason"], rec["created_at"], len(rec["entries"]),
+             len(rec["events"]), rec["device"])).lastrowid
+        excluded.update(events)
+        rows_x.extend((e, tid) for e in events)
+        rows_fp.extend((k, f, tid) for k, f in rec["fingerprints"])
+        # Entries of this store the record could not know (it may come from
+        # another store or an older state of this one): those citing a
+        # forgotten event or session, and those left without a visible source.
+        if not cited.isdisjoint(events):
+            write()
+            entries += [e for e in _cascade(conn, events, direct=rec["kind"] != "entry") if e not in entries]
+        forgotten.update(entries)
+        rows_f.extend((e, tid) for e in entries)
+        unindex.extend(entries)
+        for evid in events:
+            if evid in where:
+                touched.setdefault(where[evid][0], set()).add(where[evid][1])
+        out.append(tid)
+    write()
+    for seq, text in _present(conn, "SELECT seq, text FROM entry WHERE id IN (SELECT value FROM json_each(?))",
+                              unindex):
+        conn.execute("INSERT INTO entry_fts (entry_fts, rowid, text) VALUES ('delete', ?, ?)", (seq, text))
     for source, sessions in touched.items():
         refresh_sessions(conn, source, sessions)
-    return tid
+    return out
 
 
 def entry_versions(conn: sqlite3.Connection, entry_id: str) -> list[str]:
@@ -1817,15 +1870,16 @@ def replay_tombstone_log(store: "Store") -> int:
     conn = store.conn
     done = _setting(conn, _LOG_DONE)
     records, end = _log_records(store.home, int(done) if done and done.isdigit() else 0)
-    n = 0
+    checked = []
     for rec in records:
         try:
             if rec.get("type") == "key" and isinstance(rec.get("key"), str):
                 _ring_add(conn, rec.get("key_id"), bytes.fromhex(rec["key"]))
             elif rec.get("type") == "tombstone":
-                n += apply_tombstone_record(conn, check_tombstone_record(rec)) is not None
+                checked.append(check_tombstone_record(rec))
         except (OriginError, ValueError):
             continue
+    n = sum(t is not None for t in apply_tombstone_records(conn, checked)) if checked else 0
     _put_setting(conn, _LOG_DONE, str(end))
     return n
 
@@ -1888,17 +1942,30 @@ def _legacy_tombstones(conn: sqlite3.Connection, ring: dict[str, bytes]) -> list
 
 def tombstone_record(conn: sqlite3.Connection, t: sqlite3.Row) -> dict:
     """Return one tombstone as a JSON-safe record: ids, fingerprints, reason — never text."""
-    tid = t["id"]
-    return {
-        "seq": tid, "uid": t["uid"], "target": t["target"], "kind": t["kind"], "reason": t["reason"],
-        "created_at": t["created_at"], "device": t["device"],
-        "entries": [r[0] for r in conn.execute(
-            "SELECT entry_id FROM forgotten_entry WHERE tombstone_id = ? ORDER BY entry_id", (tid,))],
-        "events": [r[0] for r in conn.execute(
-            "SELECT event_id FROM excluded_event WHERE tombstone_id = ? ORDER BY event_id", (tid,))],
-        "fingerprints": [[r[0], r[1]] for r in conn.execute(
-            "SELECT key_id, fp FROM tombstone_fingerprint WHERE tombstone_id = ? ORDER BY key_id, fp", (tid,))],
-    }
+    return tombstone_records(conn, [t])[0]
+
+
+def tombstone_records(conn: sqlite3.Connection, rows: list[sqlite3.Row]) -> list[dict]:
+    """Return tombstones (rows in id order) as JSON-safe records, reading each side table once."""
+    out = {t["id"]: {"seq": t["id"], "uid": t["uid"], "target": t["target"], "kind": t["kind"], "reason": t["reason"],
+                     "created_at": t["created_at"], "device": t["device"], "entries": [], "events": [],
+                     "fingerprints": []} for t in rows}
+    if out:
+        span = (min(out), max(out))
+        for field, sql in (
+                ("entries", "SELECT tombstone_id, entry_id FROM forgotten_entry "
+                            "WHERE tombstone_id BETWEEN ? AND ? ORDER BY tombstone_id, entry_id"),
+                ("events", "SELECT tombstone_id, event_id FROM excluded_event "
+                           "WHERE tombstone_id BETWEEN ? AND ? ORDER BY tombstone_id, event_id")):
+            for tid, ref in conn.execute(sql, span):
+                if tid in out:
+                    out[tid][field].append(ref)
+        for tid, kid, fp in conn.execute(
+                "SELECT tombstone_id, key_id, fp FROM tombstone_fingerprint INDEXED BY tombstone_fingerprint_tombstone "
+                "WHERE tombstone_id BETWEEN ? AND ? ORDER BY tombstone_id, key_id, fp", span):
+            if tid in out:
+                out[tid]["fingerprints"].append([kid, fp])
+    return list(out.values())
 
 
 _MARKUP = LazyRegex(r"</?[A-Za-z][\w:-]*(?:\s[^<>]*)?>")
@@ -2421,8 +2488,12 @@ class IndexWriters:
 BACKUP_MANIFEST = "backup.json"
 BACKUP_FORMAT = "origin-backup"
 BACKUP_VERSION = 1
-#: Files at the top of ORIGIN_HOME that a backup carries as they are.
-BACKUP_TOP_FILES = (TOMBSTONE_LOG,)
+#: Files at the top of ORIGIN_HOME that a backup carries as they are: the
+#: tombstone log and a device's hub connection (its token too, so a restored
+#: device pushes as itself again).  A hub keeps everything else it needs —
+#: tokens (their hashes), device bindings, the admin password's hash and
+#: sessions — in origin.db.
+BACKUP_TOP_FILES = (TOMBSTONE_LOG, HUB_FILE)
 #: Folder a restore fills before moving its files into ORIGIN_HOME.
 RESTORE_STAGING = ".restore-partial"
 
@@ -2567,7 +2638,8 @@ def backup(store: Store, dest: Path) -> dict:
                 # log holds every forget of the copy, and a later one replays
                 # on restore.
                 data = src.read_bytes()
-                data = data[: data.rfind(b"\n") + 1]  # a torn last line is not part of the log yet
+                if name == TOMBSTONE_LOG:
+                    data = data[: data.rfind(b"\n") + 1]  # a torn last line is not part of the log yet
                 private_file(dest / name).write_bytes(data)
                 files.append({"path": name})
         for f in files:
@@ -4331,7 +4403,7 @@ def _commit_tombstones(store: Store, records: list[dict]) -> list[int]:
     log holds but a crash kept out of the tables is applied at the next open.
     """
     size = _log_append(store.home, [{"type": "tombstone", **r} for r in records])
-    tids = [apply_tombstone_record(store.conn, r) for r in records]
+    tids = apply_tombstone_records(store.conn, records)
     _put_setting(store.conn, _LOG_DONE, str(size))
     return [t for t in tids if t is not None]
 
@@ -4386,7 +4458,7 @@ def tombstones_after(store: Store, after: int, limit: int) -> list[dict]:
             raise UsageError(f"{name} is a whole number")
     rows = store.conn.execute("SELECT * FROM tombstone WHERE id > ? ORDER BY id LIMIT ?",
                               (after, min(limit, 10_000))).fetchall()
-    return [tombstone_record(store.conn, r) for r in rows]
+    return tombstone_records(store.conn, rows)
 
 
 def apply_tombstones(store: Store, records: list[dict]) -> int:
@@ -4403,9 +4475,11 @@ def apply_tombstones(store: Store, records: list[dict]) -> int:
     checked = [check_tombstone_record(r) for r in records]
     with transaction(store.conn) as conn:
         replay_tombstone_log(store)
-        new, seen = [], set()
+        seen = {r[0] for r in _present(conn, "SELECT uid FROM tombstone WHERE uid IN (SELECT value FROM json_each(?))",
+                                       (r["uid"] for r in checked))}
+        new = []
         for r in checked:
-            if r["uid"] not in seen and not conn.execute("SELECT 1 FROM tombstone WHERE uid = ?", (r["uid"],)).fetchone():
+            if r["uid"] not in seen:
                 seen.add(r["uid"])
                 new.append(r)
         if new:
@@ -5944,8 +6018,6 @@ ENV_HUB_TOKEN = "ORIGIN_HUB_TOKEN"
 ENV_DEVICE = "ORIGIN_DEVICE"
 #: The hub's own URL as devices and agents reach it (`origin serve --public-url`).
 ENV_PUBLIC_URL = "ORIGIN_PUBLIC_URL"
-#: The device's connection file under ORIGIN_HOME (mode 0600: it holds the token).
-HUB_FILE = "hub.json"
 #: Seconds the device waits for the hub on one request.
 HUB_TIMEOUT = 60.0
 #: Resumes after 409 allowed per file in one push before giving up on it.
@@ -6232,6 +6304,37 @@ def accept_chunk(store: Store, c: Chunk, token: Token | None = None, pool: Threa
     return {"bytes": c.offset + len(c.data), "eventsAdded": res.events_added, "parseErrors": res.parse_errors}
 
 
+#: The files a digest covers: an empty one without a flush is never sent.
+_PUSHABLE = "(r.bytes_ingested > 0 OR EXISTS (SELECT 1 FROM flush_point f WHERE f.raw_file_id = r.id))"
+
+
+def cursor_digest(conn: sqlite3.Connection, path: str, where: str, params: tuple = ()) -> str:
+    """Return ``<count>:<hash>`` over the (source, path, generation, bytes, last flush) of raw_file rows.
+
+    A device and its hub each compute it over what they hold of the
+    device's files (``path`` is the SQL giving the device's own path, the
+    WHERE clause picks the rows); when the two agree, a push has nothing to
+    send, and the hub answers a cursors request carrying the device's digest
+    without the list, so a no-op push over ten thousand mirrors moves a few
+    bytes.  The lines are made by SQLite and hashed in one piece.
+    """
+    cur = conn.cursor()
+    cur.row_factory = None
+    lines = [r[0] for r in cur.execute(
+        f"SELECT r.source || char(0) || {path} || char(0) || r.generation || char(0) || r.bytes_ingested "
+        "|| char(0) || coalesce((SELECT max(f.offset) FROM flush_point f WHERE f.raw_file_id = r.id "
+        f"AND f.offset <= r.bytes_ingested), -1) FROM raw_file r {where} AND {_PUSHABLE} "
+        "ORDER BY r.source, r.path, r.generation", params)]
+    return f"{len(lines)}:{hashlib.blake2b(chr(10).join(lines).encode('utf-8', 'surrogatepass'), digest_size=16).hexdigest()}"
+
+
+def hub_cursor_digest(store: Store, device: str) -> str:
+    """The hub's side of ``cursor_digest``: every file it holds for device."""
+    cut = len(check_device(device)) + 3  # substr() counts from 1; the "@<device>:" prefix
+    return cursor_digest(store.conn, "substr(r.path, ?)", "INDEXED BY raw_file_device WHERE r.device = ?",
+                         (cut, device))
+
+
 def hub_cursors(store: Store, device: str) -> list[dict]:
     """Return every file the hub holds for device, with its byte cursor."""
     check_device(device)
@@ -6461,6 +6564,11 @@ def local_files(store: Store) -> list[LocalFile]:
         "WHERE substr(path, 1, 1) != '@' ORDER BY id")]
 
 
+def local_cursor_digest(store: Store) -> str:
+    """This device's side of ``cursor_digest``: what the hub holds once every mirror is pushed."""
+    return cursor_digest(store.conn, "r.path", "WHERE substr(r.path, 1, 1) != '@'")
+
+
 def plan_push(files: list[LocalFile], cursors: list[dict], flush_points: dict[int, list[int]]) -> list[PushItem]:
     """Decide what each file still needs to send: a pure function.
 
@@ -6649,13 +6757,19 @@ def push(store: Store, cfg: HubConfig, *, progress: Callable[[dict], None] | Non
     report = {"hub": cfg.url, "device": cfg.device, "files": 0, "files_sent": 0, "chunks": 0, "bytes_sent": 0,
               "bytes_total": 0, "resumed": 0, "events_added_on_hub": 0, "tombstones": None}
     try:
-        cursors = client.get("/v1/cursors", device=cfg.device).get("files") or []
-        files = local_files(store)
-        points: dict[int, list[int]] = {}
-        for fid, off in store.conn.execute("SELECT raw_file_id, offset FROM flush_point ORDER BY offset"):
-            points.setdefault(fid, []).append(off)
-        plan = plan_push(files, cursors, points)
-        report["files"] = len(files)
+        digest = local_cursor_digest(store)
+        got = client.get("/v1/cursors", device=cfg.device, digest=digest)
+        if got.get("same") is True and got.get("digest") == digest:
+            # The hub holds exactly what this device does: nothing to plan.
+            files, plan = int(digest.partition(":")[0]), []
+        else:
+            cursors = got.get("files") or []
+            local = local_files(store)
+            points: dict[int, list[int]] = {}
+            for fid, off in store.conn.execute("SELECT raw_file_id, offset FROM flush_point ORDER BY offset"):
+                points.setdefault(fid, []).append(off)
+            files, plan = len(local), plan_push(local, cursors, points)
+        report["files"] = files
         report["files_sent"] = len(plan)
         report["bytes_total"] = sum(i.end - i.start for i in plan)
         fresh: dict = {}
@@ -8810,11 +8924,14 @@ def api_healthz(hub: "Hub", req: "Request") -> Response:
 
 
 def api_get_cursors(hub: "Hub", req: "Request") -> Response:
-    device = check_device(_one(req.query, "device"))
+    device = check_device(_one(req.query, "device", allowed=("digest",)))
     if req.token is not None and req.token.device != device:
         with transaction(req.store.conn) as conn:
             bind_device(conn, req.token, device)
-    return Response(200, {"device": device, "files": hub_cursors(req.store, device)})
+    digest = hub_cursor_digest(req.store, device)
+    if _one(req.query, "device", allowed=("digest",)) and req.query.get("digest") == [digest]:
+        return Response(200, {"device": device, "digest": digest, "same": True})
+    return Response(200, {"device": device, "digest": digest, "files": hub_cursors(req.store, device)})
 
 
 def api_post_ingest(hub: "Hub", req: "Request") -> Response:
@@ -10539,7 +10656,9 @@ def cmd_backup(args) -> int:
 
     Safe while syncs, pushes and MCP servers keep running.  The folder holds
     origin.db, the search index, the mirrors up to what the copy records, the
-    tombstone log and backup.json (sizes and SHA-256 of every file).
+    tombstone log, the hub connection (hub.json, with its token) and
+    backup.json (sizes and SHA-256 of every file).  A hub's tokens, device
+    bindings and admin password are in origin.db.
 
     Example: origin backup /mnt/usb/origin-2026-12-01
     """

@@ -126,10 +126,10 @@ def rollout(user_home, store):
 def test_the_tombstone_log_holds_every_forget_before_it_commits_and_is_replayed_on_open(store, rollout, monkeypatch):
     _path, secret = rollout
     # The forget dies after its log record is on disk, before it commits.
-    def die(conn, rec):
+    def die(conn, recs):
         raise RuntimeError("power cut")
 
-    monkeypatch.setattr(origin, "apply_tombstone_record", die)
+    monkeypatch.setattr(origin, "apply_tombstone_records", die)
     with pytest.raises(RuntimeError):
         origin.forget(store, secret)
     monkeypatch.undo()

@@ -516,3 +516,40 @@ def test_no_top_level_name_of_origin_py_is_defined_twice():
                 twice.append(f"{n} (lines {seen[n]} and {node.lineno})")
             seen[n] = node.lineno
     assert twice == []
+
+
+def test_a_no_op_push_asks_with_its_digest_and_gets_no_cursor_list(served, all_agents):
+    hub, cfg, dev = served
+    origin.sync(dev)
+    first = origin.push(dev, cfg)
+    assert first["chunks"] > 0
+    hs = hub.default_store()
+    digest = origin.local_cursor_digest(dev)
+    assert digest == origin.hub_cursor_digest(hs, "laptop")
+    assert int(digest.split(":")[0]) == first["files"] == len(origin.local_files(dev))
+    r = get(hub, cfg.token, f"/v1/cursors?device=laptop&digest={digest}")
+    assert r.status == 200 and r.body["same"] is True and "files" not in r.body
+    r = get(hub, cfg.token, "/v1/cursors?device=laptop&digest=1:00")
+    assert r.status == 200 and "same" not in r.body and len(r.body["files"]) == first["files"]
+
+    client = origin.HubClient(cfg)
+    seen = []
+    real = client.request
+    client.request = lambda method, path, *a, **k: (seen.append(path), real(method, path, *a, **k))[1]
+    try:
+        again = origin.push(dev, cfg, client=client)
+        assert again["chunks"] == 0 and again["files"] == first["files"] and again["files_sent"] == 0
+        assert [p.split("?")[0] for p in seen] == ["/v1/cursors", "/v1/tombstones"]
+        # One new line: the digests differ, and the push sends exactly it.
+        log = next(all_agents.glob(".claude/projects/*/*.jsonl"))
+        with log.open("a") as fh:
+            fh.write(log.read_text().splitlines()[-1] + "\n")
+        origin.sync(dev)
+        assert origin.local_cursor_digest(dev) != origin.hub_cursor_digest(hs, "laptop")
+        seen.clear()
+        third = origin.push(dev, cfg, client=client)
+        assert third["files_sent"] == 1 and third["chunks"] == 1
+        assert origin.local_cursor_digest(dev) == origin.hub_cursor_digest(hs, "laptop")
+    finally:
+        client.close()
+    assert _rows(hs, "SELECT id FROM event ORDER BY id") == _rows(dev, "SELECT id FROM event ORDER BY id")

@@ -95,9 +95,10 @@ OFFLINE_BASE ?= localhost/origin-base:bookworm
 CONTAINER_BUILD_FLAGS ?= --format docker --isolation=chroot
 comma := ,
 
-container-tools:  ## podman, buildah and mmdebstrap from Debian's packages (needs root and apt)
-	@command -v podman >/dev/null && command -v buildah >/dev/null && command -v mmdebstrap >/dev/null || \
-	  { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q podman buildah mmdebstrap; }
+container-tools:  ## podman, buildah, runc and mmdebstrap from Debian's packages (needs root and apt)
+	@command -v podman >/dev/null && command -v buildah >/dev/null && command -v mmdebstrap >/dev/null \
+	  && command -v runc >/dev/null || \
+	  { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q podman buildah runc mmdebstrap; }
 
 container-base: container-tools  ## $(OFFLINE_BASE) from Debian's packages, for machines without an image registry
 	$(ENGINE) image exists $(OFFLINE_BASE) || { mkdir -p build && rm -f build/origin-base.tar \

@@ -3,9 +3,11 @@
 `make container-test` builds the image and names it in ORIGIN_TEST_IMAGE.
 The hub runs inside it with `buildah run --isolation chroot` (the image's own
 user, environment, ENTRYPOINT and CMD, with the listen address moved to a
-free loopback port), because no OCI runtime can start containers on a
-machine like CI's; chroot isolation shares the network, so "outside" is this
-machine.  A device home on the outside pushes real fixtures to it.
+free loopback port); chroot isolation shares the network, so "outside" is
+this machine.  A device home on the outside pushes real fixtures to it.
+`podman run` itself starts the image too, with Debian's runc and lowered
+limits (crun refuses this machine's cgroup mounts), and its HEALTHCHECK is
+run by the engine.
 """
 
 from __future__ import annotations
@@ -209,3 +211,63 @@ def test_a_device_pushes_to_the_hub_in_the_image_and_the_store_survives_a_restar
         assert json.loads(p.stdout)["bytes_sent"] == 0
     finally:
         assert hub.stop() == 0
+
+
+def _podman_run_flags() -> list[str]:
+    """What `podman run` needs on a machine like CI's (see "Deploy a hub" in README.md).
+
+    crun cannot start containers here (it refuses cgroup v1/v2 hybrid
+    mounts), so Debian's runc runs them; and the machine withholds
+    CAP_SYS_RESOURCE, so the container's open-file and process limits are set
+    below the machine's own rather than at podman's defaults.
+    """
+    import resource
+
+    nofile = min(4096, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+    nproc = min(4096, resource.getrlimit(resource.RLIMIT_NPROC)[0])
+    return ["--runtime", _tool("runc"), "--ulimit", f"nofile={nofile}:{nofile}", "--ulimit", f"nproc={nproc}:{nproc}"]
+
+
+def test_podman_runs_the_image_and_its_healthcheck_reports_healthy(image, tmp_path):
+    podman = _tool("podman")
+    data = tmp_path / "volume"
+    data.mkdir(mode=0o700)
+    os.chown(data, 65532, 65532)
+    port = _free_port()
+    name = f"origin-test-{os.getpid()}-{time.monotonic_ns()}"
+    global_flags, run_flags = _podman_run_flags()[:2], _podman_run_flags()[2:]
+    p = subprocess.run([podman, *global_flags, "run", "-d", "--name", name, *run_flags,
+                        "-p", f"127.0.0.1:{port}:7077", "-v", f"{data}:/data", IMAGE],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+
+    def inspect(fmt: str) -> str:
+        return subprocess.run([podman, "inspect", name, "--format", fmt], capture_output=True, text=True,
+                              timeout=60).stdout.strip()
+
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as r:
+                    assert json.loads(r.read())["ok"] is True
+                    break
+            except OSError:
+                assert inspect("{{.State.Running}}") == "true", subprocess.run(
+                    [podman, "logs", name], capture_output=True, text=True).stdout[-3000:]
+                assert time.monotonic() < deadline, "the hub in the container did not answer /healthz"
+                time.sleep(0.3)
+        # The engine's own run of the image's HEALTHCHECK (no systemd timer here, so run it now).
+        p = subprocess.run([podman, *global_flags, "healthcheck", "run", name], capture_output=True, text=True,
+                           timeout=120)
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert inspect("{{.State.Health.Status}}") == "healthy"
+        assert inspect("{{.Config.User}}") not in ("", "root", "0")
+        # `podman stop` sends SIGTERM to PID 1, the hub: it stops cleanly.
+        p = subprocess.run([podman, *global_flags, "stop", "-t", "60", name], capture_output=True, text=True,
+                           timeout=120)
+        assert p.returncode == 0, p.stderr
+        assert inspect("{{.State.ExitCode}}") == "0"
+        assert rows(data / "origin.db", "PRAGMA integrity_check") == [("ok",)]
+    finally:
+        subprocess.run([podman, "rm", "-f", name], capture_output=True, timeout=120)

@@ -1,15 +1,18 @@
 """The Litestream recipe of the README, run for real (marked slow).
 
-A store is written continuously (syncs and entries; the same SQLite writes
-a hub's pushes make) while ``litestream replicate`` runs with
-packaging/litestream.yml and packaging/origin-raw-sync copies raw/.  Then
-every process is SIGKILLed, as if the machine died, and the store is
-rebuilt in a fresh folder from the replica alone, as the README says.
+A store is written continuously while ``litestream replicate`` runs with
+packaging/litestream.yml and packaging/origin-raw-sync copies raw/: once by
+syncs and entries, once by a device's real `origin push` runs against a real
+`origin serve`.  Then every process is SIGKILLed, as if the machine died
+(the hub in the middle of a push), and the store is rebuilt in a fresh
+folder from the replica alone, as the README says.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import shlex
 import shutil
 import signal
 import statistics
@@ -126,3 +129,130 @@ def test_litestream_recipe_restores_a_store_killed_mid_write(tmp_path, user_home
     run_sync(user_home, fresh, env)
     run_sync(user_home, origin_home, env)
     assert rows(db, "SELECT id FROM event ORDER BY id") == rows(live_db, "SELECT id FROM event ORDER BY id")
+
+
+def _hub_replication(exe: str, hub_home: Path, replica: Path, logs: Path) -> dict:
+    """Start Litestream and origin-raw-sync on a hub home, as the README's sidecar does."""
+    renv = {**os.environ, "ORIGIN_HOME": str(hub_home), "ORIGIN_REPLICA_URL": f"file://{replica}/db",
+            "ORIGIN_REPLICA_FILES": str(replica / "files"), "ORIGIN_RAW_SYNC_INTERVAL": "1",
+            "PATH": f"{Path(exe).parent}:{os.environ['PATH']}"}
+    (replica / "files").mkdir(parents=True)
+    logs.mkdir(exist_ok=True)
+    return {
+        "litestream": subprocess.Popen([exe, "replicate", "-config", str(PACKAGING / "litestream.yml")], env=renv,
+                                       stdout=open(logs / "litestream", "w"), stderr=subprocess.STDOUT),
+        "raw-sync": subprocess.Popen([str(PACKAGING / "origin-raw-sync")], env=renv,
+                                     stdout=open(logs / "raw-sync", "w"), stderr=subprocess.STDOUT),
+    }
+
+
+def test_litestream_recipe_restores_a_hub_killed_mid_push(tmp_path):
+    """Real `origin push` runs against a real `origin serve` while Litestream replicates its
+    store; the hub is SIGKILLed in the middle of a push, restored from the replica alone into a
+    fresh folder, served again, and the device's next push makes it whole."""
+    import random
+    import threading
+
+    from reliability_tools import grow_claude_files, origin_argv, origin_env
+    from test_hub_processes import HubProcess, mirrors_match
+
+    exe = litestream()
+    dev_home = tmp_path / "laptop"
+    dev_store = dev_home / ".origin"
+    extra, claude = lay_mixed_corpus(dev_home, claude_files=30, claude_turns=(10, 30))
+    hub_home = tmp_path / "hub"
+    hub = HubProcess(hub_home)
+    code, out = hub.cli("token", "create", "laptop", "--url", hub.url, "--json")
+    assert code == 0, out
+    denv = origin_env(dev_home, dev_store, extra)
+
+    def device(*args: str, url: str | None = None) -> subprocess.CompletedProcess:
+        env = {**denv, **({"ORIGIN_HUB_URL": url} if url else {})}
+        return subprocess.run(origin_argv(*args), env=env, capture_output=True, text=True, timeout=300)
+
+    p = device(*shlex.split(json.loads(out)["connect"])[1:])
+    assert p.returncode == 0, p.stderr
+    replica = tmp_path / "replica"
+    procs = _hub_replication(exe, hub_home, replica, tmp_path / "logs")
+    procs["hub"] = hub.proc
+    rng = random.Random(7)
+    pushes: list[int] = []
+    stop = threading.Event()
+
+    def pusher():
+        while not stop.is_set():
+            grow_claude_files(claude, rng, turns=4)
+            pushes.append(device("push", "--json").returncode)
+
+    worker = threading.Thread(target=pusher, daemon=True)
+    worker.start()
+    lags = []
+    try:
+        wait_for(lambda: (replica / "files" / "SYNCED_TXID").exists(), "the first raw/ copy")
+        # Replication lag under push load: how far the newest push commit in
+        # a restore of the replica is behind the moment the restore began.
+        probe = tmp_path / "probe.db"
+        while len(lags) < 8 or sum(1 for c in pushes if c == 0) < 4:
+            assert all(p.poll() is None for p in procs.values()), (tmp_path / "logs" / "litestream").read_text()[-2000:]
+            assert all(c == 0 for c in pushes), "a push failed while the hub was up"
+            probe.unlink(missing_ok=True)
+            began = time.time()
+            r = _restore(exe, replica, probe)
+            if r.returncode == 0:
+                newest = rows(probe, "SELECT max(last_push) FROM token_device")[0][0]
+                if newest:
+                    lags.append(max(0.0, began - newest / 1000))
+            time.sleep(0.5)
+        # The hub dies in the middle of a push: right after it took a chunk.
+        seen = len(hub.log)
+        wait_for(lambda: any("POST /v1/ingest 200" in line for line in hub.log[seen:]), "a push in flight")
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.send_signal(signal.SIGKILL)
+        for p in procs.values():
+            p.wait(timeout=60)
+        stop.set()
+        worker.join(timeout=300)
+    print(f"\nreplication lag under push load ({len(lags)} samples, {len(pushes)} pushes): "
+          f"median {statistics.median(lags):.2f} s, max {max(lags):.2f} s")
+    assert pushes[-1] != 0, "the push the hub died in should have failed"
+
+    # The README's restore into a fresh folder.
+    fresh = tmp_path / "restored-hub"
+    fresh.mkdir()
+    txid = (replica / "files" / "SYNCED_TXID").read_text().strip()
+    r = _restore(exe, replica, fresh / origin.DB_NAME, "-txid", txid)
+    assert r.returncode == 0, r.stdout + r.stderr
+    for name in ("raw", "tombstones.log"):
+        if (replica / "files" / name).exists():
+            subprocess.run(["rsync", "-a", str(replica / "files" / name), f"{fresh}/"], check=True)
+    db = fresh / origin.DB_NAME
+    assert rows(db, "PRAGMA integrity_check") == [("ok",)]
+    top = rows(db, "SELECT max(seq) FROM event")[0][0]
+    live = hub_home / origin.DB_NAME
+    assert top and rows(db, "SELECT seq, id, text FROM event ORDER BY seq") == \
+        rows(live, f"SELECT seq, id, text FROM event WHERE seq <= {top} ORDER BY seq")
+    for mirror, size in rows(db, "SELECT mirror, bytes_ingested FROM raw_file"):
+        assert mirror.startswith("raw/devices/laptop/")
+        have = (fresh / mirror).stat().st_size if (fresh / mirror).exists() else 0
+        assert have >= size, f"{mirror}: the copy holds {have} bytes, the restored cursor says {size}"
+    device_events = rows(dev_store / origin.DB_NAME, "SELECT count(*) FROM event")[0][0]
+    assert rows(db, "SELECT count(*) FROM event")[0][0] <= device_events
+
+    # Served again (on a new port), the restored hub still knows the
+    # device's token, and one push brings it level with the device.
+    again = HubProcess(fresh)
+    try:
+        p = device("push", "--json", url=again.url)
+        assert p.returncode == 0, p.stderr
+        assert "database is locked" not in p.stderr
+    finally:
+        assert again.stop() == 0, "".join(again.log)
+    assert rows(db, "SELECT id FROM event ORDER BY id") == rows(dev_store / origin.DB_NAME,
+                                                                "SELECT id FROM event ORDER BY id")
+
+    class Dev:
+        name, store = "laptop", dev_store
+
+    mirrors_match(fresh, Dev)

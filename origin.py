@@ -761,6 +761,9 @@ SECRET_PATTERNS: tuple[SecretPattern, ...] = (
     _sp("password", _ASSIGN + _VALUE, check=_random_value, names=("pass", "pwd")),
     _sp("credential", _ASSIGN + _VALUE, check=_random_value, names=("secret", "token", "credential", "key")),
 )
+#: Every family's literals and key words, each once.
+_SECRET_HINTS = tuple(dict.fromkeys(h for p in SECRET_PATTERNS for h in p.hints))
+_SECRET_NAMES = tuple(dict.fromkeys(n for p in SECRET_PATTERNS for n in p.names))
 #: Key words found by a shorter anchor (one pass over the text instead of
 #: one per spelling): what must come right before the anchor, or the words
 #: the text must continue with at the anchor.
@@ -809,12 +812,18 @@ def find_secrets(text: str) -> list[tuple[int, int, str]]:
         return all(b <= s or a >= e for s, e, _k in spans)
 
     low = text.lower()
+    # Each literal and key word is looked for once per text, not once per
+    # family that uses it; most texts hold none, and no family is tried.
+    hinted = {h for h in _SECRET_HINTS if h in text}
+    named = {n for n in _SECRET_NAMES if n in low}
     for p in SECRET_PATTERNS:
         if not p.names:
-            if not any(h in text for h in p.hints):
+            if hinted.isdisjoint(p.hints):
                 continue
             matches: Iterable = p.regex.finditer(text)
         else:
+            if named.isdisjoint(p.names):
+                continue
             matches = _after_names(p, text, low)
         has_v = None  # looked up at the first match: asking compiles the pattern
         for m in matches:

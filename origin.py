@@ -500,6 +500,16 @@ def _check_limit(limit: Any, most: int = MAX_LIMIT) -> int:
 LONE_SURROGATE = LazyRegex("[\ud800-\udfff]")
 
 
+def has_surrogate(text: str) -> bool:
+    """True when LONE_SURROGATE would match text (found without compiling it:
+    a surrogate is the one thing UTF-8 cannot encode)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
 def new_id(prefix: str) -> str:
     """Return a new, time-ordered random id such as ``ent_…``."""
     return f"{prefix}_{now_ms():011x}{secrets.token_hex(5)}"
@@ -11397,7 +11407,7 @@ def main(argv: list[str] | None = None) -> int:
     _JSON_ERRORS["on"] = "--json" in argv or "--nl" in argv
     # Bytes that are not UTF-8 reach Python as lone surrogates, which no
     # output and no SQLite string can hold: refuse the argument, showing them.
-    bad = next((a for a in argv if isinstance(a, str) and LONE_SURROGATE.search(a)), None)
+    bad = next((a for a in argv if isinstance(a, str) and has_surrogate(a)), None)
     if bad is not None:
         shown = bad.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
         _print_error(f"the argument '{shown}' is not valid UTF-8 text (the bytes shown as \\x..); "

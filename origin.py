@@ -6777,7 +6777,12 @@ def push(store: Store, cfg: HubConfig, *, progress: Callable[[dict], None] | Non
               "bytes_total": 0, "resumed": 0, "events_added_on_hub": 0, "tombstones": None}
     try:
         digest = local_cursor_digest(store)
-        got = client.get("/v1/cursors", device=cfg.device, digest=digest)
+        try:
+            got = client.get("/v1/cursors", device=cfg.device, digest=digest)
+        except HubUnavailable as e:
+            if "unknown query parameter 'digest'" not in str(e):
+                raise
+            got = client.get("/v1/cursors", device=cfg.device)  # a hub from before the digest
         if got.get("same") is True and got.get("digest") == digest:
             # The hub holds exactly what this device does: nothing to plan.
             files, plan = int(digest.partition(":")[0]), []

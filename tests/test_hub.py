@@ -553,3 +553,21 @@ def test_a_no_op_push_asks_with_its_digest_and_gets_no_cursor_list(served, all_a
     finally:
         client.close()
     assert _rows(hs, "SELECT id FROM event ORDER BY id") == _rows(dev, "SELECT id FROM event ORDER BY id")
+
+
+def test_a_device_pushes_to_a_hub_from_before_the_cursor_digest(served, user_home):
+    hub, cfg, dev = served
+
+    def old_cursors(h, req):  # what a hub of the previous version answered
+        if set(req.query) != {"device"}:
+            raise origin.UsageError(f"unknown query parameter {sorted(set(req.query) - {'device'})[0]!r}")
+        return origin.Response(200, {"device": "laptop", "files": origin.hub_cursors(req.store, "laptop")})
+
+    hub.routes[("GET", "/v1/cursors")] = origin.Route(old_cursors)
+    folder = user_home / ".claude" / "projects" / "-shop"
+    folder.mkdir(parents=True)
+    (folder / "s-hub-1.jsonl").write_bytes(LINES)
+    origin.sync(dev)
+    assert origin.push(dev, cfg)["chunks"] == 1
+    assert origin.push(dev, cfg)["chunks"] == 0
+    assert _rows(hub.default_store()) == _rows(dev)

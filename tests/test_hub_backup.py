@@ -11,37 +11,19 @@ from __future__ import annotations
 
 import os
 import stat
-import threading
-
-import pytest
-
 import origin
-
-
-@pytest.fixture
-def served(tmp_path):
-    hub = origin.Hub(tmp_path / "hubhome")
-    server = origin.make_hub_server(hub, "127.0.0.1", 0)
-    t = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    t.start()
-    yield hub, f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
-    hub.close()
+from test_hub import served  # noqa: F401  (a fixture)
 
 
 def test_a_restored_device_pushes_as_itself_and_a_restored_hub_knows_its_tokens(served, all_agents, tmp_path):
-    hub, url = served
-    token = origin.create_token(hub.default_store(), "laptop")
-    device_home = tmp_path / "device"
-    cfg = origin.HubConfig(url, token, "laptop")
-    origin.save_hub_config(device_home, cfg)
-    with origin.open_store(device_home) as dev:
-        origin.sync(dev)
-        sent = origin.push(dev, cfg)
-        assert sent["chunks"] > 0
-        origin.backup(dev, tmp_path / "device-backup")
-        device_ids = sorted(r[0] for r in dev.conn.execute("SELECT id FROM event"))
+    hub, cfg, dev = served
+    url, token = cfg.url, cfg.token
+    origin.save_hub_config(dev.home, cfg)
+    origin.sync(dev)
+    sent = origin.push(dev, cfg)
+    assert sent["chunks"] > 0
+    origin.backup(dev, tmp_path / "device-backup")
+    device_ids = sorted(r[0] for r in dev.conn.execute("SELECT id FROM event"))
 
     restored = tmp_path / "device-restored"
     origin.restore(tmp_path / "device-backup", restored)

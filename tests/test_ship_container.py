@@ -78,6 +78,22 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _wait_healthz(url: str, died) -> None:
+    """Wait until the hub at url answers /healthz; ``died()`` returns why it never will, or None."""
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/healthz", timeout=2) as r:
+                if r.status == 200 and json.loads(r.read())["ok"] is True:
+                    return
+        except OSError:
+            pass
+        why = died()
+        assert why is None, why
+        assert time.monotonic() < deadline, "the hub did not answer /healthz within 120 s"
+        time.sleep(0.2)
+
+
 class Hub:
     """The image's ENTRYPOINT + CMD inside a working container, with /data on a host folder."""
 
@@ -98,17 +114,7 @@ class Hub:
         self.proc = subprocess.Popen(["buildah", "run", "--isolation", "chroot", "-v", f"{self.data}:/data",
                                       self.ctr, "--", *self.argv],
                                      stdout=open(self.log, "a"), stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                with urllib.request.urlopen(f"{self.url}/healthz", timeout=2) as r:
-                    if r.status == 200:
-                        return
-            except OSError:
-                pass
-            assert self.proc.poll() is None, self.log.read_text()[-3000:]
-            assert time.monotonic() < deadline, "the hub did not answer /healthz within 120 s"
-            time.sleep(0.2)
+        _wait_healthz(self.url, lambda: self.log.read_text()[-3000:] if self.proc.poll() is not None else None)
 
     def stop(self) -> int:
         """SIGTERM to the hub process itself, as `podman stop` sends it to PID 1."""
@@ -246,17 +252,8 @@ def test_podman_runs_the_image_and_its_healthcheck_reports_healthy(image, tmp_pa
                               timeout=60).stdout.strip()
 
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as r:
-                    assert json.loads(r.read())["ok"] is True
-                    break
-            except OSError:
-                assert inspect("{{.State.Running}}") == "true", subprocess.run(
-                    [podman, "logs", name], capture_output=True, text=True).stdout[-3000:]
-                assert time.monotonic() < deadline, "the hub in the container did not answer /healthz"
-                time.sleep(0.3)
+        _wait_healthz(f"http://127.0.0.1:{port}", lambda: None if inspect("{{.State.Running}}") == "true" else
+                      subprocess.run([podman, "logs", name], capture_output=True, text=True).stdout[-3000:])
         # The engine's own run of the image's HEALTHCHECK (no systemd timer here, so run it now).
         p = subprocess.run([podman, *global_flags, "healthcheck", "run", name], capture_output=True, text=True,
                            timeout=120)

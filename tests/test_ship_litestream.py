@@ -47,6 +47,45 @@ def _restore(exe: str, replica: Path, out: Path, *extra: str) -> subprocess.Comp
                           capture_output=True, text=True, timeout=300)
 
 
+def _replication(exe: str, home: Path, replica: Path, logs: Path) -> dict:
+    """Start Litestream and origin-raw-sync on a store, as the README's sidecar does."""
+    renv = {**os.environ, "ORIGIN_HOME": str(home), "ORIGIN_REPLICA_URL": f"file://{replica}/db",
+            "ORIGIN_REPLICA_FILES": str(replica / "files"), "ORIGIN_RAW_SYNC_INTERVAL": "1",
+            "PATH": f"{Path(exe).parent}:{os.environ['PATH']}"}
+    (replica / "files").mkdir(parents=True)
+    logs.mkdir(exist_ok=True)
+    return {
+        "litestream": subprocess.Popen([exe, "replicate", "-config", str(PACKAGING / "litestream.yml")], env=renv,
+                                       stdout=open(logs / "litestream", "w"), stderr=subprocess.STDOUT),
+        "raw-sync": subprocess.Popen([str(PACKAGING / "origin-raw-sync")], env=renv,
+                                     stdout=open(logs / "raw-sync", "w"), stderr=subprocess.STDOUT),
+    }
+
+
+def _kill_all(procs: dict) -> None:
+    """SIGKILL every process at once, as when the machine dies, and reap them."""
+    for p in procs.values():
+        if p.poll() is None:
+            p.send_signal(signal.SIGKILL)
+    for p in procs.values():
+        p.wait(timeout=60)
+
+
+def _restore_recipe(exe: str, replica: Path, fresh: Path) -> Path:
+    """The README's restore into a new folder: the database up to the transaction
+    the last raw/ copy covers, then the copied files beside it; return the database."""
+    fresh.mkdir()
+    txid = (replica / "files" / "SYNCED_TXID").read_text().strip()
+    p = _restore(exe, replica, fresh / origin.DB_NAME, "-txid", txid)
+    assert p.returncode == 0, p.stdout + p.stderr
+    for name in ("raw", "tombstones.log"):
+        if (replica / "files" / name).exists():
+            subprocess.run(["rsync", "-a", str(replica / "files" / name), f"{fresh}/"], check=True)
+    db = fresh / origin.DB_NAME
+    assert rows(db, "PRAGMA integrity_check") == [("ok",)]
+    return db
+
+
 def test_litestream_recipe_restores_a_store_killed_mid_write(tmp_path, user_home, origin_home):
     exe = litestream()
     env, claude = lay_mixed_corpus(user_home, claude_files=30, claude_turns=(10, 30))
@@ -55,19 +94,8 @@ def test_litestream_recipe_restores_a_store_killed_mid_write(tmp_path, user_home
         gone = origin.search_events(store, "schema", limit=1)[0]["id"]
         origin.forget(store, gone, reason="replication test")
     replica = tmp_path / "replica"
-    url = f"file://{replica}/db"
-    renv = {**os.environ, "ORIGIN_HOME": str(origin_home), "ORIGIN_REPLICA_URL": url,
-            "ORIGIN_REPLICA_FILES": str(replica / "files"), "ORIGIN_RAW_SYNC_INTERVAL": "1",
-            "PATH": f"{Path(exe).parent}:{os.environ['PATH']}"}
-    (replica / "files").mkdir(parents=True)
     logs = tmp_path / "logs"
-    logs.mkdir()
-    procs = {
-        "litestream": subprocess.Popen([exe, "replicate", "-config", str(PACKAGING / "litestream.yml")], env=renv,
-                                       stdout=open(logs / "litestream", "w"), stderr=subprocess.STDOUT),
-        "raw-sync": subprocess.Popen([str(PACKAGING / "origin-raw-sync")], env=renv,
-                                     stdout=open(logs / "raw-sync", "w"), stderr=subprocess.STDOUT),
-    }
+    procs = _replication(exe, origin_home, replica, logs)
     rounds, stop = tmp_path / "rounds", tmp_path / "stop"
     procs["writer"] = start_loader(user_home, origin_home, env, claude, rounds, stop)
     lags = []
@@ -87,27 +115,12 @@ def test_litestream_recipe_restores_a_store_killed_mid_write(tmp_path, user_home
             time.sleep(0.5)
     finally:
         # The machine dies: nothing gets to finish.
-        for p in procs.values():
-            if p.poll() is None:
-                p.send_signal(signal.SIGKILL)
-        for p in procs.values():
-            p.wait(timeout=60)
+        _kill_all(procs)
     print(f"\nreplication lag under write load ({len(lags)} samples, {read_rounds(rounds)} writer rounds): "
           f"median {statistics.median(lags):.2f} s, max {max(lags):.2f} s")
 
-    # The README's restore: the database up to the transaction the last
-    # raw/ copy covers, then the copied files beside it.
     fresh = tmp_path / "fresh"
-    fresh.mkdir()
-    txid = (replica / "files" / "SYNCED_TXID").read_text().strip()
-    p = _restore(exe, replica, fresh / origin.DB_NAME, "-txid", txid)
-    assert p.returncode == 0, p.stdout + p.stderr
-    for name in ("raw", "tombstones.log"):
-        if (replica / "files" / name).exists():
-            subprocess.run(["rsync", "-a", str(replica / "files" / name), f"{fresh}/"], check=True)
-
-    db = fresh / origin.DB_NAME
-    assert rows(db, "PRAGMA integrity_check") == [("ok",)]
+    db = _restore_recipe(exe, replica, fresh)
     top = rows(db, "SELECT max(seq) FROM event")[0][0]
     live_db = origin_home / origin.DB_NAME
     assert rows(db, "SELECT seq, id, text FROM event ORDER BY seq") == \
@@ -129,21 +142,6 @@ def test_litestream_recipe_restores_a_store_killed_mid_write(tmp_path, user_home
     run_sync(user_home, fresh, env)
     run_sync(user_home, origin_home, env)
     assert rows(db, "SELECT id FROM event ORDER BY id") == rows(live_db, "SELECT id FROM event ORDER BY id")
-
-
-def _hub_replication(exe: str, hub_home: Path, replica: Path, logs: Path) -> dict:
-    """Start Litestream and origin-raw-sync on a hub home, as the README's sidecar does."""
-    renv = {**os.environ, "ORIGIN_HOME": str(hub_home), "ORIGIN_REPLICA_URL": f"file://{replica}/db",
-            "ORIGIN_REPLICA_FILES": str(replica / "files"), "ORIGIN_RAW_SYNC_INTERVAL": "1",
-            "PATH": f"{Path(exe).parent}:{os.environ['PATH']}"}
-    (replica / "files").mkdir(parents=True)
-    logs.mkdir(exist_ok=True)
-    return {
-        "litestream": subprocess.Popen([exe, "replicate", "-config", str(PACKAGING / "litestream.yml")], env=renv,
-                                       stdout=open(logs / "litestream", "w"), stderr=subprocess.STDOUT),
-        "raw-sync": subprocess.Popen([str(PACKAGING / "origin-raw-sync")], env=renv,
-                                     stdout=open(logs / "raw-sync", "w"), stderr=subprocess.STDOUT),
-    }
 
 
 def test_litestream_recipe_restores_a_hub_killed_mid_push(tmp_path):
@@ -173,7 +171,7 @@ def test_litestream_recipe_restores_a_hub_killed_mid_push(tmp_path):
     p = device(*shlex.split(json.loads(out)["connect"])[1:])
     assert p.returncode == 0, p.stderr
     replica = tmp_path / "replica"
-    procs = _hub_replication(exe, hub_home, replica, tmp_path / "logs")
+    procs = _replication(exe, hub_home, replica, tmp_path / "logs")
     procs["hub"] = hub.proc
     rng = random.Random(7)
     pushes: list[int] = []
@@ -207,28 +205,15 @@ def test_litestream_recipe_restores_a_hub_killed_mid_push(tmp_path):
         seen = len(hub.log)
         wait_for(lambda: any("POST /v1/ingest 200" in line for line in hub.log[seen:]), "a push in flight")
     finally:
-        for p in procs.values():
-            if p.poll() is None:
-                p.send_signal(signal.SIGKILL)
-        for p in procs.values():
-            p.wait(timeout=60)
+        _kill_all(procs)
         stop.set()
         worker.join(timeout=300)
     print(f"\nreplication lag under push load ({len(lags)} samples, {len(pushes)} pushes): "
           f"median {statistics.median(lags):.2f} s, max {max(lags):.2f} s")
     assert pushes[-1] != 0, "the push the hub died in should have failed"
 
-    # The README's restore into a fresh folder.
     fresh = tmp_path / "restored-hub"
-    fresh.mkdir()
-    txid = (replica / "files" / "SYNCED_TXID").read_text().strip()
-    r = _restore(exe, replica, fresh / origin.DB_NAME, "-txid", txid)
-    assert r.returncode == 0, r.stdout + r.stderr
-    for name in ("raw", "tombstones.log"):
-        if (replica / "files" / name).exists():
-            subprocess.run(["rsync", "-a", str(replica / "files" / name), f"{fresh}/"], check=True)
-    db = fresh / origin.DB_NAME
-    assert rows(db, "PRAGMA integrity_check") == [("ok",)]
+    db = _restore_recipe(exe, replica, fresh)
     top = rows(db, "SELECT max(seq) FROM event")[0][0]
     live = hub_home / origin.DB_NAME
     assert top and rows(db, "SELECT seq, id, text FROM event ORDER BY seq") == \

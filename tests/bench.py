@@ -401,6 +401,45 @@ def bench_search(store: origin.Store, reps: int = 15) -> tuple[list[tuple[str, f
     return out, selective
 
 
+def bench_admin(home: Path, reps: int = 21) -> list[tuple[str, float, float]]:
+    """Server-side render time of admin pages, in-process: (page, p50 ms, p95 ms).
+
+    Each request goes through AdminApp.handle as the hub would call it: the
+    host check, the session lookup (and its last-request write), the core
+    operation, readout and the escaping renderer.
+    """
+    import types
+    import urllib.parse
+
+    app = origin.AdminApp()
+    app.home = home
+    out = []
+    with origin.open_store(home) as s:
+        sid, _ = origin.create_admin_session(s)
+        ev = s.conn.execute("SELECT id FROM event WHERE kind = 'message' ORDER BY seq DESC LIMIT 1").fetchone()[0]
+        q = query_set(sample_identifier(s))[0][1]
+        pages = {"overview": "/admin/", "search": "/admin/search?" + urllib.parse.urlencode({"q": q}),
+                 "timeline (365 days)": "/admin/timeline?since=365d",
+                 "event": "/admin/event?" + urllib.parse.urlencode({"id": ev})}
+        for name, target in pages.items():
+            split = urllib.parse.urlsplit(target)
+            req = types.SimpleNamespace(method="GET", path=split.path, query=urllib.parse.parse_qs(split.query),
+                                        headers={"host": "127.0.0.1:7077", "cookie": f"origin-admin={sid}"},
+                                        body=b"", client="127.0.0.1", store=s)
+            times = []
+            for _ in range(reps):
+                t = time.perf_counter()
+                r = app.handle(req)
+                times.append((time.perf_counter() - t) * 1000)
+                assert r.status == 200, (name, r.status, r.body[:300])
+            out.append((name, pct(times, 50), pct(times, 95)))
+    return out
+
+
+def admin_rows(figures: list[tuple[str, float, float]]) -> list[tuple[str, str]]:
+    return [(f"admin page render: {name}", f"p50 {p50:.1f} ms, p95 {p95:.1f} ms") for name, p50, p95 in figures]
+
+
 def origin_command() -> tuple[list[str], str]:
     """Return how a user starts `origin` here, and a label for it.
 
@@ -658,6 +697,10 @@ def main() -> None:
             t = time.perf_counter()
             origin.timeline(s, since=origin.parse_when("2026-09-01"), until=origin.parse_when("2026-09-08"))
             tl_ms = (time.perf_counter() - t) * 1000
+        if os.environ.get("BENCH_ONLY") == "admin":
+            table([("machine", machine_row()), ("search store", f"{search_events:,} events")]
+                  + admin_rows(bench_admin(home)))
+            return
         mcp = bench_mcp(home, user, n=100, query=query_set()[3][1])
         startup = startup_times(home, query_set()[0][1])
         rows = [("machine", machine_row())]
@@ -692,6 +735,7 @@ def main() -> None:
         rows.append(("search p95 over the selective set", f"{pct(selective, 95):.1f} ms"))
         rows.append(("common term's share of messages", f"{share:.0%}"))
         rows += startup_rows(startup)
+        rows += admin_rows(bench_admin(home))
         table(rows)
     finally:
         shutil.rmtree(work, ignore_errors=True)

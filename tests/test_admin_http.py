@@ -24,6 +24,7 @@ import pytest
 
 import origin
 from reliability_tools import origin_argv, origin_env, run_sync
+from test_hub_processes import _STARTED, _no_hub_left_running  # noqa: F401 - the autouse fixture
 from test_sources import LAYOUTS
 
 PASSWORD = "correct horse battery"
@@ -37,19 +38,6 @@ SECURITY = {
     "referrer-policy": "same-origin",
     "x-robots-tag": "noindex, nofollow",
 }
-
-_STARTED: list = []
-
-
-@pytest.fixture(autouse=True)
-def _no_hub_left_running():
-    yield
-    while _STARTED:
-        p = _STARTED.pop()
-        if p.poll() is None:
-            p.kill()
-            p.wait(30)
-
 
 class Hub:
     """`origin serve` on 127.0.0.1:<free port> with the admin page, its log collected."""
@@ -514,24 +502,40 @@ def test_password_failures_are_limited_per_client_with_retry_after(hub_home, tmp
     assert "wrong password" not in json.dumps(rows)
 
 
-def test_password_failures_are_limited_in_all(hub_home, monkeypatch):
-    """100 failures in all lock out every client (in-process, with a cheap password check)."""
-    monkeypatch.setattr(origin, "check_owner_password", lambda store, pw: pw == PASSWORD)
+def _login_attempts(hub_home, app, attempts: list[tuple[str, str, dict]]) -> list[int]:
+    """POST /admin/login in-process for each (client, password, extra headers); return the statuses."""
     hub = origin.Hub(hub_home, index=False)
-    app = origin.AdminApp()
     origin.mount_admin(hub, app)
     status = []
-    for i in range(101):
+    for client, password, extra in attempts:
         nonce = "n" * 30
-        body = urllib.parse.urlencode({"_csrf": app._login_csrf(nonce), "password": "nope" if i < 100 else PASSWORD})
+        body = urllib.parse.urlencode({"_csrf": app._login_csrf(nonce), "password": password})
         r = hub.dispatch("POST", "/admin/login", {"Host": "127.0.0.1:1", "Origin": "http://127.0.0.1:1",
                                                   "Content-Type": "application/x-www-form-urlencoded",
                                                   "Content-Length": str(len(body)),
-                                                  "Cookie": f"origin-admin-pre={nonce}"},
-                         body.encode(), client=f"127.0.0.{i // 9 + 1}")
+                                                  "Cookie": f"origin-admin-pre={nonce}", **extra},
+                         body.encode(), client=client)
         status.append(r.status)
     hub.close()
+    return status
+
+
+def test_password_failures_are_limited_in_all(hub_home, monkeypatch):
+    """100 failures in all lock out every client (in-process, with a cheap password check)."""
+    monkeypatch.setattr(origin, "check_owner_password", lambda store, pw: pw == PASSWORD)
+    attempts = [(f"127.0.0.{i // 9 + 1}", "nope", {}) for i in range(100)] + [("127.0.0.99", PASSWORD, {})]
+    status = _login_attempts(hub_home, origin.AdminApp(), attempts)
     assert status[:100] == [401] * 100 and status[100] == 429
+
+
+def test_client_ip_header_is_read_only_when_configured(hub_home, monkeypatch):
+    monkeypatch.setattr(origin, "check_owner_password", lambda store, pw: pw == PASSWORD)
+    # Unset: a client cannot dodge its limit by sending another X-Forwarded-For each time.
+    attempts = [("127.0.0.1", "nope", {"X-Forwarded-For": f"203.0.113.{i}"}) for i in range(11)]
+    assert _login_attempts(hub_home, origin.AdminApp(), attempts)[-1] == 429
+    # Set: each forwarded address has a limit of its own.
+    app = origin.AdminApp(client_ip_header="X-Forwarded-For")
+    assert _login_attempts(hub_home, app, attempts) == [401] * 11
 
 
 # --- responses ------------------------------------------------------------------
@@ -593,6 +597,10 @@ def test_tokens_are_never_accepted_by_admin_nor_the_cookie_by_the_api(hub, owner
     assert r.status == 401
     r = owner.get("/v1/cursors?device=api-dev")
     assert r.status == 401  # the admin cookie opens nothing but /admin
+    rpc = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).encode()
+    r = owner.request("POST", "/mcp", rpc, {"Content-Type": "application/json",
+                                            "Accept": "application/json, text/event-stream"})
+    assert r.status == 401
 
 
 def test_a_token_is_shown_once(hub, owner):
@@ -672,7 +680,7 @@ def test_raw_line_is_cut_at_4000_characters(hub, owner):
 # --- remember, correct, forget ----------------------------------------------------
 
 
-def test_remember_correct_forget_with_preview_is_sticky(hub, owner):
+def test_invariant_2_remember_correct_forget_with_preview_is_sticky_on_every_page(hub, owner):
     ev = a_message(hub.home)
     secret_text = "Decision zebra-quasar: keep the admin page stdlib only"
     r = owner.post("/admin/remember", {"event": ev["id"], "kind": "knowledge", "text": secret_text})

@@ -124,6 +124,16 @@ def test_owner_walks_every_page_in_chromium(browser, tmp_path):
     wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, ".chart svg")))
     walk.check("overview")
     assert b.find_elements(By.CSS_SELECTOR, ".chart rect.bar") or "0 sessions" in b.page_source
+    # Dark and light follow prefers-color-scheme.
+    light = b.execute_script("return getComputedStyle(document.body).backgroundColor")
+    b.execute_cdp_cmd("Emulation.setEmulatedMedia",
+                      {"features": [{"name": "prefers-color-scheme", "value": "dark"}]})
+    dark = b.execute_script("return getComputedStyle(document.body).backgroundColor")
+    walk.check("overview-dark")
+    b.execute_cdp_cmd("Emulation.setEmulatedMedia",
+                      {"features": [{"name": "prefers-color-scheme", "value": "light"}]})
+    lum = [sum(int(x) for x in re.findall(r"\d+", c)[:3]) for c in (light, dark)]
+    assert lum[0] > 600 and lum[1] < 150, (light, dark)
     # Keyboard: the first Tab reaches the skip link, and focus is visible.
     b.find_element(By.TAG_NAME, "body").send_keys(Keys.TAB)
     assert b.switch_to.active_element.get_attribute("class") == "skip"

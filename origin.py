@@ -6049,6 +6049,8 @@ ENV_HUB_TOKEN = "ORIGIN_HUB_TOKEN"
 ENV_DEVICE = "ORIGIN_DEVICE"
 #: The hub's own URL as devices and agents reach it (`origin serve --public-url`).
 ENV_PUBLIC_URL = "ORIGIN_PUBLIC_URL"
+#: The digests of the last forget previews under ORIGIN_HOME, for the --yes that follows.
+FORGET_PLANS = "forget-plans.json"
 #: Seconds the device waits for the hub on one request.
 HUB_TIMEOUT = 60.0
 #: Resumes after 409 allowed per file in one push before giving up on it.
@@ -7077,6 +7079,7 @@ _FORGET_SCHEMA = _schema({
     "reason": _text_arg("Why, in the user's words.", MAX_REASON),
     "preview": _flag("Only show what would go."),
     "same_text": _flag(None),
+    "digest": _text_arg(None, 64),
 }, ("id",))
 
 
@@ -7216,11 +7219,14 @@ def mcp_forget(store: Store, args: dict, author: str) -> dict:
     """Run the `forget` tool, or only preview it.
 
     The CLI previews unless --yes; this tool forgets unless ``preview``.
-    Both run the same checks and the same plan (``plan_forget``).
+    Both run the same checks and the same plan (``plan_forget``).  A
+    preview's ``digest``, sent back with the forget, makes it refuse a plan
+    that changed in between (the CLI's --yes against a hub does so).
     """
     same = bool(args.get("same_text"))
     if not args.get("preview"):
-        return {"done": True, **forget(store, args["id"], reason=args.get("reason"), same_text=same)}
+        return {"done": True, **forget(store, args["id"], reason=args.get("reason"), same_text=same,
+                                       expect_digest=args.get("digest"))}
     return {"done": False, **preview_forget(store, args["id"], same_text=same)}
 
 
@@ -7372,13 +7378,14 @@ def tool_hints(tool: McpTool) -> dict:
     return {"read_only_hint": True} if tool.read_only else {"destructive_hint": tool.destructive}
 
 
-def mcp_json(obj: Any) -> str:
+def mcp_json(obj: Any, *, keep_nulls: bool = False) -> str:
     """Serialise a tool result: compact JSON, nulls left out.
 
     Every result passes ``readout`` here (secrets masked, instruction-like
-    text flagged) and is marked as quoted material.
+    text flagged) and is marked as quoted material.  ``keep_nulls`` keeps
+    null fields, for the CLI acting on a hub (its JSON shapes have them).
     """
-    out = _drop_empty(readout(obj))
+    out = readout(obj) if keep_nulls else _drop_empty(readout(obj))
     if isinstance(out, dict):
         out = {"quoted": MCP_QUOTED, **out}
     return json.dumps(out, ensure_ascii=False, separators=(",", ":"))
@@ -7462,8 +7469,8 @@ class ToolError(Exception):
     """A tool result that is an error, already phrased (e.g. by the hub)."""
 
 
-def run_tool(name: str, arguments: dict | None, author: str,
-             run: Callable[[McpTool, dict], Any]) -> tuple[str, bool]:
+def run_tool(name: str, arguments: dict | None, author: str, run: Callable[[McpTool, dict], Any],
+             serialise: Callable[[Any], str] | None = None) -> tuple[str, bool]:
     """Check a tool call, hand it to run(tool, args); return (text, is_error).
 
     Every transport (stdio, the hub's /mcp, the proxy) goes through here, so
@@ -7478,7 +7485,7 @@ def run_tool(name: str, arguments: dict | None, author: str,
             tool.precheck(args, author)
         # Invariant 5 (single entry point): every tool is a core operation.
         result = run(tool, args)
-        return (result if isinstance(result, str) else mcp_json(result)), False
+        return (result if isinstance(result, str) else (serialise or mcp_json)(result)), False
     except ToolError as e:
         return str(e), True
     except OriginError as e:
@@ -7619,6 +7626,8 @@ def serve_stdio(home: Path, sync_fn: Callable[..., Any], hub: HubConfig | None =
 MCP_BODY_MAX = 1 << 20
 #: The header the proxy names the agent behind it with (lower case).
 MCP_CLIENT_HEADER = "x-origin-client"
+#: The header with which the CLI asks for results with their null fields.
+MCP_NULLS_HEADER = "x-origin-nulls"
 #: JSON-RPC codes of refusals made before the SDK sees a request; -32001 is
 #: what MCP clients read as "unauthorized".
 RPC_PARSE_ERROR = -32700
@@ -7660,7 +7669,9 @@ def http_tool_call(ctx, name: str, arguments: dict | None) -> tuple[str, bool]:
     """Run one tool for the hub's /mcp on the request thread's own store."""
     caller: McpCaller = ctx.request
     author = http_author(ctx)
-    text, is_error = run_tool(name, arguments, author, lambda tool, args: tool.run(caller.store, args, author))
+    keep = caller.headers.get(MCP_NULLS_HEADER) == "keep"
+    text, is_error = run_tool(name, arguments, author, lambda tool, args: tool.run(caller.store, args, author),
+                              serialise=lambda r: mcp_json(r, keep_nulls=keep))
     if is_error:  # an error never shows where the hub keeps its store
         text = text.replace(str(caller.store.home), "ORIGIN_HOME")
     return text, is_error
@@ -7795,7 +7806,8 @@ class HubTools:
     def close(self) -> None:
         self.http.close()
 
-    def call(self, name: str, arguments: dict, *, client: str | None = None) -> tuple[str, bool]:
+    def call(self, name: str, arguments: dict, *, client: str | None = None,
+             keep_nulls: bool = False) -> tuple[str, bool]:
         """Run one tool on the hub; return (text, is_error).
 
         Raises HubUnavailable when the hub cannot be reached or answers with
@@ -7808,6 +7820,8 @@ class HubTools:
                 MCP_META + "clientInfo": {"name": "origin-proxy", "version": __version__}}}}
         headers = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": MCP_HUB_VERSION,
                    "Mcp-Method": "tools/call", "Mcp-Name": name, "X-Origin-Client": client or self.client}
+        if keep_nulls:
+            headers["X-Origin-Nulls"] = "keep"
         status, reply = self.http.request("POST", "/mcp", json.dumps(body, ensure_ascii=False).encode(),
                                           extra=headers)
         result = reply.get("result") if isinstance(reply, dict) else None
@@ -10131,6 +10145,26 @@ def _stale_reason(entry: Any, command: list[str], reg_env: dict) -> str | None:
     return None
 
 
+def hub_registrations(url: str, token: str, name: str = "origin") -> dict:
+    """Return ready-to-paste registrations of a hub's /mcp for cloud agents.
+
+    Claude Code: its ``mcp add`` command line (the header after the URL:
+    ``--header`` takes several values, so before the name it would swallow
+    it).  Codex: a config.toml table with a literal ``http_headers`` entry.
+    Cursor: the mcp.json object (url and headers).
+    """
+    endpoint = url.rstrip("/") + "/mcp"
+    auth = f"Bearer {token}"
+    return {
+        "url": endpoint,
+        "claude-code": f"claude mcp add --scope user --transport http {name} {endpoint} "
+                       f"--header \"Authorization: {auth}\"",
+        "codex": f"[mcp_servers.{name}]\nurl = {json.dumps(endpoint)}\n"
+                 f"http_headers = {{ \"Authorization\" = {json.dumps(auth)} }}\n",
+        "cursor": {"mcpServers": {name: {"url": endpoint, "headers": {"Authorization": auth}}}},
+    }
+
+
 ###############################################################################
 # CLI #########################################################################
 ###############################################################################
@@ -10321,6 +10355,78 @@ def _time_args(args) -> tuple[int | None, int | None]:
     return parse_when(args.since, field_name="--since"), parse_when(args.until, field_name="--until")
 
 
+# -- acting on the hub ---------------------------------------------------------
+# With a hub configured, search, timeline, show, entries, remember, correct
+# and forget act on the hub through its /mcp (the same core operations, the
+# same shapes); --local acts on this device's store.
+
+#: A tool error's label, back to the error the core raised.
+_TOOL_ERRORS = {"invalid arguments": UsageError, "not found": NotFound, "forgotten": Forgotten,
+                "conflict": Conflict}
+
+
+def _hub_of(args) -> HubConfig | None:
+    """Return the hub a command acts on: the configured one, unless --local."""
+    if getattr(args, "local", False):
+        return None
+    return load_hub_config(resolve_home())
+
+
+def _push_now(args, cfg: HubConfig) -> None:
+    """Sync and push, so the hub holds what was said here moments ago and
+    this device holds the hub's forgets."""
+    with _open(args) as store:
+        sync(store)
+        push(store, cfg, discover=False)
+
+
+def _on_hub(cfg: HubConfig, tool: str, arguments: dict) -> dict:
+    """Run one tool on the hub; return its result in the core's shape."""
+    tools = HubTools(cfg, client="user")
+    try:
+        text, is_error = tools.call(tool, {k: v for k, v in arguments.items() if v is not None}, keep_nulls=True)
+    finally:
+        tools.close()
+    if is_error:
+        label, _, rest = text.partition(": ")
+        err = _TOOL_ERRORS.get(label)
+        raise (err(f"on the hub: {rest}") if err else OriginError(f"on the hub: {text}"))
+    out = json.loads(text)
+    for key in ("quoted", "note"):  # what the tools add for a model
+        out.pop(key, None)
+    return out
+
+
+def _saved_plan(target: str, same_text: bool) -> str | None:
+    """Return the digest the last preview of target showed, if any."""
+    try:
+        plans = json.loads((resolve_home() / FORGET_PLANS).read_text(encoding="utf-8"))
+        return plans.get(f"{target} {int(same_text)}") if isinstance(plans, dict) else None
+    except (OSError, ValueError):
+        return None
+
+
+def _save_plan(target: str, same_text: bool, digest: str | None) -> None:
+    """Keep (or with None drop) the digest of a preview for the --yes that follows it."""
+    path = resolve_home() / FORGET_PLANS
+    try:
+        plans = json.loads(path.read_text(encoding="utf-8"))
+        plans = plans if isinstance(plans, dict) else {}
+    except (OSError, ValueError):
+        plans = {}
+    key = f"{target} {int(same_text)}"
+    if digest is None:
+        plans.pop(key, None)
+    else:
+        plans[key] = digest
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        json.dump(dict(list(plans.items())[-100:]), fh)
+    os.replace(tmp, path)
+
+
 def cmd_search(args) -> int:
     """Search archived events and entries.
 
@@ -10337,11 +10443,19 @@ def cmd_search(args) -> int:
     """
     since, until = _time_args(args)
     query = " ".join(args.query)
-    with _open(args) as store:
-        res = readout(search(store, query or None, scope=args.scope, limit=args.limit, offset=args.offset,
-                             recent=args.recent, include_tools=args.all, source=args.source, project=args.project,
-                             session=args.session, since=since, until=until, kind=args.kind,
-                             history=args.history))
+    hub = _hub_of(args)
+    if hub is not None:
+        res = _on_hub(hub, "search", {
+            "query": query or None, "scope": args.scope, "limit": args.limit, "offset": args.offset,
+            "recent": args.recent, "include_tools": args.all, "source": args.source, "project": args.project,
+            "session": args.session, "since": args.since, "until": args.until, "kind": args.kind,
+            "history": args.history})
+    else:
+        with _open(args) as store:
+            res = readout(search(store, query or None, scope=args.scope, limit=args.limit, offset=args.offset,
+                                 recent=args.recent, include_tools=args.all, source=args.source,
+                                 project=args.project, session=args.session, since=since, until=until,
+                                 kind=args.kind, history=args.history))
     if args.json:
         _print_json(res)
         return 0
@@ -10372,10 +10486,23 @@ def cmd_timeline(args) -> int:
     Example: origin timeline --since 3d   |   origin timeline --session <id> --limit 50
     """
     since, until = _time_args(args)
-    with _open(args) as store:
-        res = readout(timeline(store, session=args.session, since=since, until=until, source=args.source,
-                               project=args.project, include_tools=args.all, limit=args.limit, after=args.after,
-                               offset=args.offset))
+    hub = _hub_of(args)
+    if hub is not None:
+        want = args.limit or (SESSION_EVENTS_MAX if args.session else DEFAULT_LIMIT)
+        key = "events" if args.session else "sessions"
+        ask = {"session": args.session, "after": args.after, "since": args.since, "until": args.until,
+               "source": args.source, "project": args.project, "include_tools": args.all, "offset": args.offset}
+        res = _on_hub(hub, "timeline", {**ask, "limit": min(want, MAX_LIMIT)})
+        while len(res[key]) < want and res.get("next"):  # a tool's page is at most MAX_LIMIT long
+            more = _on_hub(hub, "timeline", {**ask, **res.pop("next"), "limit": min(want - len(res[key]), MAX_LIMIT)})
+            res[key] += more[key]
+            if more.get("next"):
+                res["next"] = more["next"]
+    else:
+        with _open(args) as store:
+            res = readout(timeline(store, session=args.session, since=since, until=until, source=args.source,
+                                   project=args.project, include_tools=args.all, limit=args.limit,
+                                   after=args.after, offset=args.offset))
     if args.json:
         _print_json(res)
         return 0
@@ -10438,15 +10565,27 @@ def cmd_show(args) -> int:
 
     Example: origin show claude-code:4f1c… --context 3   |   origin show ent_… --reveal
     """
-    with _open(args) as store:
-        item = readout(get_item(store, args.id))
-        # --reveal shows the original lines as written, on this device only;
-        # no MCP tool has it.
-        raw = readout(raw_sources(store, args.id), reveal=args.reveal)
-        if args.context and "event" in item:
-            item["context"] = readout(event_context(store, args.id, args.context, include_tools=args.all))
-        elif args.context:
+    hub = _hub_of(args)
+    if hub is not None:
+        if args.reveal:
+            raise UsageError("--reveal shows original lines unmasked from this device's store only: add --local")
+        if args.context and (args.all or args.context > MCP_MAX_CONTEXT):
+            raise UsageError(f"on the hub, --context is at most {MCP_MAX_CONTEXT} and counts messages only: "
+                             "add --local for this device's store")
+        item = _on_hub(hub, "get", {"ids": [args.id], "context": args.context or None})["items"][0]
+        if args.context and "event" not in item:
             raise UsageError("--context shows the events around an event; an entry shows its sources")
+        raw = _on_hub(hub, "sources", {"id": args.id, "max_chars": MCP_RAW_MAX, "limit": MCP_SOURCES_MAX})["sources"]
+    else:
+        with _open(args) as store:
+            item = readout(get_item(store, args.id))
+            # --reveal shows the original lines as written, on this device
+            # only; no MCP tool has it.
+            raw = readout(raw_sources(store, args.id), reveal=args.reveal)
+            if args.context and "event" in item:
+                item["context"] = readout(event_context(store, args.id, args.context, include_tools=args.all))
+            elif args.context:
+                raise UsageError("--context shows the events around an event; an entry shows its sources")
     if args.json:
         _print_json({**item, "sources": raw})
         return 0
@@ -10508,11 +10647,17 @@ def cmd_entries(args) -> int:
 
     Example: origin entries --kind cognition --project api
     """
-    with _open(args) as store:
-        rows = readout(search_entries(store, None, kind=args.kind, project=args.project, history=args.history,
-                                      limit=args.limit + 1, offset=args.offset))
-    res = {"entries": rows[:args.limit], **({"next": {"offset": args.offset + args.limit}} if len(rows) > args.limit
-                                            else {})}
+    hub = _hub_of(args)
+    if hub is not None:
+        res = _on_hub(hub, "search", {"scope": "entries", "kind": args.kind, "project": args.project,
+                                      "history": args.history, "limit": args.limit, "offset": args.offset})
+        res = {"entries": res["entries"], **({"next": res["next"]} if res.get("next") else {})}
+    else:
+        with _open(args) as store:
+            rows = readout(search_entries(store, None, kind=args.kind, project=args.project, history=args.history,
+                                          limit=args.limit + 1, offset=args.offset))
+        res = {"entries": rows[:args.limit],
+               **({"next": {"offset": args.offset + args.limit}} if len(rows) > args.limit else {})}
     if args.json:
         _print_json(res)
         return 0
@@ -10576,6 +10721,14 @@ def cmd_remember(args) -> int:
     precheck_entry(kind=args.kind, text=args.text, sources=_cli_sources(args), author="user",
                    confidence=args.confidence, project=args.project, valid_from=args.valid_from,
                    valid_to=args.valid_to)
+    hub = _hub_of(args)
+    if hub is not None:
+        _push_now(args, hub)  # so a quote from moments ago is on the hub
+        res = _on_hub(hub, "remember", {
+            "kind": args.kind, "text": args.text, "sources": _cli_sources(args), "confidence": args.confidence,
+            "project": args.project, "valid_from": args.valid_from, "valid_to": args.valid_to})
+        _print_entry({**res["entry"], **({"similar": res["similar"]} if res.get("similar") else {})}, args.json)
+        return 0
     with _open(args) as store:
         sync(store)  # so a quote from moments ago can be cited
         e = remember(store, kind=args.kind, text=args.text, sources=_cli_sources(args), author="user",
@@ -10595,6 +10748,14 @@ def cmd_correct(args) -> int:
     precheck_entry(kind=args.kind, text=args.text, sources=_cli_sources(args) or None, author="user",
                    confidence=args.confidence, project=args.project, valid_from=args.valid_from,
                    valid_to=args.valid_to, correcting=True)
+    hub = _hub_of(args)
+    if hub is not None:
+        _push_now(args, hub)
+        res = _on_hub(hub, "correct", {
+            "id": args.id, "text": args.text, "sources": _cli_sources(args) or None, "confidence": args.confidence,
+            "kind": args.kind, "project": args.project, "valid_from": args.valid_from, "valid_to": args.valid_to})
+        _print_entry(res["entry"], args.json)
+        return 0
     with _open(args) as store:
         sync(store)
         e = correct(store, args.id, text=args.text, author="user", sources=_cli_sources(args) or None,
@@ -10614,11 +10775,31 @@ def cmd_forget(args) -> int:
     same text arriving again by any path stays hidden.  The archive keeps
     the bytes (`origin purge` removes them).  It cannot be undone.
 
+    On a device connected to a hub, the preview and the forget run on the
+    hub (then this device takes the forget in at once); --yes forgets only
+    what the preview showed (its digest), and refuses when that changed.
+    --local is refused while a hub is configured: the hub keeps what this
+    device pushed, so the forget has to happen there.
+
     Example: origin forget ent_… --reason "wrong decision" --yes
     """
-    with _open(args) as store:
+    hub = load_hub_config(resolve_home())
+    if hub is not None and args.local:
+        # Invariant 2 (sticky forget): a forget only here would leave the
+        # hub holding what this device pushed; it has to happen on the hub.
+        raise UsageError(f"this device pushes to the hub at {hub.url}, which keeps what it was sent: forget "
+                         "there, without --local (the forget then reaches this device too)")
+    import contextlib
+
+    with contextlib.ExitStack() as stack:
+        store = stack.enter_context(_open(args)) if hub is None else None
         if not args.yes:
-            preview = readout(preview_forget(store, args.id, same_text=args.same_text))
+            if hub is not None:
+                preview = _on_hub(hub, "forget", {"id": args.id, "preview": True, "same_text": args.same_text})
+                preview.pop("done", None)
+            else:
+                preview = readout(preview_forget(store, args.id, same_text=args.same_text))
+            _save_plan(args.id, args.same_text, preview.get("digest"))
             if args.json:
                 _print_json({"done": False, **preview})
             else:
@@ -10636,7 +10817,18 @@ def cmd_forget(args) -> int:
                         print(f"  event {e['id']} ({e['source']}, session {e['session']}): {e['snippet']}")
                 print("this cannot be undone; run again with --yes to forget")
             return 1
-        res = forget(store, args.id, reason=args.reason, same_text=args.same_text)
+        digest = _saved_plan(args.id, args.same_text)
+        try:
+            if hub is not None:
+                res = _on_hub(hub, "forget", {"id": args.id, "reason": args.reason, "same_text": args.same_text,
+                                              "digest": digest})
+                res.pop("done", None)
+            else:
+                res = forget(store, args.id, reason=args.reason, same_text=args.same_text, expect_digest=digest)
+        finally:
+            _save_plan(args.id, args.same_text, None)  # a changed plan needs a new preview
+    if hub is not None:
+        _push_now(args, hub)  # this device takes the forget in now, not at its next push
     if args.json:
         _print_json({"done": True, **res})
     else:
@@ -10922,11 +11114,13 @@ def cmd_admin(args) -> int:
 
 
 def cmd_token(args) -> int:
-    """Create, list or revoke the hub's device tokens.
+    """Create, list or revoke the hub's tokens.
 
-    A token is shown once, at creation, with the command to run on the
-    device; the hub keeps only its SHA-256.  A token is bound to the first
-    device name used with it.
+    A token is shown once, at creation, with the command to run on a
+    device and ready-to-paste registrations of the hub's /mcp for Claude
+    Code, Codex and Cursor; the hub keeps only its SHA-256.  --url (or
+    ORIGIN_PUBLIC_URL) is the hub's address as they reach it.  A token is
+    bound to the first device name it pushes with.
 
     Example: origin token create laptop
     """
@@ -10937,14 +11131,21 @@ def cmd_token(args) -> int:
             token = create_token(store, args.name)
             with transaction(store.conn) as conn:
                 audit(conn, "cli", "token_created", channel="cli", token=args.name)
-            url = args.url or f"http://{HUB_LISTEN}"
+            url = check_hub_url(args.url or os.environ.get(ENV_PUBLIC_URL) or f"http://{HUB_LISTEN}")
             line = f"origin hub connect {url} --token {token} --device {args.name}"
+            reg = hub_registrations(url, token)
             if args.json:
-                _print_json({"name": args.name, "token": token, "connect": line})
+                _print_json({"name": args.name, "token": token, "connect": line, "mcp": reg})
             else:
                 print(f"token {args.name}: {token}")
-                print("it is shown only this once; on the device run:")
+                print("it is shown only this once; on a device with agent logs run:")
                 print(f"  {line}")
+                print(f"\nor register the hub's MCP endpoint {reg['url']} in a cloud agent:")
+                print(f"  Claude Code:\n    {reg['claude-code']}")
+                print("  Codex (~/.codex/config.toml):\n" + "".join(f"    {x}\n" for x in reg["codex"].splitlines()),
+                      end="")
+                cursor = json.dumps(reg["cursor"], indent=2).splitlines()
+                print("  Cursor (~/.cursor/mcp.json):\n" + "".join(f"    {x}\n" for x in cursor), end="")
             return 0
         if args.action == "revoke":
             if not args.name:
@@ -11129,7 +11330,7 @@ def add_hub_commands(command, add_json) -> None:
     sp = command("token", cmd_token, "create, list or revoke device tokens (on the hub)")
     sp.add_argument("action", choices=("create", "list", "revoke"), help="create a token, list them, or revoke one")
     sp.add_argument("name", nargs="?", help="the token's name, e.g. the device's (laptop)")
-    sp.add_argument("--url", help="the hub URL devices use, for the printed connect line")
+    sp.add_argument("--url", help="the hub URL devices and agents use, for the printed lines")
     add_json(sp)
     sp = command("hub", cmd_hub, "connect this device to a hub, show or drop the connection")
     sp.add_argument("action", choices=("connect", "status", "disconnect"),
@@ -11307,7 +11508,12 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     sp = command("status", cmd_status, "what the store holds")
     add_json(sp)
 
+    def add_local(sp):
+        sp.add_argument("--local", action="store_true",
+                        help="act on this device's store, not on the hub it is connected to")
+
     sp = command("search", cmd_search, "search events and entries")
+    add_local(sp)
     sp.add_argument("query", nargs="*", help=QUERY_HELP)
     add_filters(sp)
     sp.add_argument("--session", help="only this session")
@@ -11322,6 +11528,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     add_json(sp, listing=True)
 
     sp = command("timeline", cmd_timeline, "sessions in a window, or one session's events")
+    add_local(sp)
     sp.add_argument("--session", help="list this session's events in order")
     sp.add_argument("--after", metavar="EVENT", help="with --session: continue after this event id")
     add_filters(sp)
@@ -11332,6 +11539,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     add_json(sp, listing=True)
 
     sp = command("show", cmd_show, "an event with its original line, or an entry with its sources")
+    add_local(sp)
     sp.add_argument("id", help="an event id (source:native-id) or an entry id (ent_…)")
     sp.add_argument("--reveal", action="store_true",
                     help="show the original lines with their secrets unmasked (this device only)")
@@ -11360,6 +11568,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     add_json(sp)
 
     sp = command("entries", cmd_entries, "list entries")
+    add_local(sp)
     sp.add_argument("--kind", choices=ENTRY_KINDS, help="only entries of this kind")
     sp.add_argument("--project", help="only entries of this project (a name in any case, or a folder's path end)")
     sp.add_argument("--history", action="store_true", help="every version, not only active ones")
@@ -11370,6 +11579,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     for name, func, help_ in (("remember", cmd_remember, "record a cited entry"),
                               ("correct", cmd_correct, "supersede an entry with a corrected version")):
         sp = command(name, func, help_)
+        add_local(sp)
         if name == "correct":
             sp.add_argument("id", help="the entry to correct (ent_…)")
         sp.add_argument("text", help="the self-contained statement")
@@ -11390,6 +11600,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
         add_json(sp)
 
     sp = command("forget", cmd_forget, "hide an entry, event or session from every read, for good")
+    add_local(sp)
     sp.add_argument("id", help="an entry id (ent_…), an event id, or a session id ([<source>:]<session>)")
     sp.add_argument("--reason", help="why (kept in the tombstone; never the forgotten text)")
     sp.add_argument("--same-text", action="store_true",

@@ -6756,28 +6756,42 @@ def pull_tombstones(store: Store, client: HubClient) -> dict:
     after = int(r[0]) if r and str(r[0]).isdigit() else 0
     applied = fetched = 0
     purged_at = None
-    while True:
+    from concurrent.futures import ThreadPoolExecutor
+
+    # The next page is fetched while this one is applied (one request at a
+    # time on the connection: only the fetching thread uses it meanwhile).
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="origin-pull") as pool:
         page = client.get("/v1/tombstones", after=after)
-        have = set(fingerprint_keys(store))
-        try:
-            for kid, hexkey in page.get("keys") or []:
-                if kid not in have:
-                    # Adopted before the records are applied: their
-                    # fingerprints are made with these keys.
-                    add_fingerprint_key(store, kid, bytes.fromhex(hexkey))
-        except (TypeError, ValueError):
-            raise HubUnavailable("the hub sent fingerprint keys this version cannot read", retryable=False) from None
-        records = page.get("tombstones") or []
-        fetched += len(records)
-        applied += apply_tombstones(store, records)
-        purged_at = page.get("purged_at") if isinstance(page.get("purged_at"), int) else purged_at
-        nxt = int(page.get("next") or after)
-        if nxt != after:
-            after = nxt
-            with transaction(store.conn) as conn:
-                conn.execute("INSERT OR REPLACE INTO setting (key, value) VALUES (?, ?)", (key, str(after)))
-        if not page.get("more") or not records:
-            break
+        while True:
+            have = set(fingerprint_keys(store))
+            try:
+                for kid, hexkey in page.get("keys") or []:
+                    if kid not in have:
+                        # Adopted before the records are applied: their
+                        # fingerprints are made with these keys.
+                        add_fingerprint_key(store, kid, bytes.fromhex(hexkey))
+            except (TypeError, ValueError):
+                raise HubUnavailable("the hub sent fingerprint keys this version cannot read",
+                                     retryable=False) from None
+            records = page.get("tombstones") or []
+            nxt = int(page.get("next") or after)
+            ahead = pool.submit(client.get, "/v1/tombstones", after=nxt) \
+                if page.get("more") and records and nxt != after else None
+            fetched += len(records)
+            try:
+                applied += apply_tombstones(store, records)
+            except BaseException:
+                if ahead is not None:
+                    ahead.cancel() or ahead.exception()  # the connection is free again before it is closed
+                raise
+            purged_at = page.get("purged_at") if isinstance(page.get("purged_at"), int) else purged_at
+            if nxt != after:
+                after = nxt
+                with transaction(store.conn) as conn:
+                    conn.execute("INSERT OR REPLACE INTO setting (key, value) VALUES (?, ?)", (key, str(after)))
+            if ahead is None:
+                break
+            page = ahead.result()
     out = {"fetched": fetched, "applied": applied, "after": after, "purge_offered": None}
     seen_key = f"hub.purge_seen:{client.cfg.url}"
     r = store.conn.execute("SELECT value FROM setting WHERE key = ?", (seen_key,)).fetchone()

@@ -141,3 +141,38 @@ def test_a_replayed_log_of_many_tombstones_rebuilds_the_same_exclusions(all_agen
     assert after["visible_events"] == before["visible_events"]
     assert [r[1:] for r in after["tombstone"]] == [r[1:] for r in before["tombstone"]]
     assert after["excluded_event"] == before["excluded_event"]
+
+
+def test_a_pull_over_many_pages_applies_every_tombstone_once(tmp_path, monkeypatch):
+    """Pages are fetched one ahead while the one before is applied; none is lost or applied twice."""
+    import threading
+
+    hub = origin.Hub(tmp_path / "hubhome", index=False)
+    server = origin.make_hub_server(hub, "127.0.0.1", 0)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    monkeypatch.setattr(origin, "TOMBSTONE_PAGE", 3)
+    try:
+        hs = hub.default_store()
+        records = [_rec(500 + i, "event", f"claude-code:paged-{i}", events=[f"claude-code:paged-{i}"])
+                   for i in range(10)]
+        assert origin.apply_tombstones(hs, records) == 10
+        cfg = origin.HubConfig(f"http://127.0.0.1:{server.server_address[1]}",
+                               origin.create_token(hs, "laptop"), "laptop")
+        with origin.open_store(tmp_path / "device") as dev:
+            client = origin.HubClient(cfg)
+            try:
+                got = origin.pull_tombstones(dev, client)
+                assert (got["fetched"], got["applied"]) == (10, 10)
+                assert sorted(r[0] for r in dev.conn.execute("SELECT event_id FROM excluded_event")) == \
+                    sorted(f"claude-code:paged-{i}" for i in range(10))
+                more = _rec(600, "event", "claude-code:paged-late", events=["claude-code:paged-late"])
+                assert origin.apply_tombstones(hs, [more]) == 1
+                got = origin.pull_tombstones(dev, client)
+                assert (got["fetched"], got["applied"]) == (1, 1)
+                assert origin.pull_tombstones(dev, client)["fetched"] == 0
+            finally:
+                client.close()
+    finally:
+        server.shutdown()
+        server.server_close()
+        hub.close()

@@ -29,6 +29,7 @@ soak: $(VENV)/.installed  ## the long reliability tier
 bench: $(VENV)/.installed  ## ingest, re-sync, search and hub figures (BENCH_MB=2000 for full scale)
 	BENCH_MB=$(BENCH_MB) $(BIN)/python tests/bench.py
 	BENCH_MB=$(BENCH_MB) $(BIN)/python tests/bench_hub.py
+	$(BIN)/python tests/bench_hub_mcp.py
 
 # The admin page's icons and font, copied from npm packages into admin_assets/
 # with their licences.  Committed: nothing is fetched when the hub runs.

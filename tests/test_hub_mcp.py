@@ -12,13 +12,10 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
-import signal
 import socket
 import sqlite3
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -28,12 +25,13 @@ import httpx2
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.exceptions import MCPError
 from mcp.types import Implementation
 
 import origin
 from conftest import ROOT
 from reliability_tools import age_tree, origin_argv, origin_env
+from test_hub_processes import HubProcess, _no_hub_left_running  # noqa: F401 (a fixture)
+from test_mcp import failed, ok
 from test_sources import LAYOUTS
 
 TOOLS = ["search", "timeline", "get", "sources", "remember", "correct", "forget"]
@@ -44,64 +42,26 @@ DECISION = ("Demo project: `npm run type-check` was removed from CLAUDE.md becau
 QUOTE = "`npm run type-check`を削除（実際には存在しない）"
 DEMO = "-path-to-Demo"
 
-_STARTED: list = []
-
-
-@pytest.fixture(autouse=True)
-def _no_process_left_running():
-    yield
-    while _STARTED:
-        p = _STARTED.pop()
-        if p.poll() is None:
-            p.kill()
-            p.wait(30)
-
-
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
 
-class Serve:
-    """`origin serve` for a store, on a given or a free loopback port."""
+class Serve(HubProcess):
+    """`origin serve` for a store (test_hub_processes' HubProcess), with its tokens and /mcp."""
 
     def __init__(self, home: Path, *args: str, port: int = 0):
-        self.home = home
-        (home / "hostenv").mkdir(parents=True, exist_ok=True)
-        self.proc = subprocess.Popen(origin_argv("serve", "--listen", f"127.0.0.1:{port}", *args),
-                                     env=origin_env(home / "hostenv", home), stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE, text=True)
-        _STARTED.append(self.proc)
-        self.log: list[str] = []
-        self.url = None
-        ready = threading.Event()
-
-        def drain():
-            for line in self.proc.stderr:
-                self.log.append(line)
-                if " on http://" in line and self.url is None:
-                    self.url = line.rsplit(" on ", 1)[1].strip()
-                    ready.set()
-            ready.set()
-
-        threading.Thread(target=drain, daemon=True).start()
-        ready.wait(120)
-        assert self.url, "hub did not start: " + "".join(self.log)
+        super().__init__(home, args=args, port=port)
         self.port = int(self.url.rsplit(":", 1)[1])
         self.mcp = self.url + "/mcp"
 
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        self.proc.wait(60)
-
-    def cli(self, *args: str) -> subprocess.CompletedProcess:
+    def run(self, *args: str) -> subprocess.CompletedProcess:
         return subprocess.run(origin_argv(*args), env=origin_env(self.home / "hostenv", self.home),
                               capture_output=True, text=True, timeout=300)
 
     def token(self, name: str) -> str:
-        p = self.cli("token", "create", name, "--url", self.url, "--json")
+        p = self.run("token", "create", name, "--url", self.url, "--json")
         assert p.returncode == 0, p.stderr
         return json.loads(p.stdout)["token"]
 
@@ -139,16 +99,6 @@ def http_client(url: str, token: str | None, mode: str, body, headers: dict | No
             return await body(c)
 
     return anyio.run(main)
-
-
-def ok(result) -> dict:
-    assert not result.is_error, result.content[0].text
-    return json.loads(result.content[0].text)
-
-
-def failed(result) -> str:
-    assert result.is_error, result.content[0].text
-    return result.content[0].text
 
 
 def entry_row(home: Path, entry_id: str) -> sqlite3.Row:
@@ -221,7 +171,7 @@ def test_bad_and_revoked_tokens_are_refused_before_any_tool(hub, token, mode):
         with pytest.raises(BaseException) as e:
             http_client(hub.mcp, bad, mode, body)
         assert "401" in repr(e.value) or "nauthorized" in repr(e.value) or "token" in repr(e.value)
-    assert hub.cli("token", "revoke", "laptop").returncode == 0
+    assert hub.run("token", "revoke", "laptop").returncode == 0
     with pytest.raises(BaseException):
         http_client(hub.mcp, token, mode, body)
 

@@ -21,7 +21,7 @@ import pytest
 
 import origin
 from conftest import ROOT
-from test_hub_mcp import (QUOTE, TOOLS, Device, _no_process_left_running, failed, http_client,  # noqa: F401
+from test_hub_mcp import (QUOTE, TOOLS, Device, _no_hub_left_running, failed, http_client,  # noqa: F401
                           hub, hub_home, ok, proxy_client)
 from test_mcp import inspector  # noqa: F401
 
@@ -129,7 +129,7 @@ def test_done_means_a_decision_on_a_found_by_the_cloud_and_forgotten_from_b_ever
     assert a.run("push").returncode == 0  # A takes the forget in at its next push
 
     # Gone everywhere: the hub on every route, B's and A's own stores.
-    for run, local in ((hub.cli, ()), (b.run, ("--local",)), (a.run, ("--local",))):
+    for run, local in ((hub.run, ()), (b.run, ("--local",)), (a.run, ("--local",))):
         for target in (entry["id"], cited):
             p = run("show", target, *local)
             assert p.returncode in (origin.Forgotten.exit_code, origin.NotFound.exit_code), (target, p.stdout)

@@ -17,8 +17,8 @@ import tomllib
 import pytest
 
 import origin
-from test_hub_mcp import (DECISION, QUOTE, TOOLS, Device, Serve, failed, http_client, ok,  # noqa: F401
-                          _no_process_left_running, hub, hub_home)
+from test_hub_mcp import (DECISION, QUOTE, TOOLS, Device, _no_hub_left_running, hub,  # noqa: F401
+                          hub_home, http_client, ok)
 
 
 def cli_json(run, *args: str, code: int = 0):
@@ -28,7 +28,7 @@ def cli_json(run, *args: str, code: int = 0):
 
 
 def test_token_create_prints_registrations_a_cloud_client_uses_as_printed(hub):
-    out = cli_json(hub.cli, "token", "create", "cloud", "--url", hub.url)
+    out = cli_json(hub.run, "token", "create", "cloud", "--url", hub.url)
     reg, token, endpoint = out["mcp"], out["token"], hub.url + "/mcp"
     assert shlex.split(reg["claude-code"]) == [
         "claude", "mcp", "add", "--scope", "user", "--transport", "http", "origin", endpoint,
@@ -37,7 +37,7 @@ def test_token_create_prints_registrations_a_cloud_client_uses_as_printed(hub):
     assert codex == {"url": endpoint, "http_headers": {"Authorization": f"Bearer {token}"}}
     cursor = reg["cursor"]["mcpServers"]["origin"]
     assert cursor == {"url": endpoint, "headers": {"Authorization": f"Bearer {token}"}}
-    text = hub.cli("token", "create", "other", "--url", hub.url).stdout
+    text = hub.run("token", "create", "other", "--url", hub.url).stdout
     for what in ("claude mcp add", "[mcp_servers.origin]", '"mcpServers"', "origin hub connect"):
         assert what in text
 
@@ -70,12 +70,12 @@ def device(hub, tmp_path):
 
 
 def test_cli_reads_on_the_hub_with_the_hubs_own_json_shapes_and_local_reads_the_device(hub, device):
-    entry = cli_json(hub.cli, "entries")["entries"][0]
-    session = cli_json(hub.cli, "timeline", "--since", "2020-01-01")["sessions"][0]["session"]
+    entry = cli_json(hub.run, "entries")["entries"][0]
+    session = cli_json(hub.run, "timeline", "--since", "2020-01-01")["sessions"][0]["session"]
     for args in (("search", "type-check"), ("search", "type-check", "--scope", "events", "--limit", "3"),
                  ("entries",), ("timeline", "--since", "2020-01-01"), ("timeline", "--session", session),
                  ("show", entry["id"])):
-        on_hub, from_device = cli_json(hub.cli, *args), cli_json(device.run, *args)
+        on_hub, from_device = cli_json(hub.run, *args), cli_json(device.run, *args)
         assert from_device == on_hub, args
     # --local reads the device's own staging store: its events, no entries.
     local = cli_json(device.run, "search", "type-check", "--local")
@@ -96,7 +96,7 @@ def test_remember_and_correct_from_the_device_cite_a_line_just_written_and_land_
     assert made["sources"][0]["file"].startswith("@laptop:")
     fixed = cli_json(device.run, "correct", made["id"], "Demo: the README stays in English only, for reviewers.")
     assert fixed["supersedes"] == made["id"]
-    shown = cli_json(hub.cli, "show", fixed["id"])
+    shown = cli_json(hub.run, "show", fixed["id"])
     assert shown["entry"]["history"][-1]["id"] == made["id"] or shown["entry"]["history"][0]["id"] == made["id"]
     with sqlite3.connect(device.store / "origin.db") as c:
         assert c.execute("SELECT count(*) FROM entry").fetchone()[0] == 0  # nothing written on the device
@@ -105,8 +105,8 @@ def test_remember_and_correct_from_the_device_cite_a_line_just_written_and_land_
 
 
 def test_forget_from_the_device_previews_then_forgets_on_the_hub_and_here(hub, device):
-    entry = cli_json(hub.cli, "entries")["entries"][0]
-    cited = cli_json(hub.cli, "show", entry["id"])["entry"]["sources"][0]["event"]
+    entry = cli_json(hub.run, "entries")["entries"][0]
+    cited = cli_json(hub.run, "show", entry["id"])["entry"]["sources"][0]["event"]
     preview = cli_json(device.run, "forget", entry["id"], code=1)
     assert preview["done"] is False and preview["digest"]
     assert [e["id"] for e in preview["would_forget_entries"]] == [entry["id"]]
@@ -115,31 +115,31 @@ def test_forget_from_the_device_previews_then_forgets_on_the_hub_and_here(hub, d
     done = cli_json(device.run, "forget", entry["id"], "--reason", "asked to", "--yes")
     assert done["done"] is True and done["forgotten_entries"] == [entry["id"]]
     # Gone on the hub, on every route, and on this device at once.
-    assert cli_json(hub.cli, "entries")["entries"] == []
-    assert hub.cli("show", entry["id"]).returncode == origin.Forgotten.exit_code
-    assert hub.cli("show", cited).returncode == origin.Forgotten.exit_code
+    assert cli_json(hub.run, "entries")["entries"] == []
+    assert hub.run("show", entry["id"]).returncode == origin.Forgotten.exit_code
+    assert hub.run("show", cited).returncode == origin.Forgotten.exit_code
     assert device.run("show", cited, "--local").returncode == origin.Forgotten.exit_code
     assert QUOTE not in json.dumps(cli_json(device.run, "search", "type-check", "--local", "--scope", "events"),
                                    ensure_ascii=False)
 
 
 def test_a_forget_whose_plan_changed_after_its_preview_forgets_nothing(hub, device):
-    entry = cli_json(hub.cli, "entries")["entries"][0]
-    cited = cli_json(hub.cli, "show", entry["id"])["entry"]["sources"][0]["event"]
-    event = next(e["id"] for e in cli_json(hub.cli, "search", "type-check", "--scope", "events")["events"]
+    entry = cli_json(hub.run, "entries")["entries"][0]
+    cited = cli_json(hub.run, "show", entry["id"])["entry"]["sources"][0]["event"]
+    event = next(e["id"] for e in cli_json(hub.run, "search", "type-check", "--scope", "events")["events"]
                  if e["id"] != cited)
     first = cli_json(device.run, "forget", event, code=1)
     assert first["would_forget_entries"] == []
     # Meanwhile an entry comes to cite the event: forgetting it would now forget that entry too.
-    hub.cli("remember", "Demo: type-check is gone from CLAUDE.md.", "--kind", "memory", "--event", event)
+    hub.run("remember", "Demo: type-check is gone from CLAUDE.md.", "--kind", "memory", "--event", event)
     p = device.run("forget", event, "--yes")
     assert p.returncode == origin.Conflict.exit_code
     assert "changed since its preview" in p.stderr and "nothing was forgotten" in p.stderr
-    assert hub.cli("show", event).returncode == 0
+    assert hub.run("show", event).returncode == 0
     second = cli_json(device.run, "forget", event, code=1)
     assert len(second["would_forget_entries"]) == 1 and second["digest"] != first["digest"]
     assert cli_json(device.run, "forget", event, "--yes")["done"] is True
-    assert hub.cli("show", event).returncode == origin.Forgotten.exit_code
+    assert hub.run("show", event).returncode == origin.Forgotten.exit_code
 
 
 def test_invariant_2_a_local_forget_is_refused_while_a_hub_is_configured(hub, device):
@@ -149,4 +149,4 @@ def test_invariant_2_a_local_forget_is_refused_while_a_hub_is_configured(hub, de
         assert p.returncode == origin.UsageError.exit_code
         assert hub.url in p.stderr and "without --local" in p.stderr
     assert device.run("show", event, "--local").returncode == 0
-    assert hub.cli("show", event).returncode == 0
+    assert hub.run("show", event).returncode == 0

@@ -49,11 +49,11 @@ def _no_hub_left_running():
 class HubProcess:
     """`origin serve` on 127.0.0.1:<free port>, with its log collected."""
 
-    def __init__(self, home: Path, crash: str | None = None):
+    def __init__(self, home: Path, crash: str | None = None, *, args: tuple[str, ...] = (), port: int = 0):
         self.home = home
         env = origin_env(home / "hostenv", home, crash=crash)
         (home / "hostenv").mkdir(parents=True, exist_ok=True)
-        self.proc = subprocess.Popen(origin_argv("serve", "--listen", "127.0.0.1:0"), env=env,
+        self.proc = subprocess.Popen(origin_argv("serve", "--listen", f"127.0.0.1:{port}", *args), env=env,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         _STARTED.append(self.proc)
         self.log: list[str] = []

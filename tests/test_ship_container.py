@@ -199,6 +199,20 @@ def test_a_device_pushes_to_the_hub_in_the_image_and_the_store_survives_a_restar
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(req, timeout=10)
         assert refused.value.code == 401
+        # An agent's search through the image's /mcp, with the token made
+        # inside, finds the text the device pushed (refs #17).
+        pushed = rows(Path(env["ORIGIN_HOME"]) / "origin.db",
+                      "SELECT id FROM event WHERE text LIKE '%type-check%' AND kind = 'message'")
+        call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "search", "arguments": {"query": "type-check", "scope": "events", "limit": 50}}}
+        req = urllib.request.Request(f"{hub.url}/mcp", data=json.dumps(call).encode(), method="POST", headers={
+            "Authorization": f"Bearer {token}", "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream"})
+        with urllib.request.urlopen(req, timeout=60) as r:
+            result = json.loads(r.read())["result"]
+        assert result.get("isError") is not True, result
+        found = {e["id"] for e in json.loads(result["content"][0]["text"])["events"]}
+        assert found and found <= device_ids and found & {r[0] for r in pushed}
     finally:
         code = hub.stop()
     assert code == 0, hub.log.read_text()[-3000:]

@@ -1,0 +1,242 @@
+"""Benchmark MCP over HTTP on the hub, and the forwarding proxy.
+
+Run with ``make bench`` (after the other hub figures) or
+``python tests/bench_hub_mcp.py``.  The store is ``BENCH_STORE`` (an
+existing ORIGIN_HOME, e.g. one `make bench` built) or else one synced from
+the real fixtures in tests/fixtures; ``BENCH_LOAD_S`` sets the length of the
+load phase (default 30 s).  Every figure is taken in this run:
+
+- `search` p50 over HTTP (one kept-alive connection, one POST per call)
+  against the same search in process (``origin.search``);
+- `get` p50 over HTTP;
+- the proxy's overhead: `get` through `origin mcp` on a device with a hub
+  (the SDK's stdio client) against `get` with the SDK's HTTP client straight
+  to the hub;
+- load: 16 HTTP clients of mixed reads, 2 writers (`remember`) and one
+  device appending to its log and pushing, all at once: errors, "database
+  is locked", and the reads' p95.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import anyio
+import httpx2
+from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+import origin  # noqa: E402
+from bench_hub import ServedHub, _token  # noqa: E402
+from test_sources import LAYOUTS  # noqa: E402
+
+QUERY = "type-check"
+
+
+def p(samples: list[float], q: float) -> float:
+    """The q quantile of samples, in ms."""
+    return statistics.quantiles(samples, n=100)[int(q * 100) - 1] * 1000 if len(samples) > 1 else samples[0] * 1000
+
+
+def timed(fn, n: int) -> list[float]:
+    out = []
+    for _ in range(n):
+        t = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t)
+    return out
+
+
+def fixture_store(work: Path) -> tuple[Path, Path]:
+    """A HOME with every agent's fixtures and a store synced from it."""
+    user, store = work / "user", work / "hub"
+    user.mkdir()
+    env = {}
+    for lay in LAYOUTS.values():
+        env.update(lay(user) or {})
+    old = {k: os.environ.get(k) for k in ("HOME", *env)}
+    os.environ.update(HOME=str(user), **env)
+    try:
+        with origin.open_store(store) as s:
+            origin.sync(s)
+    finally:
+        for k, v in old.items():
+            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+    return user, store
+
+
+def call(tools: origin.HubTools, name: str, args: dict) -> dict:
+    text, is_error = tools.call(name, args)
+    if is_error:
+        raise RuntimeError(text)
+    return json.loads(text)
+
+
+async def timed_gets(c, ids: list[str], n: int) -> list[float]:
+    """Time n `get` calls of one client, after one untimed call (the proxy's first syncs and pushes)."""
+    await c.call_tool("get", {"ids": ids})
+    out = []
+    for _ in range(n):
+        t = time.perf_counter()
+        await c.call_tool("get", {"ids": ids})
+        out.append(time.perf_counter() - t)
+    return out
+
+
+def sdk_get_times(url: str, token: str, ids: list[str], n: int) -> list[float]:
+    async def main():
+        hc = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"})
+        async with hc, Client(streamable_http_client(url, http_client=hc), mode="2026-07-28", cache=None) as c:
+            return await timed_gets(c, ids, n)
+
+    return anyio.run(main)
+
+
+def proxy_get_times(device: Path, user: Path, ids: list[str], n: int) -> list[float]:
+    env = {k: v for k, v in os.environ.items() if k not in ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "GROK_HOME")}
+    env.update(ORIGIN_HOME=str(device), HOME=str(user))
+    params = StdioServerParameters(command=sys.executable, args=[str(ROOT / "origin.py"), "mcp"], env=env)
+
+    async def main():
+        async with Client(params, mode="auto") as c:
+            return await timed_gets(c, ids, n)
+
+    return anyio.run(main)
+
+
+def load(cfg: origin.HubConfig, device: Path, user: Path, seconds: float, ids: list[str], quote: str) -> dict:
+    stop = time.monotonic() + seconds
+    reads: list[float] = []
+    errors: list[str] = []
+    writes = pushes = 0
+    lock = threading.Lock()
+
+    def reader(i: int):
+        tools = origin.HubTools(cfg)
+        mix = [("search", {"query": QUERY}), ("get", {"ids": ids[:2]}), ("timeline", {}),
+               ("search", {"scope": "entries"}), ("sources", {"id": ids[0]})]
+        k = i
+        while time.monotonic() < stop:
+            name, args = mix[k % len(mix)]
+            k += 1
+            t = time.perf_counter()
+            try:
+                call(tools, name, args)
+                with lock:
+                    reads.append(time.perf_counter() - t)
+            except Exception as e:  # counted, never fatal
+                with lock:
+                    errors.append(f"{name}: {e}")
+        tools.close()
+
+    def writer(i: int):
+        nonlocal writes
+        tools = origin.HubTools(cfg, client=f"bench-writer-{i}")
+        while time.monotonic() < stop:
+            try:
+                call(tools, "remember", {"kind": "memory", "text": f"Bench note {uuid.uuid4()} on {QUERY}.",
+                                         "sources": [{"quote": quote}]})
+                with lock:
+                    writes += 1
+            except Exception as e:
+                with lock:
+                    errors.append(f"remember: {e}")
+        tools.close()
+
+    def pusher():
+        nonlocal pushes
+        log = next((user / ".claude" / "projects").rglob("*.jsonl"))
+        last = json.loads(log.read_text(encoding="utf-8").splitlines()[-1])
+        with origin.open_store(device) as store:
+            while time.monotonic() < stop:
+                line = {**last, "uuid": str(uuid.uuid4()), "type": "user",
+                        "message": {"role": "user", "content": f"bench line {uuid.uuid4()}"}}
+                with log.open("a", encoding="utf-8") as fh:
+                    fh.write(json.dumps(line) + "\n")
+                try:
+                    origin.sync(store)
+                    origin.push(store, cfg, discover=False)
+                    with lock:
+                        pushes += 1
+                except Exception as e:
+                    with lock:
+                        errors.append(f"push: {e}")
+
+    threads = ([threading.Thread(target=reader, args=(i,)) for i in range(16)]
+               + [threading.Thread(target=writer, args=(i,)) for i in range(2)] + [threading.Thread(target=pusher)])
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return {"reads": len(reads), "read_p50": p(reads, 0.5), "read_p95": p(reads, 0.95), "writes": writes,
+            "pushes": pushes, "errors": errors, "locked": sum("locked" in e for e in errors)}
+
+
+def main() -> None:
+    work = Path(tempfile.mkdtemp(prefix="origin-bench-hub-mcp-"))
+    try:
+        user, store_home = fixture_store(work)
+        if os.environ.get("BENCH_STORE"):
+            store_home = Path(os.environ["BENCH_STORE"])
+        with origin.open_store(store_home) as s:
+            events = s.conn.execute("SELECT count(*) FROM event").fetchone()[0]
+            res = origin.search(s, QUERY, scope="events", limit=10)
+            ids = [e["id"] for e in res["events"]][:3] or [r[0] for r in s.conn.execute(
+                "SELECT id FROM event WHERE kind = 'message' LIMIT 3")]
+            quote = origin.get_event(s, ids[0])["text"][:40]
+            inproc = timed(lambda: origin.search(s, QUERY, limit=10), 50)
+        hub = ServedHub(store_home)
+        try:
+            token = _token(store_home, f"bench-{uuid.uuid4().hex[:8]}")
+            cfg = origin.HubConfig(hub.url, token, "bench")
+            tools = origin.HubTools(cfg)
+            call(tools, "search", {"query": QUERY})
+            http_search = timed(lambda: call(tools, "search", {"query": QUERY, "limit": 10}), 50)
+            http_get = timed(lambda: call(tools, "get", {"ids": ids[:1]}), 100)
+            tools.close()
+            direct = sdk_get_times(hub.url + "/mcp", token, ids[:1], 50)
+            device = work / "device"
+            dev_token = _token(store_home, f"dev-{uuid.uuid4().hex[:8]}")
+            origin.save_hub_config(device, origin.HubConfig(hub.url, dev_token, "benchdev"))
+            proxied = proxy_get_times(device, user, ids[:1], 50)
+            seconds = float(os.environ.get("BENCH_LOAD_S", "30"))
+            loaded = load(origin.HubConfig(hub.url, dev_token, "benchdev"), device, user, seconds, ids, quote)
+        finally:
+            hub.stop()
+        rows = [
+            ("store", f"{events:,} events ({'BENCH_STORE' if os.environ.get('BENCH_STORE') else 'the fixtures'})"),
+            ("search in process, p50", f"{p(inproc, 0.5):.2f} ms"),
+            ("search over HTTP /mcp, p50", f"{p(http_search, 0.5):.2f} ms = "
+                                           f"{p(http_search, 0.5) / p(inproc, 0.5):.2f} x in process"),
+            ("get over HTTP /mcp, p50", f"{p(http_get, 0.5):.2f} ms"),
+            ("get with the SDK's HTTP client, p50", f"{p(direct, 0.5):.2f} ms"),
+            ("get through the stdio proxy, p50", f"{p(proxied, 0.5):.2f} ms (+{p(proxied, 0.5) - p(direct, 0.5):.2f} ms)"),
+            (f"load {seconds:.0f} s: 16 readers, 2 writers, 1 pushing device",
+             f"{loaded['reads']:,} reads (p50 {loaded['read_p50']:.1f} ms, p95 {loaded['read_p95']:.1f} ms), "
+             f"{loaded['writes']} remembers, {loaded['pushes']} pushes, {len(loaded['errors'])} errors, "
+             f"{loaded['locked']} 'database is locked'"),
+        ]
+        width = max(len(r[0]) for r in rows)
+        for k, v in rows:
+            print(f"{k:<{width}}  {v}")
+        for e in loaded["errors"][:5]:
+            print(f"  error: {e}")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

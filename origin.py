@@ -10395,11 +10395,20 @@ _TOOL_ERRORS = {"invalid arguments": UsageError, "not found": NotFound, "forgott
                 "conflict": Conflict}
 
 
-def _hub_of(args) -> HubConfig | None:
-    """Return the hub a command acts on: the configured one, unless --local."""
-    if getattr(args, "local", False):
+def _configured_hub() -> HubConfig | None:
+    """Return the hub this device is connected to, if any.
+
+    Without one (the common case) this costs one stat and imports nothing.
+    """
+    if not (os.environ.get(ENV_HUB_URL) or os.environ.get(ENV_HUB_TOKEN)
+            or os.path.exists(os.path.join(_home_dir(), HUB_FILE))):
         return None
     return load_hub_config(resolve_home())
+
+
+def _hub_of(args) -> HubConfig | None:
+    """Return the hub a command acts on: the configured one, unless --local."""
+    return None if getattr(args, "local", False) else _configured_hub()
 
 
 def _push_now(args, cfg: HubConfig) -> None:
@@ -10813,7 +10822,7 @@ def cmd_forget(args) -> int:
 
     Example: origin forget ent_… --reason "wrong decision" --yes
     """
-    hub = load_hub_config(resolve_home())
+    hub = _configured_hub()
     if hub is not None and args.local:
         # Invariant 2 (sticky forget): a forget only here would leave the
         # hub holding what this device pushed; it has to happen on the hub.

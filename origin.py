@@ -8869,15 +8869,18 @@ class AdminApp:
 
     def page_audit(self, req, sess, args) -> AdminReply:
         self.flush_folds(req.store)
+        records = audit_log(req.store, before=_int_arg(args, "before") or None)
+        older = tpl('<p class="more"><a href="$h">Older records</a></p>', h=f"{ADMIN_PREFIX}/audit?" + _qs(
+            before=records[-1]["id"])) if len(records) == 200 else Markup("")
         rows = html_join(tpl('<tr><td>$t</td><td>$actor</td><td>$action</td><td>$ch</td><td>$cl</td><td class="small">$d'
                         '</td></tr>', t=_shown_at(r["time"]), actor=r["actor"], action=r["action"], ch=r["channel"] or "-",
                         cl=r["client"] or "-", d=", ".join(f"{k} {v}" for k, v in sorted(r["details"].items())))
-                    for r in audit_log(req.store, before=_int_arg(args, "before") or None))
+                    for r in records)
         content = tpl('<h1>Audit log</h1><p class="muted">Every login, token change, written entry, forget and ended '
                       'session: ids and counts only, never text.</p><section class="card"><div class="scroll"><table>'
                       '<thead><tr><th>Time</th><th>Actor</th><th>Action</th><th>Channel</th><th>Client</th>'
-                      '<th>Details</th></tr></thead><tbody>$rows</tbody></table></div></section>',
-                      rows=rows or Markup('<tr><td colspan="6" class="muted">Nothing yet.</td></tr>'))
+                      '<th>Details</th></tr></thead><tbody>$rows</tbody></table></div>$older</section>',
+                      rows=rows or Markup('<tr><td colspan="6" class="muted">Nothing yet.</td></tr>'), older=older)
         return self.page("Audit log", content, sess=sess, active="audit")
 
     def page_logins(self, req, sess, args) -> AdminReply:

@@ -808,3 +808,16 @@ def test_activity_chart_counts_sessions_per_day_per_agent(store, claude_root):
     assert [(b[2], b[3]) for b in bars] == [(labels[-4], "1"), (labels[-1], "2")]
     assert float(bars[1][1]) == 2 * float(bars[0][1])  # heights in proportion
     assert 'aria-label="3 sessions in the last 90 days' in svg
+
+
+def test_audit_page_pages_back_through_older_records(hub, owner):
+    with db(hub.home) as conn:
+        conn.executemany("INSERT INTO audit_log (ts, actor, action, channel, details) VALUES (?, 'cli', ?, 'cli', ?)",
+                         [(origin.now_ms(), "token_created", json.dumps({"token": f"bulk{i}"})) for i in range(250)])
+        newest = conn.execute("SELECT max(id) FROM audit_log").fetchone()[0]
+    first = owner.get("/admin/audit").text
+    link = re.search(r'href="(/admin/audit\?before=(\d+))"', first)
+    assert link and int(link.group(2)) == newest - 199
+    assert "bulk249" in first and "bulk49" not in first
+    second = owner.get(link.group(1).replace("&amp;", "&")).text
+    assert "bulk49" in second and "bulk249" not in second

@@ -9616,6 +9616,11 @@ def serve_hub(home: Path, listen: str = HUB_LISTEN, *, ready: Callable[[str], No
 
     old = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
     hub_log(hub, f"origin {__version__} hub serving {home} on {url}")
+    if host in ("", "0.0.0.0", "::") and not public_url:
+        # /mcp answers only for the hub's own names (DNS rebinding); on every
+        # address it cannot know the name devices reach it by.
+        hub_log(hub, "note: /mcp answers only for loopback names here; give --public-url (or "
+                     f"{ENV_PUBLIC_URL}) with the address devices and agents reach this hub at")
     if admin_url:
         hub_log(hub, f"admin page on {(app.public + ADMIN_PREFIX + '/') if app.public else admin_url}")
     if generated:

@@ -444,3 +444,26 @@ def test_the_proxy_starts_with_the_hub_down_names_it_and_recovers_without_restar
     finally:
         for h in started:
             h.stop()
+
+
+@pytest.mark.parametrize("public", [None, "https://hub.example.org"])
+def test_a_hub_on_every_address_says_when_mcp_cannot_know_its_name(tmp_path, public):
+    home = tmp_path / "hub"
+    env = origin_env(tmp_path / "hostenv", home)
+    argv = origin_argv("serve", "--listen", f"0.0.0.0:{free_port()}", *(["--public-url", public] if public else []))
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        lines = []
+        for line in proc.stderr:
+            lines.append(line)
+            if " hub serving " in line:
+                break
+        assert any(" hub serving " in line for line in lines), "".join(lines)
+    finally:
+        proc.terminate()
+        rest = proc.communicate(timeout=60)[1]
+    log = "".join(lines) + rest
+    noted = "/mcp answers only for loopback names" in log
+    assert noted is (public is None), log
+    if public is None:
+        assert "--public-url" in log and "ORIGIN_PUBLIC_URL" in log

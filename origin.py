@@ -8020,6 +8020,9 @@ def check_public_url(url: str | None, listen_host: str) -> str | None:
         u = urllib.parse.urlsplit(url.strip())
         if u.scheme not in ("http", "https") or not u.hostname or u.query or u.fragment or u.username:
             raise UsageError(f"--public-url {url!r}: give the URL people open, e.g. https://hub.example.org")
+        if u.path not in ("", "/"):
+            raise UsageError(f"--public-url {url!r} has a path: the admin page is served at /admin/ of a host "
+                             "of its own; give the URL without a path, e.g. https://hub.example.org")
         if u.scheme == "http" and not is_loopback_host(u.hostname):
             raise UsageError(f"--public-url {url!r} is plain http on a public host: the admin page needs https "
                              "there (put the hub behind a TLS proxy), or an http URL on 127.0.0.1")

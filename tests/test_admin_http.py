@@ -220,7 +220,8 @@ def test_refuses_to_start_on_a_public_address_without_https(tmp_path):
     for args in (("--listen", "0.0.0.0:0", "--admin"),
                  ("--listen", "0.0.0.0:0", "--admin", "--public-url", "http://hub.example.org"),
                  ("--listen", "127.0.0.1:0", "--admin-listen", "0.0.0.0:0"),
-                 ("--listen", "127.0.0.1:0", "--admin", "--public-url", "ftp://hub.example.org")):
+                 ("--listen", "127.0.0.1:0", "--admin", "--public-url", "ftp://hub.example.org"),
+                 ("--listen", "0.0.0.0:0", "--admin", "--public-url", "https://example.org/origin")):
         p = subprocess.run(origin_argv("serve", *args), env=origin_env(tmp_path, tmp_path / "o", env),
                            capture_output=True, text=True, timeout=120)
         assert p.returncode != 0, args

@@ -15,7 +15,6 @@ import re
 import signal
 import sqlite3
 import subprocess
-import threading
 import time
 import urllib.parse
 from pathlib import Path
@@ -24,7 +23,7 @@ import pytest
 
 import origin
 from reliability_tools import origin_argv, origin_env, run_sync
-from test_hub_processes import _STARTED, _no_hub_left_running  # noqa: F401 - the autouse fixture
+from test_hub_processes import _STARTED, HubLog, _no_hub_left_running  # noqa: F401 - the autouse fixture
 from test_sources import LAYOUTS
 
 PASSWORD = "correct horse battery"
@@ -50,25 +49,18 @@ class Hub:
                                      stderr=subprocess.PIPE, text=True)
         if track:  # a module's shared hub is stopped by its fixture instead
             _STARTED.append(self.proc)
-        self.log: list[str] = []
-        self.url = None
-        ready = threading.Event()
-
-        def drain():
-            for line in self.proc.stderr:
-                self.log.append(line)
-                if " hub serving " in line and self.url is None:
-                    self.url = line.rsplit(" on ", 1)[1].strip()
-                if self.url and ("admin page on" in line or "--admin" not in " ".join(args)):
-                    ready.set()
-            ready.set()
-
-        threading.Thread(target=drain, daemon=True).start()
+        admin = "--admin" in " ".join(args)
+        self._follow = HubLog(self.proc, lambda line: "admin page on" in line or not admin)
+        self.log = self._follow.lines
         if wait:
-            ready.wait(120)
+            self._follow.ready.wait(120)
             time.sleep(0.2)
             assert self.url, "hub did not start: " + "".join(self.log)
             self.port = int(self.url.rsplit(":", 1)[1])
+
+    @property
+    def url(self) -> str | None:
+        return self._follow.url
 
     def admin_url(self) -> str:
         line = next(x for x in self.log if "admin page on" in x)

@@ -46,6 +46,30 @@ def _no_hub_left_running():
             p.wait(30)
 
 
+class HubLog:
+    """Collects a hub's stderr lines and the URL its start line names.
+
+    ``ready`` is set at the first line for which done(line) holds once the
+    URL is known (by default the start line itself), or when the log ends.
+    """
+
+    def __init__(self, proc: subprocess.Popen, done=lambda line: True):
+        self.lines: list[str] = []
+        self.url: str | None = None
+        self.ready = threading.Event()
+
+        def drain():
+            for line in proc.stderr:
+                self.lines.append(line)
+                if " hub serving " in line and self.url is None:
+                    self.url = line.rsplit(" on ", 1)[1].strip()
+                if self.url and done(line):
+                    self.ready.set()
+            self.ready.set()
+
+        threading.Thread(target=drain, daemon=True).start()
+
+
 class HubProcess:
     """`origin serve` on 127.0.0.1:<free port>, with its log collected."""
 
@@ -56,20 +80,10 @@ class HubProcess:
         self.proc = subprocess.Popen(origin_argv("serve", "--listen", f"127.0.0.1:{port}", *args), env=env,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         _STARTED.append(self.proc)
-        self.log: list[str] = []
-        self.url = None
-        ready = threading.Event()
-
-        def drain():
-            for line in self.proc.stderr:
-                self.log.append(line)
-                if " on http://" in line and self.url is None:
-                    self.url = line.rsplit(" on ", 1)[1].strip()
-                    ready.set()
-            ready.set()
-
-        threading.Thread(target=drain, daemon=True).start()
-        ready.wait(120)
+        follow = HubLog(self.proc)
+        self.log = follow.lines
+        follow.ready.wait(120)
+        self.url = follow.url
         assert self.url, "hub did not start: " + "".join(self.log)
 
     def stop(self) -> int:

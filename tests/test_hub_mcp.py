@@ -31,7 +31,7 @@ import origin
 from conftest import ROOT
 from reliability_tools import age_tree, origin_argv, origin_env
 from test_hub_processes import HubProcess, _no_hub_left_running  # noqa: F401 (a fixture)
-from test_mcp import failed, ok
+from test_mcp import failed, ok, write_cycle
 from test_sources import LAYOUTS
 
 TOOLS = ["search", "timeline", "get", "sources", "remember", "correct", "forget"]
@@ -121,16 +121,7 @@ def test_invariant_5_the_sdk_http_client_calls_all_seven_tools_on_the_hub(hub, t
         event_id = next(e["id"] for e in out["search"]["events"])
         out["get"] = ok(await c.call_tool("get", {"ids": [entry["id"], event_id]}))
         out["sources"] = ok(await c.call_tool("sources", {"id": entry["id"]}))
-        new = ok(await c.call_tool("remember", {
-            "kind": "cognition", "text": "The user keeps CLAUDE.md in step with package.json.",
-            "sources": [{"event": event_id}]}))["entry"]
-        out["remember"] = new
-        out["correct"] = ok(await c.call_tool("correct", {
-            "id": new["id"], "text": "The user keeps CLAUDE.md in step with package.json scripts."}))["entry"]
-        out["preview"] = ok(await c.call_tool("forget", {"id": out["correct"]["id"], "preview": True}))
-        out["forget"] = ok(await c.call_tool("forget", {"id": out["correct"]["id"], "reason": "asked to"}))
-        out["after"] = failed(await c.call_tool("get", {"ids": [new["id"]]}))
-        return out
+        return await write_cycle(c, out, event_id)
 
     out = http_client(hub.mcp, token, mode, body)
     assert out["version"] == ERAS[mode]

@@ -68,6 +68,20 @@ def failed(result) -> str:
     return result.content[0].text
 
 
+async def write_cycle(c, out: dict, event_id: str, **extra) -> dict:
+    """Remember a statement citing event_id, correct it, preview and forget it, then get it (a tool error)."""
+    new = ok(await c.call_tool("remember", {
+        "kind": "cognition", "text": "The user keeps CLAUDE.md in step with package.json.",
+        "sources": [{"event": event_id}], **extra}))["entry"]
+    out["remember"] = new
+    out["correct"] = ok(await c.call_tool("correct", {
+        "id": new["id"], "text": "The user keeps CLAUDE.md in step with package.json scripts."}))["entry"]
+    out["preview"] = ok(await c.call_tool("forget", {"id": out["correct"]["id"], "preview": True}))
+    out["forget"] = ok(await c.call_tool("forget", {"id": out["correct"]["id"], "reason": "asked to"}))
+    out["after"] = failed(await c.call_tool("get", {"ids": [new["id"]]}))
+    return out
+
+
 @pytest.mark.parametrize("mode", ERAS)
 def test_both_eras_list_the_seven_tools_with_instructions(archive, mode):
     async def body(c):
@@ -100,16 +114,7 @@ def test_invariant_5_all_seven_tools_in_one_session(archive, mode):
         event_id = next(e["id"] for e in out["search"]["events"] if e["id"] != cited)
         out["get"] = ok(await c.call_tool("get", {"ids": [archive["id"], event_id, "claude-code:nope"]}))
         out["sources"] = ok(await c.call_tool("sources", {"id": archive["id"]}))
-        new = ok(await c.call_tool("remember", {
-            "kind": "cognition", "text": "The user keeps CLAUDE.md in step with package.json.",
-            "sources": [{"event": event_id}], "confidence": 0.8}))["entry"]
-        out["remember"] = new
-        out["correct"] = ok(await c.call_tool("correct", {
-            "id": new["id"], "text": "The user keeps CLAUDE.md in step with package.json scripts."}))["entry"]
-        out["preview"] = ok(await c.call_tool("forget", {"id": out["correct"]["id"], "preview": True}))
-        out["forget"] = ok(await c.call_tool("forget", {"id": out["correct"]["id"], "reason": "asked to"}))
-        out["after"] = failed(await c.call_tool("get", {"ids": [new["id"]]}))
-        return out
+        return await write_cycle(c, out, event_id, confidence=0.8)
 
     out = run_client(mode, body)
     assert out["search"]["entries"][0]["id"] == archive["id"]

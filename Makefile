@@ -21,10 +21,13 @@ run: $(VENV)/.installed  ## archive this machine's agent logs into $ORIGIN_HOME 
 	$(BIN)/origin status
 
 test: $(VENV)/.installed  ## the whole CI suite
-	$(BIN)/python -m pytest -q -m "not soak and not slow and not container"
+	$(BIN)/python -m pytest -q -m "not soak and not slow and not container and not e2e"
 
 soak: $(VENV)/.installed  ## the long reliability tier
 	$(BIN)/python -m pytest -q -m soak
+
+e2e: $(VENV)/.installed  ## Claude Code and Codex CLI (from npm, ~800 MB) against a real hub and the proxy
+	$(BIN)/python -m pytest -q -m e2e tests/test_e2e_agents.py
 
 bench: $(VENV)/.installed  ## ingest, re-sync, search and hub figures (BENCH_MB=2000 for full scale)
 	BENCH_MB=$(BENCH_MB) $(BIN)/python tests/bench.py

@@ -123,7 +123,7 @@ def _session(user: Path, texts: list[str]) -> Path:
         role = "user" if i % 2 == 0 else "assistant"
         uid = f"00000000-0000-4000-8000-{i:012d}"
         rec = {"parentUuid": parent, "isSidechain": False, "userType": "external",
-               "cwd": '/work/<svg data-xss=cwd onload=alert(1)>', "sessionId": SESSION, "version": "1.0.98",
+               "cwd": '/home/dev/<svg data-xss=cwd onload=alert(1)>', "sessionId": SESSION, "version": "1.0.98",
                "gitBranch": '<img data-xss=branch src=x>', "type": role, "uuid": uid,
                "timestamp": f"2026-11-30T10:{i // 60:02d}:{i % 60:02d}.000Z",
                "message": ({"role": "user", "content": text} if role == "user" else

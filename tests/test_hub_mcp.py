@@ -443,8 +443,8 @@ def test_a_hub_on_every_address_says_when_mcp_cannot_know_its_name(tmp_path, pub
     env = origin_env(tmp_path / "hostenv", home)
     argv = origin_argv("serve", "--listen", f"0.0.0.0:{free_port()}", *(["--public-url", public] if public else []))
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
     try:
-        lines = []
         for line in proc.stderr:
             lines.append(line)
             if " hub serving " in line:
@@ -452,8 +452,10 @@ def test_a_hub_on_every_address_says_when_mcp_cannot_know_its_name(tmp_path, pub
         assert any(" hub serving " in line for line in lines), "".join(lines)
     finally:
         proc.terminate()
-        rest = proc.communicate(timeout=60)[1]
-    log = "".join(lines) + rest
+        # Read on through the same file: lines it has buffered are not in the pipe any more.
+        lines += list(proc.stderr)
+        proc.wait(60)
+    log = "".join(lines)
     noted = "/mcp answers only for loopback names" in log
     assert noted is (public is None), log
     if public is None:

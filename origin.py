@@ -7554,7 +7554,7 @@ def build_mcp_server(call: Callable[[Any, str, dict | None], tuple[str, bool]], 
     ``call(ctx, name, arguments)`` runs one tool and returns (text,
     is_error): in a worker thread when ``threaded`` (stdio, where one event
     loop serves every request), else in the request's own thread (the hub,
-    where each HTTP request has its own loop).
+    where each connection's thread has its own loop).
     """
     import anyio
     import mcp.types as mt
@@ -7808,7 +7808,39 @@ def mcp_http_exchange(server, body: bytes, headers: dict, caller: McpCaller,
             return ERROR_CODE_HTTP_STATUS.get(data.code, 200), {
                 "jsonrpc": "2.0", "id": rid, "error": data.model_dump(mode="json", exclude_none=True)}
 
-    return anyio.run(one)
+    return thread_loop().run_until_complete(one())
+
+
+_LOOPS = None  # threading.local of the hub's per-thread event loops
+
+
+def thread_loop():
+    """Return this thread's event loop for /mcp requests, made at first use.
+
+    ``anyio.run`` would build and tear down a loop for every request (about
+    a millisecond, most of a selective search); a hub thread serves one
+    kept-alive connection, so it keeps one loop until ``close_thread_loop``.
+    """
+    global _LOOPS
+    import asyncio
+
+    if _LOOPS is None:
+        _LOOPS = threading.local()
+    loop = getattr(_LOOPS, "loop", None)
+    if loop is None or loop.is_closed():
+        loop = _LOOPS.loop = asyncio.new_event_loop()
+    return loop
+
+
+def close_thread_loop() -> None:
+    """Close this thread's /mcp event loop, if it made one."""
+    loop = getattr(_LOOPS, "loop", None) if _LOOPS is not None else None
+    if loop is not None:
+        _LOOPS.loop = None
+        try:
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        finally:
+            loop.close()
 
 
 # -- The hub's tools from a device: the proxy and the CLI's remote calls -------
@@ -9366,6 +9398,7 @@ def _make_handler(hub: Hub):
                 super().finish()
             finally:
                 self.server.track(self, False)
+                close_thread_loop()
                 if self._store is not None:
                     self._store.close()
 

@@ -697,6 +697,10 @@ def main() -> None:
             t = time.perf_counter()
             origin.timeline(s, since=origin.parse_when("2026-09-01"), until=origin.parse_when("2026-09-08"))
             tl_ms = (time.perf_counter() - t) * 1000
+        if os.environ.get("BENCH_KEEP"):  # the search store, kept for bench_hub_mcp.py's BENCH_STORE
+            keep = Path(os.environ["BENCH_KEEP"])
+            shutil.rmtree(keep, ignore_errors=True)
+            shutil.copytree(home, keep)
         if os.environ.get("BENCH_ONLY") == "admin":
             table([("machine", machine_row()), ("search store", f"{search_events:,} events")]
                   + admin_rows(bench_admin(home)))

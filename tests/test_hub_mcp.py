@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import socket
 import sqlite3
 import subprocess
@@ -285,6 +286,44 @@ def test_a_401_is_a_json_rpc_error_with_www_authenticate_and_the_socket_stays_in
     status, _, reply = raw(hub, "POST", rpc("tools/list"), wire_headers(token), conn=c)
     assert status == 200 and len(reply["result"]["tools"]) == 7
     c.close()
+
+
+def _loop_descriptors(pid: int) -> int:
+    """How many epoll descriptors (one per asyncio event loop) a process holds."""
+    fd = Path(f"/proc/{pid}/fd")
+    out = 0
+    for f in fd.iterdir():
+        try:
+            out += os.readlink(f) == "anon_inode:[eventpoll]"
+        except OSError:
+            pass  # closed while listed
+    return out
+
+
+def _settles(value, want: int) -> bool:
+    """Whether value() comes to want within a minute (a connection's thread ends a moment after its close)."""
+    deadline = time.monotonic() + 60
+    while value() != want and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return value() == want
+
+
+def test_each_connection_keeps_one_event_loop_and_gives_it_back_when_it_closes(hub, token):
+    """A kept-alive connection's /mcp calls share its thread's loop; closing it closes the loop."""
+    loops = lambda: _loop_descriptors(hub.proc.pid)  # noqa: E731
+    before = loops()
+    call = rpc("tools/call", {"name": "search", "arguments": {"query": "type-check"}})
+    c = http.client.HTTPConnection("127.0.0.1", hub.port, timeout=60)
+    for _ in range(6):
+        status, _, reply = raw(hub, "POST", call, wire_headers(token), conn=c)
+        assert status == 200 and not reply["result"]["isError"]
+        assert loops() == before + 1  # one loop for the connection, not one per call
+    c.close()
+    assert _settles(loops, before), "closing the connection left its event loop open"
+    for _ in range(20):  # twenty more connections, each closed: no loop left behind
+        status, _, reply = raw(hub, "POST", call, wire_headers(token))
+        assert status == 200 and not reply["result"]["isError"]
+    assert _settles(loops, before)
 
 
 def test_a_body_over_the_cap_is_refused_with_413_unread(hub, token):

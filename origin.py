@@ -1203,6 +1203,14 @@ CREATE TABLE IF NOT EXISTS audit_log (
     user_agent TEXT,
     details TEXT
 );
+CREATE TABLE IF NOT EXISTS login_failure (
+    client TEXT PRIMARY KEY,
+    slot INTEGER NOT NULL,
+    failures INTEGER NOT NULL,
+    first_ts INTEGER NOT NULL,
+    last_ts INTEGER NOT NULL,
+    user_agent TEXT
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS purged_line (
     raw_file_id INTEGER NOT NULL REFERENCES raw_file(id),
     line INTEGER NOT NULL,
@@ -1251,7 +1259,7 @@ TABLES = (
     "raw_file", "parse_error", "export_state", "event", "session", "sync_log",
     "entry", "entry_source", "entry_fts", "tombstone", "forgotten_entry", "excluded_event",
     "tombstone_fingerprint", "api_token", "setting", "admin_session", "audit_log", "purged_line", "purged_hash",
-    "purge_scan", "raw_meta", "flush_point", "token_device",
+    "purge_scan", "raw_meta", "flush_point", "token_device", "login_failure",
 )
 
 
@@ -1566,20 +1574,27 @@ class transaction:
 
     IMMEDIATE takes the write lock at the start, so two writers queue on the
     busy timeout instead of failing half-way with "database is locked".
+    With synced, the commit reaches the disk before it returns (the WAL is
+    synced, ``synchronous=FULL``), where the connection's NORMAL may lose
+    the last commits on power loss.
     """
 
-    def __init__(self, conn: sqlite3.Connection):
+    def __init__(self, conn: sqlite3.Connection, *, synced: bool = False):
         self.conn = conn
+        self.synced = synced
 
     def __enter__(self) -> sqlite3.Connection:
+        if self.synced:
+            self.conn.execute("PRAGMA synchronous = FULL")
         self.conn.execute("BEGIN IMMEDIATE")
         return self.conn
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        if exc_type is None:
-            self.conn.execute("COMMIT")
-        else:
-            self.conn.execute("ROLLBACK")
+        try:
+            self.conn.execute("COMMIT" if exc_type is None else "ROLLBACK")
+        finally:
+            if self.synced:
+                self.conn.execute("PRAGMA synchronous = NORMAL")
 
 
 # -- What forget keeps outside the tables: key ring, tombstone log, replay ---
@@ -5831,6 +5846,12 @@ ADMIN_TOUCH_MS = 15_000
 _ADMIN_PW = "admin.password"
 _ADMIN_ENV_PW = "admin.env_password"
 _ADMIN_PW_SOURCE = "admin.password_source"
+#: Failed password checks are limited and folded per client over windows
+#: of this many seconds (the folding windows are aligned to the epoch).
+ADMIN_FAIL_WINDOW = 600
+#: A client's failures after the first of its window are written as one
+#: folded audit record at most this long after the oldest of them (s).
+ADMIN_FAIL_FLUSH = 60
 
 
 def hash_password(password: str, *, salt: bytes | None = None, params: tuple = ADMIN_SCRYPT) -> str:
@@ -5888,6 +5909,73 @@ def audit_log(store: Store, *, limit: int = 200, before: int | None = None) -> l
     return [{"id": r["id"], "time": iso_local(r["ts"]), "actor": r["actor"], "action": r["action"],
              "channel": r["channel"], "client": r["client"], "user_agent": r["user_agent"],
              "details": json.loads(r["details"]) if r["details"] else {}} for r in rows]
+
+
+def _fold_record(conn: sqlite3.Connection, row: sqlite3.Row) -> None:
+    """Append the failures counted in a login_failure row as one audit record."""
+    audit(conn, "owner", "login_failed", channel="admin", client=row["client"], user_agent=row["user_agent"],
+          failures=row["failures"], first=iso_local(row["first_ts"]), last=iso_local(row["last_ts"]))
+
+
+def record_login_failure(store: Store, client: str, user_agent: str | None = None) -> bool:
+    """Put one failed owner-password check of client on disk; True if it opened the client's window.
+
+    The first failure of a client in an ADMIN_FAIL_WINDOW is an audit record
+    at once; the later ones are counted in its login_failure row, which
+    flush_login_failures turns into one folded record.  Either way the
+    failure is committed and synced before this returns, so the caller
+    answers only for a failure a kill or a power loss cannot lose.
+    """
+    t = now_ms()
+    slot = t // (ADMIN_FAIL_WINDOW * 1000)
+    ua = (user_agent or "")[:200] or None
+    conn = store.conn
+    with transaction(conn, synced=True):
+        r = conn.execute("SELECT * FROM login_failure WHERE client = ?", (client,)).fetchone()
+        if r is not None and r["slot"] != slot:
+            if r["failures"]:
+                _fold_record(conn, r)
+            conn.execute("DELETE FROM login_failure WHERE client = ?", (client,))
+            r = None
+        if r is None:
+            audit(conn, "owner", "login_failed", channel="admin", client=client, user_agent=ua, failures=1,
+                  first=iso_local(t), last=iso_local(t))
+            # failures 0: the window is open and its first failure written.
+            conn.execute("INSERT INTO login_failure (client, slot, failures, first_ts, last_ts, user_agent) "
+                         "VALUES (?, ?, 0, ?, ?, ?)", (client, slot, t, t, ua))
+            return True
+        conn.execute("UPDATE login_failure SET first_ts = CASE WHEN failures = 0 THEN ? ELSE first_ts END, "
+                     "user_agent = CASE WHEN failures = 0 THEN ? ELSE user_agent END, "
+                     "failures = failures + 1, last_ts = ? WHERE client = ?", (t, ua, t, client))
+    return False
+
+
+def flush_login_failures(store: Store, *, client: str | None = None, due: bool = False) -> int:
+    """Write the failures counted in login_failure as folded audit records.
+
+    All of them (or client's), or with due only those whose oldest is
+    ADMIN_FAIL_FLUSH old or whose window has ended.  Each count moves to
+    the audit log in the transaction that zeroes it, so none is written
+    twice or lost.  Returns how many clients still have failures waiting.
+    """
+    t = now_ms()
+    slot = t // (ADMIN_FAIL_WINDOW * 1000)
+    waiting = 0
+    with transaction(store.conn) as conn:
+        rows = conn.execute("SELECT * FROM login_failure" + (" WHERE client = ?" if client is not None else ""),
+                            (client,) if client is not None else ()).fetchall()
+        for r in rows:
+            ended = r["slot"] != slot
+            if r["failures"] and due and not ended and t - r["first_ts"] < ADMIN_FAIL_FLUSH * 1000:
+                waiting += 1
+                continue
+            if r["failures"]:
+                _fold_record(conn, r)
+            if ended:
+                conn.execute("DELETE FROM login_failure WHERE client = ?", (r["client"],))
+            elif r["failures"]:
+                conn.execute("UPDATE login_failure SET failures = 0 WHERE client = ?", (r["client"],))
+    return waiting
 
 
 def end_admin_sessions(conn: sqlite3.Connection, *, keep: str | None = None) -> int:
@@ -7953,8 +8041,7 @@ ADMIN_PREFIX = "/admin"
 #: The folder of the page's stylesheet, script, font and icons.
 #: (A string: a Path here would import pathlib for every CLI call.)
 ADMIN_ASSETS = os.path.join(os.path.dirname(os.path.realpath(__file__)), "admin_assets")
-#: Failed password checks allowed per client and in all, per window (s).
-ADMIN_FAIL_WINDOW = 600
+#: Failed password checks allowed per client and in all, per ADMIN_FAIL_WINDOW.
 ADMIN_FAIL_CLIENT = 10
 ADMIN_FAIL_TOTAL = 100
 #: A raw line is shown cut to this many characters.
@@ -8202,7 +8289,8 @@ class AdminApp:
         self._lock = threading.Lock()
         self._fails: dict[str, list[float]] = {}
         self._all_fails: list[float] = []
-        self._folded: dict[str, list] = {}  # client -> [window, failures, user agent]
+        self._flusher: Any = None  # the timer that writes folded failures
+        self._closed = False
         self.home: Path | None = None  # set by the hub that mounts the page
         # Invariant 5 (single entry point): every page below reads and writes
         # through the core operations the CLI and MCP use, nothing else.
@@ -8305,8 +8393,9 @@ class AdminApp:
         """Seconds to wait if client (or everyone) used up the failed checks, else None."""
         now = time.monotonic()
         with self._lock:
-            mine = [t for t in self._fails.get(client, []) if now - t < ADMIN_FAIL_WINDOW]
-            self._fails[client] = mine
+            mine = [t for t in self._fails.pop(client, []) if now - t < ADMIN_FAIL_WINDOW]
+            if mine:  # (a client with none is not kept: many addresses must not grow this)
+                self._fails[client] = mine
             self._all_fails = [t for t in self._all_fails if now - t < ADMIN_FAIL_WINDOW]
             for seen, cap in ((mine, ADMIN_FAIL_CLIENT), (self._all_fails, ADMIN_FAIL_TOTAL)):
                 if len(seen) >= cap:
@@ -8326,46 +8415,40 @@ class AdminApp:
             t = time.monotonic()
             self._fails.setdefault(client, []).append(t)
             self._all_fails.append(t)
-        self.fold_failure(store, client, req.headers.get("user-agent"))
+        # On disk before the 401 is sent: a killed hub loses no failure.
+        if not record_login_failure(store, client, req.headers.get("user-agent")):
+            self._flush_later()
         return False
 
-    def fold_failure(self, store: Store, client: str, ua: str | None) -> None:
-        """Count a failed check in the client's window; one audit record per client and window."""
-        window = int(time.time() // ADMIN_FAIL_WINDOW)
+    def _flush_later(self) -> None:
+        """Have the folded failures written within ADMIN_FAIL_FLUSH seconds."""
         with self._lock:
-            cur = self._folded.get(client)
-            if cur is not None and cur[0] != window:
-                self._folded.pop(client)
-                self._write_fold(store, client, cur)
-                cur = None
-            if cur is None:
-                self._folded[client] = [window, 1, ua]
-            else:
-                cur[1] += 1
+            if self._closed or self.home is None or (self._flusher is not None and self._flusher.is_alive()):
+                return
+            self._flusher = threading.Timer(ADMIN_FAIL_FLUSH, self._flush_due)
+            self._flusher.daemon = True
+            self._flusher.start()
 
-    def _write_fold(self, store: Store, client: str, cur: list) -> None:
-        with transaction(store.conn) as conn:
-            audit(conn, "owner", "login_failed", channel="admin", client=client, user_agent=cur[2],
-                  failures=cur[1], window_start=iso_local(cur[0] * ADMIN_FAIL_WINDOW * 1000))
-
-    def flush_folds(self, store: Store | None = None, client: str | None = None) -> None:
-        """Write the folded failure counts (all, or one client's) to the audit log."""
+    def _flush_due(self) -> None:
         with self._lock:
-            items = [(c, self._folded.pop(c)) for c in list(self._folded) if client is None or c == client]
-        if not items:
-            return
-        if store is None:
-            with open_store(self.home) as own:
-                for c, cur in items:
-                    self._write_fold(own, c, cur)
-            return
-        for c, cur in items:
-            self._write_fold(store, c, cur)
+            self._flusher = None  # a failure from now on schedules its own flush
+        try:
+            with open_store(self.home) as store:
+                waiting = flush_login_failures(store, due=True)
+        except (OriginError, sqlite3.Error):
+            waiting = 1  # the store was busy or away: try again later
+        if waiting:
+            self._flush_later()
 
     def close(self) -> None:
         """Write what is still folded (the hub is stopping)."""
+        with self._lock:
+            self._closed = True
+            if self._flusher is not None:
+                self._flusher.cancel()
         if self.home is not None:
-            self.flush_folds()
+            with open_store(self.home) as store:
+                flush_login_failures(store)
 
     # --- rendering ---------------------------------------------------------
 
@@ -8495,7 +8578,7 @@ class AdminApp:
         if not self.password_ok(store, req, fields.get("password")):
             return self.login_page(nonce, "That is not the owner password.", status=401)
         client = self.client_of(req)
-        self.flush_folds(store, client)
+        flush_login_failures(store, client=client)  # its failures come before its login
         sid, _csrf = create_admin_session(store)
         with transaction(store.conn) as conn:
             audit(conn, "owner", "login", channel="admin", client=client,
@@ -8909,19 +8992,21 @@ class AdminApp:
         return self.page("Forgotten", content, sess=sess)
 
     def page_audit(self, req, sess, args) -> AdminReply:
-        self.flush_folds(req.store)
+        flush_login_failures(req.store)  # the page shows every failure counted so far
         records = audit_log(req.store, before=_int_arg(args, "before") or None)
         older = tpl('<p class="more"><a href="$h">Older records</a></p>', h=f"{ADMIN_PREFIX}/audit?" + _qs(
             before=records[-1]["id"])) if len(records) == 200 else Markup("")
         rows = html_join(tpl('<tr><td>$t</td><td>$actor</td><td>$action</td><td>$ch</td><td>$cl</td><td class="small">$d'
                         '</td></tr>', t=_shown_at(r["time"]), actor=r["actor"], action=r["action"], ch=r["channel"] or "-",
-                        cl=r["client"] or "-", d=", ".join(f"{k} {v}" for k, v in sorted(r["details"].items())))
-                    for r in records)
+                        cl=r["client"] or "-", d=_audit_details(r)) for r in records)
         content = tpl('<h1>Audit log</h1><p class="muted">Every login, token change, written entry, forget and ended '
-                      'session: ids and counts only, never text.</p><section class="card"><div class="scroll"><table>'
+                      'session: ids and counts only, never text. Failed logins are folded per address: the first '
+                      'in each $w-minute window is recorded at once, later ones together within $f s.</p>'
+                      '<section class="card"><div class="scroll"><table>'
                       '<thead><tr><th>Time</th><th>Actor</th><th>Action</th><th>Channel</th><th>Client</th>'
                       '<th>Details</th></tr></thead><tbody>$rows</tbody></table></div>$older</section>',
-                      rows=rows or Markup('<tr><td colspan="6" class="muted">Nothing yet.</td></tr>'), older=older)
+                      rows=rows or Markup('<tr><td colspan="6" class="muted">Nothing yet.</td></tr>'), older=older,
+                      w=ADMIN_FAIL_WINDOW // 60, f=ADMIN_FAIL_FLUSH)
         return self.page("Audit log", content, sess=sess, active="audit")
 
     def page_logins(self, req, sess, args) -> AdminReply:
@@ -8946,6 +9031,33 @@ class AdminApp:
         end_admin_session(req.store, sess.id_hash)
         self.audit(req, "session_ended", session=sess.id_hash[:8])
         return self.redirect(f"{ADMIN_PREFIX}/login", [self.set_cookie(self.cookie, "", max_age=0)])
+
+
+def _audit_details(r: dict) -> str:
+    """An audit record's details as the page shows them.
+
+    Folded login failures read as a sentence with their count, client and
+    times; any other record as its ``name value`` pairs.
+    """
+    d = r["details"]
+    n = d.get("failures")
+    if r["action"] == "login_failed" and isinstance(n, int):
+        who = f"{_plural(n, 'failed login', 'failed logins')} from {r['client'] or 'an unknown address'}"
+        first, last = str(d.get("first") or ""), str(d.get("last") or "")
+        if first and last:
+            if first[:19] == last[:19]:
+                return f"{who} at {_clock(first, r['time'])}"
+            return f"{who} between {_clock(first, r['time'])} and {_clock(last, r['time'])}"
+        if d.get("window_start"):  # a record of the time failures were folded in memory
+            return f"{who} in the {ADMIN_FAIL_WINDOW // 60} minutes from {_clock(str(d['window_start']), r['time'])}"
+    return ", ".join(f"{k} {v}" for k, v in sorted(d.items()))
+
+
+def _clock(iso: str, beside: str | None) -> str:
+    """A time of day (HH:MM:SS), with its date too when it is not beside's date."""
+    if len(iso) < 19:
+        return iso
+    return iso[11:19] if beside and beside[:10] == iso[:10] else iso[:19].replace("T", " ")
 
 
 def _plural(n: int, one: str, many: str) -> str:
@@ -9632,6 +9744,7 @@ def serve_hub(home: Path, listen: str = HUB_LISTEN, *, ready: Callable[[str], No
         public = check_public_url(public_url, ahost)
         with open_store(home) as store:
             generated = admin_password_at_start(store, os.environ.get(ENV_ADMIN_PASSWORD))
+            flush_login_failures(store)  # what a killed hub had counted but not yet folded
         app = AdminApp(public_url=public, client_ip_header=os.environ.get(ENV_CLIENT_IP_HEADER))
     else:
         open_store(home).close()  # fail early on an unusable store

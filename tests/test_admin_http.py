@@ -479,8 +479,10 @@ def test_password_failures_are_limited_per_client_with_retry_after(hub_home, tmp
         return b.post("/admin/login", {"_csrf": csrf, "password": password}, csrf=False,
                       headers={"X-Forwarded-For": f"198.51.100.7, {client}"})
 
+    began = time.monotonic()
     for _ in range(10):
         assert attempt("wrong password", "203.0.113.5").status == 401
+    took = time.monotonic() - began
     r = attempt(PASSWORD, "203.0.113.5")  # even the right one: no check is made
     assert r.status == 429
     assert_secure(r)
@@ -489,10 +491,150 @@ def test_password_failures_are_limited_per_client_with_retry_after(hub_home, tmp
     h.stop()
     with db(hub_home) as conn:
         rows = [dict(r) for r in conn.execute("SELECT * FROM audit_log WHERE action = 'login_failed'")]
-    # Ten failures of one client in one window fold into one record (or two across a window edge).
+    # Ten failures of one client fold: the first is a record of its own, the
+    # other nine one record per ADMIN_FAIL_FLUSH seconds they took (one more
+    # across a window edge), all ten counted.
     mine = [r for r in rows if r["client"] == "203.0.113.5"]
-    assert 1 <= len(mine) <= 2 and sum(json.loads(r["details"])["failures"] for r in mine) == 10
+    assert sum(json.loads(r["details"])["failures"] for r in mine) == 10
+    assert 2 <= len(mine) <= 3 + int(took // origin.ADMIN_FAIL_FLUSH), (len(mine), took)
     assert "wrong password" not in json.dumps(rows)
+
+
+def _failure_counts(home: Path) -> tuple[dict, dict, dict]:
+    """Per client: failures in audit records, records, and failures counted but not yet in a record."""
+    with db(home) as conn:
+        audited: dict = {}
+        records: dict = {}
+        for r in conn.execute("SELECT client, details FROM audit_log WHERE action = 'login_failed'"):
+            audited[r[0]] = audited.get(r[0], 0) + json.loads(r[1])["failures"]
+            records[r[0]] = records.get(r[0], 0) + 1
+        counted = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'login_failure'").fetchone()
+        waiting = {r[0]: r[1] for r in conn.execute("SELECT client, failures FROM login_failure WHERE failures > 0")
+                   } if counted else {}
+    return audited, records, waiting
+
+
+def test_failed_logins_reach_the_audit_log_when_the_hub_is_killed(tmp_path):
+    """SIGKILL right after the last 401: no failure is lost, and the restarted hub's audit page shows each."""
+    home = tmp_path / "hub"
+    env = {"ORIGIN_ADMIN_PASSWORD": PASSWORD, "ORIGIN_CLIENT_IP_HEADER": "X-Forwarded-For"}
+    h = Hub(home, "--listen", "127.0.0.1:0", "--admin", env=env)
+    b = Browser(h.port)
+    tried = "hunter2-not-the-password"
+
+    def attempt(client):
+        page = b.get("/admin/login")
+        csrf = re.search(r'name="_csrf" value="([^"]+)"', page.text).group(1)
+        return b.post("/admin/login", {"_csrf": csrf, "password": tried}, csrf=False,
+                      headers={"X-Forwarded-For": client, "User-Agent": "attack-tool/1.0"})
+
+    began = time.monotonic()
+    for client, n in (("203.0.113.9", 6), ("198.51.100.23", 1)):
+        for _ in range(n):
+            assert attempt(client).status == 401
+    took = time.monotonic() - began
+    h.proc.kill()  # no SIGTERM: nothing runs after the last answer
+    assert h.proc.wait(60) == -signal.SIGKILL
+    audited, records, waiting = _failure_counts(home)
+    # The first failure of each client's window was a record before its 401;
+    # the rest are on disk as a count (the killed hub had no time to fold them).
+    assert audited.get("198.51.100.23") == 1 and records.get("203.0.113.9", 0) >= 1
+    assert audited.get("203.0.113.9", 0) + waiting.get("203.0.113.9", 0) == 6
+    assert audited.get("198.51.100.23", 0) + waiting.get("198.51.100.23", 0) == 1
+
+    h2 = Hub(home, "--listen", "127.0.0.1:0", "--admin", env=env)
+    audited, records, waiting = _failure_counts(home)
+    assert audited == {"203.0.113.9": 6, "198.51.100.23": 1} and waiting == {}  # written at start
+    # The fold still folds: 6 failures are the first and the rest, not 6 records
+    # (one more per ADMIN_FAIL_FLUSH seconds the attempts took, and at a window edge).
+    assert 2 <= records["203.0.113.9"] <= 3 + int(took // origin.ADMIN_FAIL_FLUSH), (records, took)
+    owner = Browser(h2.port)
+    assert owner.login().status == 303
+    page = owner.get("/admin/audit")
+    assert page.status == 200
+    shown: dict = {}
+    for n, client in re.findall(r"(\d+) failed logins? from ([0-9.]+) (?:at|between) \d\d:\d\d:\d\d", page.text):
+        shown[client] = shown.get(client, 0) + int(n)
+    assert shown == {"203.0.113.9": 6, "198.51.100.23": 1}, page.text
+    assert re.search(r"\d+ failed logins from 203\.0\.113\.9 (?:at|between) ", page.text)
+    with db(home) as conn:
+        stored = json.dumps([list(r) for t in ("audit_log", "login_failure") for r in conn.execute(f"SELECT * FROM {t}")])
+    assert "attack-tool/1.0" in stored  # the user agent is kept ...
+    for text in (stored, page.text):
+        assert tried not in text  # ... the password tried never
+    h2.stop()
+
+
+def test_failed_logins_fold_per_client_and_window(store, monkeypatch):
+    """The fold's rules, with the clock in the test's hands."""
+    clock = [1_800_000_000_000 - 1_800_000_000_000 % (origin.ADMIN_FAIL_WINDOW * 1000)]
+    monkeypatch.setattr(origin, "now_ms", lambda: clock[0])
+    ip = "203.0.113.9"
+
+    def step(ms):
+        clock[0] += ms
+
+    seen: list[str] = []
+    store.conn.set_trace_callback(seen.append)
+    assert origin.record_login_failure(store, ip, "ua") is True  # the first of the window: a record now
+    store.conn.set_trace_callback(None)
+    # Committed with the WAL synced (a power loss cannot take it back), then the store's NORMAL again.
+    assert seen.index("PRAGMA synchronous = FULL") < seen.index("BEGIN IMMEDIATE") < seen.index("COMMIT") \
+        < seen.index("PRAGMA synchronous = NORMAL")
+    assert store.conn.execute("PRAGMA synchronous").fetchone()[0] == 1
+    for _ in range(9):
+        step(1000)
+        assert origin.record_login_failure(store, ip, "ua") is False
+    assert origin.flush_login_failures(store, due=True) == 1  # the nine are younger than ADMIN_FAIL_FLUSH
+    step(origin.ADMIN_FAIL_FLUSH * 1000)
+    assert origin.flush_login_failures(store, due=True) == 0
+    records = origin.audit_log(store)
+    assert [r["details"]["failures"] for r in records] == [9, 1]
+    assert origin._audit_details(records[0]) == f"9 failed logins from {ip} between " \
+        f"{origin.iso_local(clock[0] - origin.ADMIN_FAIL_FLUSH * 1000 - 8000)[11:19]} and " \
+        f"{origin.iso_local(clock[0] - origin.ADMIN_FAIL_FLUSH * 1000)[11:19]}"
+    assert origin._audit_details(records[1]).startswith(f"1 failed login from {ip} at ")
+    # Later in the same window: folded again, not a new first record.
+    assert origin.record_login_failure(store, ip, "ua") is False
+    # The window turns: what was counted is written, and a new first record opens the next.
+    step(origin.ADMIN_FAIL_WINDOW * 1000)
+    assert origin.record_login_failure(store, ip, "ua") is True
+    assert [r["details"]["failures"] for r in origin.audit_log(store)] == [1, 1, 9, 1]
+    assert origin.flush_login_failures(store) == 0 and len(origin.audit_log(store)) == 4  # nothing waiting
+    # Each fold is a new row: the audit log still refuses changes.
+    with pytest.raises(sqlite3.IntegrityError):
+        store.conn.execute("UPDATE audit_log SET details = NULL")
+
+
+def test_folded_failures_are_written_by_the_hub_within_the_flush_time(hub_home, monkeypatch):
+    """Failures after the first are written without another request (a timer), and at stop."""
+    monkeypatch.setattr(origin, "check_owner_password", lambda store, pw: pw == PASSWORD)
+    monkeypatch.setattr(origin, "ADMIN_FAIL_FLUSH", 0.05)
+    hub = origin.Hub(hub_home, index=False)
+    app = origin.AdminApp()
+    origin.mount_admin(hub, app)
+    before = _failure_counts(hub_home)[0].get("127.0.0.77", 0)
+    for _ in range(3):
+        r = hub.dispatch("POST", "/admin/login", *_login_request(app, "nope"), client="127.0.0.77")
+        assert r.status == 401
+    deadline = time.monotonic() + 120
+    while _failure_counts(hub_home)[0].get("127.0.0.77", 0) < before + 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _failure_counts(hub_home)[0]["127.0.0.77"] == before + 3
+    # With a long flush time the second failure waits as a count, which a clean stop writes.
+    assert hub.dispatch("POST", "/admin/login", *_login_request(app, "nope"), client="127.0.0.78").status == 401
+    monkeypatch.setattr(origin, "ADMIN_FAIL_FLUSH", 3600)
+    r = hub.dispatch("POST", "/admin/login", *_login_request(app, "nope"), client="127.0.0.78")
+    assert r.status == 401 and _failure_counts(hub_home)[2].get("127.0.0.78") == 1
+    hub.close()  # a clean stop writes what is waiting
+    assert _failure_counts(hub_home)[2].get("127.0.0.78") is None
+
+
+def _login_request(app, password: str) -> tuple[dict, bytes]:
+    nonce = "n" * 30
+    body = urllib.parse.urlencode({"_csrf": app._login_csrf(nonce), "password": password})
+    return ({"Host": "127.0.0.1:1", "Origin": "http://127.0.0.1:1", "Content-Type": "application/x-www-form-urlencoded",
+             "Content-Length": str(len(body)), "Cookie": f"origin-admin-pre={nonce}"}, body.encode())
 
 
 def _login_attempts(hub_home, app, attempts: list[tuple[str, str, dict]]) -> list[int]:
@@ -501,13 +643,8 @@ def _login_attempts(hub_home, app, attempts: list[tuple[str, str, dict]]) -> lis
     origin.mount_admin(hub, app)
     status = []
     for client, password, extra in attempts:
-        nonce = "n" * 30
-        body = urllib.parse.urlencode({"_csrf": app._login_csrf(nonce), "password": password})
-        r = hub.dispatch("POST", "/admin/login", {"Host": "127.0.0.1:1", "Origin": "http://127.0.0.1:1",
-                                                  "Content-Type": "application/x-www-form-urlencoded",
-                                                  "Content-Length": str(len(body)),
-                                                  "Cookie": f"origin-admin-pre={nonce}", **extra},
-                         body.encode(), client=client)
+        headers, body = _login_request(app, password)
+        r = hub.dispatch("POST", "/admin/login", {**headers, **extra}, body, client=client)
         status.append(r.status)
     hub.close()
     return status

@@ -181,6 +181,8 @@ MAX_CONTEXT = 50
 TIMELINE_DAYS = 7
 #: Entry kinds.
 ENTRY_KINDS = ("memory", "knowledge", "cognition")
+#: What a search covers: entries, events or both.
+SEARCH_SCOPES = ("all", "entries", "events")
 #: Largest entry text and quote accepted (characters).
 MAX_ENTRY_TEXT = 20_000
 MAX_QUOTE = 2_000
@@ -393,7 +395,8 @@ def iso_local(ms: int | None) -> str | None:
         return None
 
 
-_REL_TIME = LazyRegex(r"^(\d{1,15})\s*([smhdw])$")
+#: Milliseconds of each unit of an age (``7d``, ``24h``).
+_AGE_UNITS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
 #: The oldest age accepted in --since/--until (about 500 years).
 MAX_AGE_MS = 500 * 366 * 86400 * 1000
 
@@ -403,10 +406,11 @@ def parse_when(value: str | None, *, field_name: str = "time") -> int | None:
     if value is None or value == "":
         return None
     v = str(value).strip()
-    m = _REL_TIME.match(v)
-    if m:
-        unit = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}[m.group(2)]
-        age = int(m.group(1)) * unit * 1000
+    # An age: 1 to 15 decimal digits, optional white space and a unit letter
+    # (read without a regular expression, so a search need not import re).
+    count, unit = v[:-1].rstrip(), v[-1:]
+    if unit in _AGE_UNITS and 1 <= len(count) <= 15 and count.isdecimal():
+        age = int(count) * _AGE_UNITS[unit]
         if age > MAX_AGE_MS:
             raise UsageError(f"{field_name} {value!r} is too far back: at most about 500 years")
         return now_ms() - age
@@ -740,6 +744,72 @@ def _sp(kind: str, pattern: str, hints: tuple[str, ...] = (), check=None, *, nam
     return SecretPattern(kind, LazyRegex(pattern), hints, check, names, before)
 
 
+# Every match of a pattern passes the checks below that guard it (tests
+# check them against the patterns), so a text that fails one cannot match:
+# the pattern is neither compiled nor run, and a search whose results hold
+# nothing secret-like does not import re.
+
+#: Characters no value holds (with white space): those _VALUE excludes.
+_NOT_IN_VALUE = frozenset("\"'`,;<>(){}[]\\…")
+
+
+def _in_value(c: str) -> bool:
+    return not (c in _NOT_IN_VALUE or c.isspace())
+
+
+def _in_word(c: str) -> bool:
+    """What ``[\\w-]`` matches."""
+    return c.isalnum() or c in "_-"
+
+
+def _at_word_start(text: str, literal: str) -> bool:
+    """True when literal occurs in text where ``\\b`` holds before it (literal starts with a word character)."""
+    i = text.find(literal)
+    while i >= 0:
+        if i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_"):
+            return True
+        i = text.find(literal, i + 1)
+    return False
+
+
+def _may_assign(text: str, at: int) -> bool:
+    """False when no name's assignment (_ASSIGN + _VALUE, or the AWS secret
+    key's) can match text at position at: the rest of the name (at most 21
+    word characters), quotes and blanks, ``:`` or ``=``, blanks, ``>`` and
+    quotes, then 12 value characters."""
+    end, j = len(text), at
+    while j < end and _in_word(text[j]):
+        j += 1
+        if j - at > 21:
+            return False
+    while j < end and text[j] in "\\\"' \t":
+        j += 1
+    if j == end or text[j] not in ":=":
+        return False
+    j += 1
+    while j < end and text[j] in "\\\"' \t>":
+        j += 1
+    return end - j >= 12 and all(_in_value(c) for c in text[j:j + 12])
+
+
+def _may_end_assigned(tail: str) -> bool:
+    """False when _CUT_NAMED cannot match tail (which ends with "…"): the
+    value (4 value characters or more) that runs up to the "…" must follow
+    ``:`` or ``=``, inside its run of value characters or before it past
+    white space, quotes and ``>``."""
+    end = len(tail) - 1
+    start = end
+    while start > 0 and _in_value(tail[start - 1]):
+        start -= 1
+    if end - start < 4:
+        return False
+    if ":" in tail[start:end - 4] or "=" in tail[start:end - 4]:
+        return True
+    while start > 0 and (tail[start - 1] in "\\\"'>" or tail[start - 1].isspace()):
+        start -= 1
+    return start > 0 and tail[start - 1] in ":="
+
+
 #: How a value is assigned to a name in env, JSON and YAML shapes: the rest
 #: of the name, optional quotes (JSON-escaped too), ``:``, ``=`` or ``=>``,
 #: optional quotes, and the value in group ``v``.
@@ -774,12 +844,15 @@ SECRET_PATTERNS: tuple[SecretPattern, ...] = (
 #: Every family's literals and key words, each once.
 _SECRET_HINTS = tuple(dict.fromkeys(h for p in SECRET_PATTERNS for h in p.hints))
 _SECRET_NAMES = tuple(dict.fromkeys(n for p in SECRET_PATTERNS for n in p.names))
+#: Families whose pattern starts with ``\b`` and then one of its literals.
+_AT_WORD_START = frozenset(p.kind for p in SECRET_PATTERNS if p.hints and p.regex._source.startswith("\\b"))
 #: Key words found by a shorter anchor (one pass over the text instead of
-#: one per spelling): what must come right before the anchor, or the words
-#: the text must continue with at the anchor.
-_NAME_FORMS: dict[str, tuple[re.Pattern | None, tuple[str, ...]]] = {
-    "key": (LazyRegex(r"(?:api|access|auth|private)[_-]?$"), ()),  # api_key, apikey, access-key, …
-    "pass": (None, ("password", "passwd", "passphrase")),
+#: one per spelling): what must come right before the anchor (and words one
+#: of which occurs in the 9 characters before it whenever that matches), or
+#: the words the text must continue with at the anchor.
+_NAME_FORMS: dict[str, tuple[re.Pattern | None, tuple[str, ...], tuple[str, ...]]] = {
+    "key": (LazyRegex(r"(?:api|access|auth|private)[_-]?$"), ("api", "access", "auth", "private"), ()),  # api_key, …
+    "pass": (None, (), ("password", "passwd", "passphrase")),
 }
 #: An AWS secret key is 40 base64 characters; next to an access key id it
 #: needs no name to be recognised.
@@ -796,7 +869,7 @@ def _after_names(p: SecretPattern, text: str, low: str) -> Iterator[re.Match]:
     assignment only right after them keeps the scan a small part of ingest.
     """
     for name in p.names:
-        pre, words = _NAME_FORMS.get(name, (None, ()))
+        pre, pre_words, words = _NAME_FORMS.get(name, (None, (), ()))
         i = low.find(name)
         while i >= 0:
             j = i + len(name)
@@ -804,9 +877,10 @@ def _after_names(p: SecretPattern, text: str, low: str) -> Iterator[re.Match]:
             # Not right after "[": "[secret:…]" is a mask.
             if ((":" in ahead or "=" in ahead) and (i == 0 or text[i - 1] != "[")
                     and (p.before is None or p.before in low[max(0, i - 24):i])
-                    and (pre is None or pre.search(low, max(0, i - 9), i))):
+                    and (pre is None or (any(w in low[max(0, i - 9):i] for w in pre_words)
+                                         and pre.search(low, max(0, i - 9), i)))):
                 word = next((w for w in words if low.startswith(w, i)), None) if words else name
-                m = p.regex.match(text, i + len(word)) if word else None
+                m = p.regex.match(text, i + len(word)) if word and _may_assign(text, i + len(word)) else None
                 if m:
                     yield m
             i = low.find(name, j)
@@ -829,6 +903,10 @@ def find_secrets(text: str) -> list[tuple[int, int, str]]:
     for p in SECRET_PATTERNS:
         if not p.names:
             if hinted.isdisjoint(p.hints):
+                continue
+            # A family that starts with \b starts with one of its literals,
+            # where a word starts: "task-" holds "sk-" but no key.
+            if p.kind in _AT_WORD_START and not any(_at_word_start(text, h) for h in p.hints if h in hinted):
                 continue
             matches: Iterable = p.regex.finditer(text)
         else:
@@ -888,6 +966,16 @@ _CUT_NAMED = LazyRegex(r"(?i)(?<!\[)(?:passw(?:or)?d|pwd|passphrase|secret|token
 _CUT_NAMED_HINTS = ("pass", "pwd", "secret", "token", "key", "credential")
 
 
+def _may_end_cut_key(tail: str) -> bool:
+    """False when _CUT_KEY cannot match tail (which ends with "…"): the key's
+    prefix lies in the run of ``[\\w.+/=-]`` right before the "…"."""
+    start = len(tail) - 1
+    while start > 0 and (_in_word(tail[start - 1]) or tail[start - 1] in ".+/="):
+        start -= 1
+    run = tail[start:-1]
+    return any(h in run for h in _CUT_KEY_HINTS)
+
+
 def _cut_kind(prefix: str) -> str:
     if prefix.startswith("gh"):
         return "github"
@@ -906,10 +994,11 @@ def mask_secrets(text: str) -> str:
         base = len(text) - len(tail)
         # Most read-outs are snippets cut with "…": a pattern is compiled and
         # tried only when the tail holds one of the words it needs.
-        if (any(h in tail for h in _CUT_KEY_HINTS) and (cut := _CUT_KEY.search(tail))
+        if (any(h in tail for h in _CUT_KEY_HINTS) and _may_end_cut_key(tail) and (cut := _CUT_KEY.search(tail))
                 and all(base + cut.start() >= b for _a, b, _k in spans)):
             spans.append((base + cut.start(), len(text), _cut_kind(cut.group("p"))))
-        elif (any(h in tail.lower() for h in _CUT_NAMED_HINTS) and (cut := _CUT_NAMED.search(tail))
+        elif (any(h in tail.lower() for h in _CUT_NAMED_HINTS) and _may_end_assigned(tail)
+              and (cut := _CUT_NAMED.search(tail))
               and all(base + cut.start("v") >= b for _a, b, _k in spans)):
             spans.append((base + cut.start("v"), len(text), "credential"))
     if not spans:
@@ -956,12 +1045,52 @@ INSTRUCTION_HINTS = (
 )
 
 
+#: Words every match of the pattern of the same place holds, one of each
+#: group, in the folded lower-case text (see _fold_cases): tried after the
+#: hints, so a text that merely says "you" or "your" compiles nothing.
+INSTRUCTION_NEEDS: tuple[tuple[tuple[str, ...], ...], ...] = (
+    (),
+    (),
+    (),
+    ((":",),),
+    (("instruction", "prompt", "rule", "direction", "message", "context"),
+     ("previous", "prior", "above", "earlier", "preceding", "system", "original")),
+    (("now",), ("are", "from")),
+    (("instruction", "prompt"),),
+    (("<function_call", "</function_call", "antml:", "<invoke", "</invoke", "<tool_", "</tool_"),),
+    (),
+)
+#: The turn tag ("Human: …") is matched only at the start or after a blank line.
+_TURN_TAG = INSTRUCTION_PATTERNS[3]
+
+
+def _fold_cases(low: str) -> str:
+    """low with the letters that (?i) matches to i and s written as i and s.
+
+    (?i) matches "ı", "İ" (lower case "i̇") and "ſ" to i and s, so a word
+    looked for in this form is found wherever a pattern can match it.
+    """
+    return low.replace("\u0131", "i").replace("\u0307", "").replace("\u017f", "s")
+
+
 def looks_like_instruction(text: str) -> bool:
     """True when text reads like an instruction aimed at a model."""
     if not text:
         return False
     low = text.lower()
-    return any(any(h in low for h in hints) and p.search(text) for p, hints in zip(INSTRUCTION_PATTERNS, INSTRUCTION_HINTS))
+    folded = None
+    for p, hints, needs in zip(INSTRUCTION_PATTERNS, INSTRUCTION_HINTS, INSTRUCTION_NEEDS):
+        if not any(h in low for h in hints):
+            continue
+        if needs:
+            folded = _fold_cases(low) if folded is None else folded
+            if not all(any(w in folded for w in group) for group in needs):
+                continue
+        if p is _TURN_TAG and "\n\n" not in text and not text.lstrip().startswith(("Human", "Assistant")):
+            continue
+        if p.search(text):
+            return True
+    return False
 
 
 #: Result fields whose archive text is checked for instructions (an event's
@@ -5072,8 +5201,9 @@ def _project_sql(alias: str, match: ProjectMatch, *, events: bool) -> tuple[str,
 def _check_source(source: Any) -> str | None:
     if source is None or source == "":
         return None
-    if not isinstance(source, str) or source not in adapters.ADAPTERS:
-        raise UsageError(f"source {source!r} is not an agent Origin knows: use one of {', '.join(sorted(adapters.ADAPTERS))}")
+    # SOURCES, not the adapters (the same names): a search need not import them.
+    if not isinstance(source, str) or source not in SOURCES:
+        raise UsageError(f"source {source!r} is not an agent Origin knows: use one of {', '.join(SOURCES)}")
     return source
 
 
@@ -11640,11 +11770,18 @@ def _limit(value: str) -> int:
     return _bounded(value, 1, MAX_LIMIT, "limit")
 
 
-def _bounded(value: str, low: int, high: int, what: str) -> int:
+def _whole_number(value: str) -> int | None:
+    """value as int() reads it, or None when it is no whole number."""
     try:
-        n = int(value)
+        return int(value)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
+        return None
+
+
+def _bounded(value: str, low: int, high: int, what: str) -> int:
+    n = _whole_number(value)
+    if n is None:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number")
     if not low <= n <= high:
         raise argparse.ArgumentTypeError(f"{what} is from {low} to {high}")
     return n
@@ -11724,7 +11861,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     add_filters(sp)
     sp.add_argument("--session", help="only this session")
     sp.add_argument("--recent", action="store_true", help="newest first instead of by relevance")
-    sp.add_argument("--scope", choices=("all", "entries", "events"), default="all",
+    sp.add_argument("--scope", choices=SEARCH_SCOPES, default="all",
                     help="search entries, events or both (default: all)")
     sp.add_argument("--kind", choices=ENTRY_KINDS, help="only entries of this kind")
     sp.add_argument("--history", action="store_true", help="include superseded entry versions")
@@ -11835,6 +11972,78 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     return p
 
 
+class _Args:
+    """A parsed command line: the attributes a command handler reads."""
+
+    def __init__(self, **values: Any):
+        self.__dict__.update(values)
+
+    def __repr__(self) -> str:
+        return f"_Args({', '.join(f'{k}={v!r}' for k, v in self.__dict__.items())})"
+
+
+#: The options of `origin search` as _search_args reads them (build_parser
+#: defines the same ones for --help and errors; tests keep the two equal):
+#: switches, then options that take one value, with the values allowed
+#: (choices, a range of whole numbers, or None for any text), then the
+#: defaults that are not False or None.
+_SEARCH_SWITCHES = ("--local", "--all", "--recent", "--history", "--json", "--nl")
+_SEARCH_VALUES: dict[str, tuple | range | None] = {
+    "--source": SOURCES, "--project": None, "--since": None, "--until": None, "--session": None,
+    "--scope": SEARCH_SCOPES, "--kind": ENTRY_KINDS, "--limit": range(1, MAX_LIMIT + 1),
+    "--offset": range(MAX_OFFSET + 1)}
+_SEARCH_DEFAULTS = {"scope": "all", "limit": DEFAULT_LIMIT, "offset": 0}
+
+
+def _search_args(argv: list[str]) -> _Args | None:
+    """Read an `origin search …` command line as its parser would, or return None.
+
+    Most calls are a search, and importing and building argparse took about
+    a fifth of one.  This reads the lines it fully understands: query words
+    in one run, the search options above with a value that is allowed (as
+    the next argument, or after ``=``).  For anything else (--help, an
+    unknown option, a value that starts with "-" or is refused, words on
+    both sides of an option, "--") it returns None and the parser reads the
+    line, so usage errors and help are argparse's own.
+    """
+    if argv[:1] != ["search"]:
+        return None
+    values = {o[2:]: False for o in _SEARCH_SWITCHES} | {o[2:]: None for o in _SEARCH_VALUES}
+    values.update(_SEARCH_DEFAULTS, command="search", func=cmd_search, query=[])
+    words_ended = False  # words after an option that follows words: argparse refuses them
+    i = 1
+    while i < len(argv):
+        arg = argv[i]
+        i += 1
+        if not arg.startswith("-"):
+            if words_ended:
+                return None
+            values["query"].append(arg)
+            continue
+        if values["query"]:
+            words_ended = True
+        name, eq, value = arg.partition("=")
+        if not eq and name in _SEARCH_SWITCHES:
+            values[name[2:]] = True
+            continue
+        if name not in _SEARCH_VALUES:
+            return None
+        if not eq:
+            if i == len(argv) or argv[i].startswith("-"):
+                return None
+            value = argv[i]
+            i += 1
+        allowed = _SEARCH_VALUES[name]
+        if isinstance(allowed, range):
+            value = _whole_number(value)
+            if value is None:
+                return None
+        if allowed is not None and value not in allowed:
+            return None
+        values[name[2:]] = value
+    return _Args(**values)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the `origin` command; return its exit code."""
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -11850,11 +12059,13 @@ def main(argv: list[str] | None = None) -> int:
         _print_error(f"the argument '{shown}' is not valid UTF-8 text (the bytes shown as \\x..); "
                      "type it again in UTF-8", 2, as_json=_JSON_ERRORS["on"])
         return 2
-    parser = build_parser(argv)
-    args = parser.parse_args(argv)
-    if not getattr(args, "func", None):
-        parser.print_help()
-        return 2
+    args = _search_args(argv)
+    if args is None:
+        parser = build_parser(argv)
+        args = parser.parse_args(argv)
+        if not getattr(args, "func", None):
+            parser.print_help()
+            return 2
     as_json = bool(getattr(args, "json", False) or getattr(args, "nl", False))
     try:
         with private_umask():

@@ -452,11 +452,32 @@ def origin_command() -> tuple[list[str], str]:
     return [sys.executable, "-c", "import sys; from origin import main; sys.exit(main())"], "`from origin import main`"
 
 
-def startup_times(home: Path, query: str, reps: int = 21) -> dict[str, float]:
-    """Return whole-process median ms of a bare interpreter, `origin --version`
-    and a selective `origin search`, taken in turns so load hits all alike,
-    and (as ``cpu:<name>``) the median CPU ms of each, which a loaded
-    machine inflates far less than wall time.
+#: What a plain search should not import: the parser and the pattern engine.
+PARSE_MODULES = ("argparse", "re")
+
+
+def startup_env(home: Path) -> dict[str, str]:
+    """The environment of a start-up run: bytecode written and used, as for any installed program."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env.update(ORIGIN_HOME=str(home), PYTHONPATH=str(ROOT))
+    return env
+
+
+def search_imports(home: Path, argv: list[str]) -> list[str]:
+    """Return which of PARSE_MODULES `origin argv` imports (told by PYTHONPROFILEIMPORTTIME)."""
+    cmd, _ = origin_command()
+    p = subprocess.run(cmd + argv, env={**startup_env(home), "PYTHONPROFILEIMPORTTIME": "1"},
+                       capture_output=True, text=True, check=True)
+    loaded = {line.rpartition("|")[2].strip() for line in p.stderr.splitlines() if line.startswith("import time:")}
+    return [m for m in PARSE_MODULES if m in loaded]
+
+
+def startup_times(home: Path, query: str, project: str, reps: int = 21) -> dict:
+    """Return whole-process median ms of a bare interpreter, `origin --version`,
+    a selective `origin search` and the same with --project and --since,
+    taken in turns so load hits all alike, and (as ``cpu:<name>``) the
+    median CPU ms of each, which a loaded machine inflates far less than
+    wall time.
 
     Bytecode is written first (as for any installed program), so no run pays
     for compiling origin.py.
@@ -467,11 +488,11 @@ def startup_times(home: Path, query: str, reps: int = 21) -> dict[str, float]:
         use = resource.getrusage(resource.RUSAGE_CHILDREN)
         return use.ru_utime + use.ru_stime
 
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    env.update(ORIGIN_HOME=str(home), PYTHONPATH=str(ROOT))
+    env = startup_env(home)
     cmd, _ = origin_command()
     runs = {"bare": [sys.executable, "-c", "pass"], "version": cmd + ["--version"],
-            "search": cmd + ["search", query, "--limit", "5"]}
+            "search": cmd + ["search", query, "--limit", "5"],
+            "filtered": cmd + ["search", query, "--project", project, "--since", "3650d", "--limit", "5"]}
     times: dict[str, list[float]] = {k: [] for k in [*runs, *(f"cpu:{k}" for k in runs)]}
     for argv in runs.values():  # warm up: bytecode, page cache
         subprocess.run(argv, env=env, capture_output=True, check=True)
@@ -481,20 +502,26 @@ def startup_times(home: Path, query: str, reps: int = 21) -> dict[str, float]:
             subprocess.run(argv, env=env, capture_output=True, check=True)
             times[name].append((time.perf_counter() - t) * 1000)
             times[f"cpu:{name}"].append((children_cpu() - cpu) * 1000)
-    return {k: statistics.median(v) for k, v in times.items()}
+    medians: dict = {k: statistics.median(v) for k, v in times.items()}
+    medians["imports"] = search_imports(home, ["search", query, "--limit", "5"])
+    return medians
 
 
-def startup_rows(times: dict[str, float]) -> list[tuple[str, str]]:
+def startup_rows(times: dict) -> list[tuple[str, str]]:
     bare = times["bare"]
     _, how = origin_command()
     cpu = times["cpu:bare"] or 1.0
     return [("CLI start-up (whole process, median)",
              f"bare `python -c pass` {bare:.0f} ms; `origin --version` {times['version']:.0f} ms = "
              f"{times['version'] / bare:.2f} x; selective `origin search` {times['search']:.0f} ms = "
-             f"{times['search'] / bare:.2f} x (run as {how}; load average {os.getloadavg()[0]:.1f})"),
+             f"{times['search'] / bare:.2f} x; with --project and --since {times['filtered']:.0f} ms = "
+             f"{times['filtered'] / bare:.2f} x (run as {how}; load average {os.getloadavg()[0]:.1f})"),
             ("CLI start-up, CPU time (median)",
              f"bare {cpu:.0f} ms; `origin --version` {times['cpu:version'] / cpu:.2f} x; "
-             f"selective `origin search` {times['cpu:search'] / cpu:.2f} x")]
+             f"selective `origin search` {times['cpu:search'] / cpu:.2f} x; with --project and --since "
+             f"{times['cpu:filtered'] / cpu:.2f} x"),
+            ("what the selective search imports of " + ", ".join(PARSE_MODULES),
+             ", ".join(times["imports"]) or "none")]
 
 
 def timed_sync(home: Path, env: dict) -> float:
@@ -667,7 +694,7 @@ def main() -> None:
             table([("machine", machine_row())] + ingest_rows)
             return
         if os.environ.get("BENCH_ONLY") == "startup":
-            table([("machine", machine_row())] + startup_rows(startup_times(home, query_set()[0][1])))
+            table([("machine", machine_row())] + startup_rows(startup_times(home, query_set()[0][1], "proj3")))
             return
         nfiles = sum(v["files"] for v in sizes.values())
         noop = bench_noop(home, env)
@@ -706,7 +733,7 @@ def main() -> None:
                   + admin_rows(bench_admin(home)))
             return
         mcp = bench_mcp(home, user, n=100, query=query_set()[3][1])
-        startup = startup_times(home, query_set()[0][1])
+        startup = startup_times(home, query_set()[0][1], "proj3")
         rows = [("machine", machine_row())]
         rows += ingest_rows
         rows += [

@@ -7,7 +7,8 @@ the real fixtures in tests/fixtures; ``BENCH_LOAD_S`` sets the length of the
 load phase (default 30 s).  Every figure is taken in this run:
 
 - `search` p50 over HTTP (one kept-alive connection, one POST per call)
-  against the same search in process (``origin.search``);
+  against the same search in process (``origin.search``), and against the
+  whole tool call in process (``run_tool``: checks, readout, JSON);
 - `get` p50 over HTTP;
 - the proxy's overhead: `get` through `origin mcp` on a device with a hub
   (the SDK's stdio client) against `get` with the SDK's HTTP client straight
@@ -23,9 +24,9 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -43,6 +44,8 @@ import origin  # noqa: E402
 from bench_hub import ServedHub, _token  # noqa: E402
 from test_sources import LAYOUTS  # noqa: E402
 
+#: The search of the figures: a word of the fixtures, or on a bench store
+#: the 2-term AND query the stdio MCP figures of tests/bench.py use.
 QUERY = "type-check"
 
 
@@ -117,51 +120,46 @@ def proxy_get_times(device: Path, user: Path, ids: list[str], n: int) -> list[fl
     return anyio.run(main)
 
 
-def load(cfg: origin.HubConfig, device: Path, user: Path, seconds: float, ids: list[str], quote: str) -> dict:
-    stop = time.monotonic() + seconds
-    reads: list[float] = []
-    errors: list[str] = []
-    writes = pushes = 0
-    lock = threading.Lock()
-
-    def reader(i: int):
+def _worker(role: str, i: int, job: dict) -> dict:
+    """One load client, in a process of its own (see ``load``); return what it saw."""
+    cfg = origin.HubConfig(job["url"], job["token"], "benchdev")
+    print("ready", flush=True)
+    start = float(sys.stdin.readline())  # all clients begin together, once every process has started
+    while time.time() < start:
+        time.sleep(0.01)
+    stop = start + job["seconds"]
+    out = {"reads": [], "errors": [], "writes": 0, "pushes": 0}
+    ids = job["ids"]
+    if role == "reader":
         tools = origin.HubTools(cfg)
         mix = [("search", {"query": QUERY}), ("get", {"ids": ids[:2]}), ("timeline", {}),
                ("search", {"scope": "entries"}), ("sources", {"id": ids[0]})]
         k = i
-        while time.monotonic() < stop:
+        while time.time() < stop:
             name, args = mix[k % len(mix)]
             k += 1
             t = time.perf_counter()
             try:
                 call(tools, name, args)
-                with lock:
-                    reads.append(time.perf_counter() - t)
+                out["reads"].append(time.perf_counter() - t)
             except Exception as e:  # counted, never fatal
-                with lock:
-                    errors.append(f"{name}: {e}")
+                out["errors"].append(f"{name}: {e}")
         tools.close()
-
-    def writer(i: int):
-        nonlocal writes
+    elif role == "writer":
         tools = origin.HubTools(cfg, client=f"bench-writer-{i}")
-        while time.monotonic() < stop:
+        while time.time() < stop:
             try:
                 call(tools, "remember", {"kind": "memory", "text": f"Bench note {uuid.uuid4()} on {QUERY}.",
-                                         "sources": [{"quote": quote}]})
-                with lock:
-                    writes += 1
+                                         "sources": [{"quote": job["quote"]}]})
+                out["writes"] += 1
             except Exception as e:
-                with lock:
-                    errors.append(f"remember: {e}")
+                out["errors"].append(f"remember: {e}")
         tools.close()
-
-    def pusher():
-        nonlocal pushes
-        log = next((user / ".claude" / "projects").rglob("*.jsonl"))
+    else:  # the device: append a line to its Claude Code log, sync, push
+        log = next((Path(job["user"]) / ".claude" / "projects").rglob("*.jsonl"))
         last = json.loads(log.read_text(encoding="utf-8").splitlines()[-1])
-        with origin.open_store(device) as store:
-            while time.monotonic() < stop:
+        with origin.open_store(Path(job["device"])) as store:
+            while time.time() < stop:
                 line = {**last, "uuid": str(uuid.uuid4()), "type": "user",
                         "message": {"role": "user", "content": f"bench line {uuid.uuid4()}"}}
                 with log.open("a", encoding="utf-8") as fh:
@@ -169,20 +167,40 @@ def load(cfg: origin.HubConfig, device: Path, user: Path, seconds: float, ids: l
                 try:
                     origin.sync(store)
                     origin.push(store, cfg, discover=False)
-                    with lock:
-                        pushes += 1
+                    out["pushes"] += 1
                 except Exception as e:
-                    with lock:
-                        errors.append(f"push: {e}")
+                    out["errors"].append(f"push: {e}")
+    return out
 
-    threads = ([threading.Thread(target=reader, args=(i,)) for i in range(16)]
-               + [threading.Thread(target=writer, args=(i,)) for i in range(2)] + [threading.Thread(target=pusher)])
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return {"reads": len(reads), "read_p50": p(reads, 0.5), "read_p95": p(reads, 0.95), "writes": writes,
-            "pushes": pushes, "errors": errors, "locked": sum("locked" in e for e in errors)}
+
+def load(cfg: origin.HubConfig, device: Path, user: Path, seconds: float, ids: list[str], quote: str) -> dict:
+    """16 readers, 2 writers and a pushing device against the hub, all at once.
+
+    Each client is a process of its own, as agents on a machine are: threads
+    of one process would also measure that process's own lock (one client's
+    sync holding it stalls the others' clocks), which a hub never sees.
+    """
+    job = {"url": cfg.url, "token": cfg.token, "seconds": seconds, "ids": ids, "quote": quote,
+           "user": str(user), "device": str(device)}
+    env = {k: v for k, v in os.environ.items() if k not in ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "GROK_HOME")}
+    env.update(HOME=str(user), ORIGIN_HOME=str(device), BENCH_QUERY=QUERY)
+    roles = [("reader", i) for i in range(16)] + [("writer", i) for i in range(2)] + [("device", 0)]
+    procs = [subprocess.Popen([sys.executable, __file__, "--worker", role, str(i), json.dumps(job)], env=env,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) for role, i in roles]
+    for pr in procs:
+        assert pr.stdout.readline().strip() == "ready", "a load client did not start"
+    start = time.time() + 0.5
+    for pr in procs:
+        pr.stdin.write(f"{start}\n")
+        pr.stdin.close()
+    seen = [json.loads(pr.stdout.read()) for pr in procs]
+    for pr in procs:
+        pr.wait()
+    reads = [x for w in seen for x in w["reads"]]
+    errors = [e for w in seen for e in w["errors"]]
+    return {"reads": len(reads), "read_p50": p(reads, 0.5), "read_p95": p(reads, 0.95),
+            "writes": sum(w["writes"] for w in seen), "pushes": sum(w["pushes"] for w in seen), "errors": errors,
+            "locked": sum("locked" in e for e in errors)}
 
 
 def main() -> None:
@@ -190,14 +208,24 @@ def main() -> None:
     try:
         user, store_home = fixture_store(work)
         if os.environ.get("BENCH_STORE"):
+            global QUERY
+            from bench import query_set
+
             store_home = Path(os.environ["BENCH_STORE"])
+            QUERY = query_set()[3][1]
         with origin.open_store(store_home) as s:
             events = s.conn.execute("SELECT count(*) FROM event").fetchone()[0]
             res = origin.search(s, QUERY, scope="events", limit=10)
+            hits = len(res["events"])
             ids = [e["id"] for e in res["events"]][:3] or [r[0] for r in s.conn.execute(
                 "SELECT id FROM event WHERE kind = 'message' LIMIT 3")]
             quote = origin.get_event(s, ids[0])["text"][:40]
             inproc = timed(lambda: origin.search(s, QUERY, limit=10), 50)
+            # The same tool call as /mcp runs it, minus the transport: argument
+            # checks, the core search, readout (secrets masked) and the JSON.
+            tool_call = timed(lambda: origin.run_tool("search", {"query": QUERY, "limit": 10}, "bench@bench",
+                                                      lambda tool, args: tool.run(s, args, "bench@bench"),
+                                                      serialise=origin.mcp_json), 50)
         hub = ServedHub(store_home)
         try:
             token = _token(store_home, f"bench-{uuid.uuid4().hex[:8]}")
@@ -217,10 +245,13 @@ def main() -> None:
         finally:
             hub.stop()
         rows = [
-            ("store", f"{events:,} events ({'BENCH_STORE' if os.environ.get('BENCH_STORE') else 'the fixtures'})"),
+            ("store", f"{events:,} events ({'BENCH_STORE' if os.environ.get('BENCH_STORE') else 'the fixtures'}); "
+                      f"search {QUERY!r}, {hits} hits"),
             ("search in process, p50", f"{p(inproc, 0.5):.2f} ms"),
+            ("search tool call in process (checks, readout, JSON), p50", f"{p(tool_call, 0.5):.2f} ms"),
             ("search over HTTP /mcp, p50", f"{p(http_search, 0.5):.2f} ms = "
-                                           f"{p(http_search, 0.5) / p(inproc, 0.5):.2f} x in process"),
+                                           f"{p(http_search, 0.5) / p(inproc, 0.5):.2f} x the search in process, "
+                                           f"{p(http_search, 0.5) / p(tool_call, 0.5):.2f} x the tool call"),
             ("get over HTTP /mcp, p50", f"{p(http_get, 0.5):.2f} ms"),
             ("get with the SDK's HTTP client, p50", f"{p(direct, 0.5):.2f} ms"),
             ("get through the stdio proxy, p50", f"{p(proxied, 0.5):.2f} ms (+{p(proxied, 0.5) - p(direct, 0.5):.2f} ms)"),
@@ -239,4 +270,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--worker"]:
+        QUERY = os.environ.get("BENCH_QUERY", QUERY)
+        print(json.dumps(_worker(sys.argv[2], int(sys.argv[3]), json.loads(sys.argv[4]))))
+    else:
+        main()

@@ -1221,6 +1221,10 @@ CREATE TABLE IF NOT EXISTS session (
     PRIMARY KEY (source, id)
 );
 CREATE INDEX IF NOT EXISTS session_last_ts ON session (last_ts);
+-- Covering indexes of the per-agent counts (status, the hub's overview):
+-- read without touching the rows, which carry titles and paths.
+CREATE INDEX IF NOT EXISTS session_source_events ON session (source, events);
+CREATE INDEX IF NOT EXISTS session_first_ts ON session (first_ts, events, source);
 CREATE TABLE IF NOT EXISTS sync_log (
     id INTEGER PRIMARY KEY,
     ts INTEGER NOT NULL,
@@ -1308,6 +1312,7 @@ CREATE TABLE IF NOT EXISTS flush_point (
     PRIMARY KEY (raw_file_id, offset)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS raw_file_device ON raw_file (device, source, path, generation, bytes_ingested);
+CREATE INDEX IF NOT EXISTS raw_file_source_counts ON raw_file (source, parse_errors, unknown_records, last_sync);
 CREATE TABLE IF NOT EXISTS token_device (
     token_id INTEGER PRIMARY KEY REFERENCES api_token(id),
     device TEXT NOT NULL,
@@ -1653,11 +1658,17 @@ def _mark_masking(conn: sqlite3.Connection) -> None:
                      (MASKED_FROM,))
 
 
+def _schema_indexes() -> list[str]:
+    """The names of the indexes SCHEMA_SQL makes (a store lacking one gets the schema again)."""
+    lead = "CREATE INDEX IF NOT EXISTS "
+    return [line[len(lead):].split()[0] for line in SCHEMA_SQL.splitlines() if line.startswith(lead)]
+
+
 def _apply_schema(conn: sqlite3.Connection) -> None:
     have = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table','trigger','index')")}
     # (event_fts is the event index of early stores; it now lives in INDEX_DIR.)
     if set(TABLES) <= have and "audit_log_no_reuse" in have and "tombstone_uid" in have and "event_fts" not in have \
-            and "tombstone_fingerprint_tombstone" in have:
+            and have.issuperset(_schema_indexes()):
         return
     conn.execute("BEGIN IMMEDIATE")
     try:
@@ -8341,14 +8352,18 @@ def _sessions_per_day(store: Store, days: int = _CHART_DAYS) -> tuple[list[str],
     """Count sessions started per local day and agent over the last days (counts only)."""
     today = dt.date.today()
     start = today - dt.timedelta(days=days - 1)
-    start_ms = int(dt.datetime.combine(start, dt.time()).timestamp() * 1000)
     labels = [(start + dt.timedelta(days=i)).isoformat() for i in range(days)]
+    # Each local day's bounds (a day is not always 24 hours long), then one
+    # counted range of the session_first_ts index per day.
+    bounds = [int(dt.datetime.combine(start + dt.timedelta(days=i), dt.time()).timestamp() * 1000)
+              for i in range(days + 1)]
     per: dict[str, list[int]] = {}
-    for r in store.conn.execute("SELECT source, first_ts FROM session WHERE events > 0 AND first_ts >= ?",
-                                (start_ms,)):
-        i = (dt.datetime.fromtimestamp(r[1] / 1000).date() - start).days
-        if 0 <= i < days:
-            per.setdefault(r[0], [0] * days)[i] += 1
+    for i, source, n in store.conn.execute(
+            f"WITH day(i, lo, hi) AS (VALUES {', '.join('(?, ?, ?)' for _ in range(days))}) "
+            "SELECT day.i, s.source, count(*) FROM day JOIN session s ON s.first_ts >= day.lo AND s.first_ts < day.hi "
+            "WHERE s.events > 0 GROUP BY day.i, s.source",
+            [v for i in range(days) for v in (i, bounds[i], bounds[i + 1])]):
+        per.setdefault(source, [0] * days)[i] = n
     return labels, per
 
 

@@ -773,7 +773,12 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["--resyncs"]:
+    if sys.argv[1:2] == ["--admin"]:  # the admin rows alone, on a kept store (BENCH_KEEP)
+        with origin.open_store(Path(sys.argv[2])) as _s:
+            _n = _s.conn.execute("SELECT count(*) FROM event").fetchone()[0]
+        table([("machine", machine_row()), ("search store", f"{_n:,} events"),
+               ("load average", f"{os.getloadavg()[0]:.1f}")] + admin_rows(bench_admin(Path(sys.argv[2]))))
+    elif sys.argv[1:2] == ["--resyncs"]:
         _home, _reps, _mode = sys.argv[2:5]
         print(json.dumps(resync_times(Path(_home), dict(os.environ), int(_reps), _mode == "append")))
     else:

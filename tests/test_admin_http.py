@@ -940,6 +940,32 @@ def test_activity_chart_counts_sessions_per_day_per_agent(store, claude_root):
     assert 'aria-label="3 sessions in the last 90 days' in svg
 
 
+def test_activity_chart_days_are_local_days_and_the_counts_read_covering_indexes(store, claude_root):
+    origin.sync(store)
+    rows = store.conn.execute("SELECT source, id FROM session WHERE events > 0 ORDER BY id").fetchall()
+    assert len(rows) >= 4
+    today = origin.dt.date.today()
+
+    def midnight(days_ago: int) -> int:
+        day = today - origin.dt.timedelta(days=days_ago)
+        return int(origin.dt.datetime.combine(day, origin.dt.time()).timestamp() * 1000)
+
+    # At a local midnight, a millisecond before it, and on either side of the window's first day.
+    starts = (midnight(2), midnight(2) - 1, midnight(89), midnight(89) - 1)
+    with origin.transaction(store.conn) as conn:
+        conn.execute("UPDATE session SET first_ts = 0")
+        for (source, sid), ts in zip(rows, starts):
+            conn.execute("UPDATE session SET first_ts = ? WHERE source = ? AND id = ?", (ts, source, sid))
+    labels, per = origin._sessions_per_day(store)
+    counts = per["claude-code"]
+    assert counts[-3] == 1 and counts[-4] == 1 and counts[0] == 1 and sum(counts) == 3
+    plans = {q: " ".join(r[3] for r in store.conn.execute("EXPLAIN QUERY PLAN " + q)) for q in (
+        "SELECT source, count(*), sum(events) FROM session WHERE events > 0 GROUP BY source",
+        "SELECT source, count(*), sum(parse_errors), sum(unknown_records), max(last_sync) FROM raw_file GROUP BY source",
+        "SELECT source FROM session WHERE events > 0 AND first_ts >= 1 AND first_ts < 2")}
+    assert all("COVERING INDEX" in plan for plan in plans.values()), plans
+
+
 def test_audit_page_pages_back_through_older_records(hub, owner):
     with db(hub.home) as conn:
         conn.executemany("INSERT INTO audit_log (ts, actor, action, channel, details) VALUES (?, 'cli', ?, 'cli', ?)",

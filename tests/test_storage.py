@@ -23,6 +23,16 @@ def test_every_design_table_exists_and_schema_is_idempotent(origin_home):
         origin._apply_schema(s.conn)
 
 
+def test_a_store_made_before_an_index_existed_gets_it_when_opened(origin_home):
+    with origin.open_store(origin_home) as s:
+        for name in ("session_first_ts", "raw_file_source_counts"):
+            s.conn.execute(f"DROP INDEX {name}")
+    with origin.open_store(origin_home) as s:
+        names = {r[0] for r in s.conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+    assert set(origin._schema_indexes()) <= names
+    assert {"session_first_ts", "raw_file_source_counts", "session_source_events"} <= names
+
+
 def test_connection_is_wal_with_busy_timeout_and_explicit_transactions(store):
     c = store.conn
     assert c.execute("PRAGMA journal_mode").fetchone()[0] == "wal"

@@ -1077,15 +1077,14 @@ def looks_like_instruction(text: str) -> bool:
     """True when text reads like an instruction aimed at a model."""
     if not text:
         return False
-    low = text.lower()
-    folded = None
+    # Hints and needed words are looked for in the folded text: a pattern's
+    # (?i) reads "ıgnore" as "ignore", and so does a model.
+    folded = _fold_cases(text.lower())
     for p, hints, needs in zip(INSTRUCTION_PATTERNS, INSTRUCTION_HINTS, INSTRUCTION_NEEDS):
-        if not any(h in low for h in hints):
+        if not any(h in folded for h in hints):
             continue
-        if needs:
-            folded = _fold_cases(low) if folded is None else folded
-            if not all(any(w in folded for w in group) for group in needs):
-                continue
+        if needs and not all(any(w in folded for w in group) for group in needs):
+            continue
         if p is _TURN_TAG and "\n\n" not in text and not text.lstrip().startswith(("Human", "Assistant")):
             continue
         if p.search(text):

@@ -141,7 +141,7 @@ def _worker(role: str, i: int, job: dict) -> dict:
             t = time.perf_counter()
             try:
                 call(tools, name, args)
-                out["reads"].append(time.perf_counter() - t)
+                out["reads"].append((name if name != "search" or "query" in args else "entries", time.perf_counter() - t))
             except Exception as e:  # counted, never fatal
                 out["errors"].append(f"{name}: {e}")
         tools.close()
@@ -196,9 +196,14 @@ def load(cfg: origin.HubConfig, device: Path, user: Path, seconds: float, ids: l
     seen = [json.loads(pr.stdout.read()) for pr in procs]
     for pr in procs:
         pr.wait()
-    reads = [x for w in seen for x in w["reads"]]
+    reads = [x for w in seen for _name, x in w["reads"]]
+    kinds: dict[str, list[float]] = {}
+    for w in seen:
+        for name, x in w["reads"]:
+            kinds.setdefault(name, []).append(x)
     errors = [e for w in seen for e in w["errors"]]
     return {"reads": len(reads), "read_p50": p(reads, 0.5), "read_p95": p(reads, 0.95),
+            "by_tool": ", ".join(f"{k} {p(v, 0.5):.0f}/{p(v, 0.95):.0f}" for k, v in sorted(kinds.items())),
             "writes": sum(w["writes"] for w in seen), "pushes": sum(w["pushes"] for w in seen), "errors": errors,
             "locked": sum("locked" in e for e in errors)}
 
@@ -259,6 +264,7 @@ def main() -> None:
              f"{loaded['reads']:,} reads (p50 {loaded['read_p50']:.1f} ms, p95 {loaded['read_p95']:.1f} ms), "
              f"{loaded['writes']} remembers, {loaded['pushes']} pushes, {len(loaded['errors'])} errors, "
              f"{loaded['locked']} 'database is locked'"),
+            ("  reads by tool, p50/p95 ms", loaded["by_tool"]),
         ]
         width = max(len(r[0]) for r in rows)
         for k, v in rows:

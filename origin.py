@@ -7034,6 +7034,24 @@ def pull_tombstones(store: Store, client: HubClient) -> dict:
     return out
 
 
+def fetch_cursors(store: Store, cfg: HubConfig, client: HubClient) -> tuple[str, list | None]:
+    """Return this device's cursor digest and the hub's cursors for it.
+
+    The cursors are None when the hub's digest of them is the device's
+    own: it holds exactly what the device does, and sends no list.
+    """
+    digest = local_cursor_digest(store)
+    try:
+        got = client.get("/v1/cursors", device=cfg.device, digest=digest)
+    except HubUnavailable as e:
+        if "unknown query parameter 'digest'" not in str(e):
+            raise
+        got = client.get("/v1/cursors", device=cfg.device)  # a hub from before the digest
+    if got.get("same") is True and got.get("digest") == digest:
+        return digest, None
+    return digest, got.get("files") or []
+
+
 def push(store: Store, cfg: HubConfig, *, progress: Callable[[dict], None] | None = None,
          client: HubClient | None = None, discover: bool = True) -> dict:
     """Send every local mirror's new bytes to the hub, then pull its forgets.
@@ -7048,18 +7066,11 @@ def push(store: Store, cfg: HubConfig, *, progress: Callable[[dict], None] | Non
     report = {"hub": cfg.url, "device": cfg.device, "files": 0, "files_sent": 0, "chunks": 0, "bytes_sent": 0,
               "bytes_total": 0, "resumed": 0, "events_added_on_hub": 0, "tombstones": None}
     try:
-        digest = local_cursor_digest(store)
-        try:
-            got = client.get("/v1/cursors", device=cfg.device, digest=digest)
-        except HubUnavailable as e:
-            if "unknown query parameter 'digest'" not in str(e):
-                raise
-            got = client.get("/v1/cursors", device=cfg.device)  # a hub from before the digest
-        if got.get("same") is True and got.get("digest") == digest:
+        digest, cursors = fetch_cursors(store, cfg, client)
+        if cursors is None:
             # The hub holds exactly what this device does: nothing to plan.
             files, plan = int(digest.partition(":")[0]), []
         else:
-            cursors = got.get("files") or []
             local = local_files(store)
             points: dict[int, list[int]] = {}
             for fid, off in store.conn.execute("SELECT raw_file_id, offset FROM flush_point ORDER BY offset"):
@@ -7095,9 +7106,9 @@ def hub_status(store: Store, cfg: HubConfig) -> dict:
         status, health = client.request("GET", "/healthz", auth=False)
         out["reachable"] = status == 200 and health.get("ok") is True
         out["hub_version"] = health.get("version")
-        cursors = client.get("/v1/cursors", device=cfg.device).get("files") or []
+        _digest, cursors = fetch_cursors(store, cfg, client)
         out["token_ok"] = True
-        plan = plan_push(local_files(store), cursors, {})
+        plan = [] if cursors is None else plan_push(local_files(store), cursors, {})
         out["files_behind"] = len(plan)
         out["bytes_behind"] = sum(i.end - i.start for i in plan)
     except (HubUnavailable, Unauthorized, Refused) as e:

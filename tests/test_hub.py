@@ -555,6 +555,28 @@ def test_a_no_op_push_asks_with_its_digest_and_gets_no_cursor_list(served, all_a
     assert _rows(hs, "SELECT id FROM event ORDER BY id") == _rows(dev, "SELECT id FROM event ORDER BY id")
 
 
+def test_hub_status_of_a_device_in_step_asks_with_its_digest_and_plans_nothing(served, all_agents, monkeypatch):
+    hub, cfg, dev = served
+    origin.sync(dev)
+    origin.push(dev, cfg)
+    answers = []
+    real = origin.HubClient.get
+    monkeypatch.setattr(origin.HubClient, "get",
+                        lambda self, path, **q: answers.append((path, q, r := real(self, path, **q))) or r)
+    st = origin.hub_status(dev, cfg)
+    assert st["token_ok"] and st["files_behind"] == 0 and st["bytes_behind"] == 0
+    [(path, query, body)] = answers
+    assert path == "/v1/cursors" and query["digest"] == origin.local_cursor_digest(dev)
+    assert body["same"] is True and "files" not in body  # no cursor list crossed the wire
+    log = next(all_agents.glob(".claude/projects/*/*.jsonl"))  # one new line: behind by exactly it
+    with log.open("a") as fh:
+        fh.write(log.read_text().splitlines()[-1] + "\n")
+    origin.sync(dev)
+    answers.clear()
+    st = origin.hub_status(dev, cfg)
+    assert st["files_behind"] == 1 and st["bytes_behind"] > 0 and "files" in answers[0][2]
+
+
 def test_a_device_pushes_to_a_hub_from_before_the_cursor_digest(served, user_home):
     hub, cfg, dev = served
 

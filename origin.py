@@ -6098,6 +6098,8 @@ def flush_login_failures(store: Store, *, client: str | None = None, due: bool =
     the audit log in the transaction that zeroes it, so none is written
     twice or lost.  Returns how many clients still have failures waiting.
     """
+    if store.conn.execute("SELECT 1 FROM login_failure LIMIT 1").fetchone() is None:
+        return 0  # nothing counted: no write lock for a page view or a login
     t = now_ms()
     slot = t // (ADMIN_FAIL_WINDOW * 1000)
     waiting = 0
@@ -11997,16 +11999,6 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     return p
 
 
-class _Args:
-    """A parsed command line: the attributes a command handler reads."""
-
-    def __init__(self, **values: Any):
-        self.__dict__.update(values)
-
-    def __repr__(self) -> str:
-        return f"_Args({', '.join(f'{k}={v!r}' for k, v in self.__dict__.items())})"
-
-
 #: The options of `origin search` as _search_args reads them (build_parser
 #: defines the same ones for --help and errors; tests keep the two equal):
 #: switches, then options that take one value, with the values allowed
@@ -12020,7 +12012,7 @@ _SEARCH_VALUES: dict[str, tuple | range | None] = {
 _SEARCH_DEFAULTS = {"scope": "all", "limit": DEFAULT_LIMIT, "offset": 0}
 
 
-def _search_args(argv: list[str]) -> _Args | None:
+def _search_args(argv: list[str]) -> "types.SimpleNamespace | None":
     """Read an `origin search …` command line as its parser would, or return None.
 
     Most calls are a search, and importing and building argparse took about
@@ -12066,7 +12058,9 @@ def _search_args(argv: list[str]) -> _Args | None:
         if allowed is not None and value not in allowed:
             return None
         values[name[2:]] = value
-    return _Args(**values)
+    import types  # (loaded at start-up anyway; argparse.Namespace would load argparse)
+
+    return types.SimpleNamespace(**values)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -65,7 +65,7 @@ def close(p: subprocess.Popen) -> int:
 #: A writer process: grows Claude files, syncs and remembers in rounds until
 #: the stop file appears; writes the number of finished rounds to a file.
 LOADER = r"""
-import json, random, sys
+import json, os, random, sys
 from pathlib import Path
 sys.path[:0] = [sys.argv[1], sys.argv[1] + "/tests"]
 import origin
@@ -84,7 +84,9 @@ with origin.open_store(store_home) as store:
             origin.remember(store, kind="memory", text=f"round {n} note", sources=[{"event": hit[0]["id"]}],
                             author="loader")
         n += 1
-        rounds.write_text(str(n))
+        # Written aside and renamed, so a reader never sees the file empty.
+        rounds.with_suffix(".new").write_text(str(n))
+        os.replace(rounds.with_suffix(".new"), rounds)
 """
 
 

@@ -148,6 +148,13 @@ INDEX_SLICES = {"tool": (0, 2), "tool2": (1, 2)}
 INDEX_HASH = 2654435761
 #: Most events one index transaction takes in (a range of event seq).
 INDEX_BATCH = 50_000
+#: A long-lived process merges the index's segments once its writer has had
+#: nothing to take in for this many seconds, this many pages a step (a
+#: tenth of a second or so), stopping at once when new events arrive.
+#: Ingest merges rarely (FTS_AUTOMERGE) to be fast; a search pays for each
+#: segment, about twice the time for a rare word on a large archive.
+INDEX_TIDY_IDLE = 2.0
+INDEX_TIDY_PAGES = 500
 #: Page cache of each index part on the read connection, in KiB (the store
 #: itself gets half).
 READER_CACHE_KIB = 16_384
@@ -189,6 +196,10 @@ MAX_QUOTE = 2_000
 #: Newest events compared one by one when the index finds no candidate for
 #: a quote (its words were split by whitespace).
 QUOTE_SCAN = 20_000
+#: A quote's candidates are first looked up by its two longest words alone
+#: (each word more costs the index a pass over its rows); when more than
+#: this many events hold both, by its six longest.
+QUOTE_FEW = 200
 #: Longest project name and author accepted (characters).
 MAX_NAME = 200
 #: Longest forget reason accepted (characters).
@@ -1254,6 +1265,7 @@ CREATE TABLE IF NOT EXISTS entry_source (
     PRIMARY KEY (entry_id, event_id)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS entry_source_event ON entry_source (event_id);
+CREATE INDEX IF NOT EXISTS entry_created ON entry (created_at, seq);
 CREATE VIRTUAL TABLE IF NOT EXISTS entry_fts USING fts5 (
     text, content='entry', content_rowid='seq', tokenize='trigram', detail='full'
 );
@@ -2612,6 +2624,30 @@ def _match_events(store: "Store", terms: list[str], kinds: tuple, cols: str, whe
     return out[:limit] if limit else out
 
 
+def index_tidy_step(conn: sqlite3.Connection, part: str) -> bool:
+    """Merge up to INDEX_TIDY_PAGES pages of a part's segments; True while some remain.
+
+    FTS5 merges a level only when it holds several segments (its
+    ``usermerge``, 4), so a tidy index is left alone, and the segments of
+    recent events are merged among themselves, not into the large one.
+    """
+    fts = EVENT_INDEXES[part][1]
+    before = conn.total_changes
+    conn.execute(f"INSERT INTO {fts} ({fts}, rank) VALUES ('merge', ?)", (INDEX_TIDY_PAGES,))
+    return conn.total_changes - before >= 2  # FTS5's sign that it found work
+
+
+def tidy_index(home: Path) -> None:
+    """Merge every part's segments as far as a long-lived process would when idle."""
+    for part in EVENT_INDEXES:
+        conn = _open_index(home, part)
+        try:
+            while index_tidy_step(conn, part):
+                pass
+        finally:
+            conn.close()
+
+
 class IndexWriters:
     """Keep the event index in step with ingest, one thread per part.
 
@@ -2619,11 +2655,13 @@ class IndexWriters:
     finish catching up and, with ``wait``, joins them and returns the errors
     met (the events are committed either way; search scans what the index
     lacks, and the next catch-up takes it in).  A long-lived process (the
-    MCP server) keeps one instance for all its syncs.
+    MCP server, the hub) keeps one instance for all its syncs, with
+    ``tidy``: when idle, its threads merge the index's segments.
     """
 
-    def __init__(self, home: Path):
+    def __init__(self, home: Path, *, tidy: bool = False):
         self.home = home
+        self.tidy = tidy
         self.done = False
         self.errors: list[str] = []
         self.wakes = {part: threading.Event() for part in EVENT_INDEXES}
@@ -2640,15 +2678,24 @@ class IndexWriters:
     def _run(self, part: str) -> None:
         wake = self.wakes[part]
         conn = None
+        untidy = tidying = self.tidy  # some segments may wait to be merged
         while True:
-            wake.wait()
+            if not wake.wait((0 if tidying else INDEX_TIDY_IDLE) if untidy else None):
+                try:  # idle: one step of merging, then look for new events again
+                    untidy = tidying = conn is not None and index_tidy_step(conn, part)
+                except sqlite3.Error:
+                    untidy = tidying = False  # a lasting fault shows at the next catch-up
+                continue
             wake.clear()
             finishing = self.done
+            tidying = False
             try:
                 if conn is None:
                     conn = _open_index(self.home, part)
+                before = conn.total_changes
                 while index_catch_up(conn, part):
                     pass
+                untidy = untidy or (self.tidy and conn.total_changes != before)
             except (sqlite3.Error, OriginError) as e:
                 err = (f"the {part} search index could not be updated ({e}); search still finds "
                        "the events it lacks, and the next `origin sync` tries again")
@@ -3979,9 +4026,18 @@ def _find_quote(store: Store, quote: str) -> sqlite3.Row | None:
     # itself was split ("keepSQLite" for "keep SQLite") do the candidates miss,
     # and the newest QUOTE_SCAN events are then compared one by one.
     words = sorted(set(re.findall(r"\w{3,}", quote)), key=len, reverse=True)
+    visible = [_SQL_VISIBLE.format(e="e")]
     for kind in ("message", "tool_result"):
         if words:
-            for r in match_events(store, words[:6], (kind,), where=[_SQL_VISIBLE.format(e="e")], order="recent"):
+            few = match_events(store, words[:2], (kind,), cols="e.seq", where=visible, order="none",
+                               limit=QUOTE_FEW + 1)
+            if len(few) <= QUOTE_FEW:
+                marks = ",".join("?" * len(few))
+                found = store.conn.execute(f"SELECT * FROM event WHERE seq IN ({marks}) ORDER BY ts DESC, seq DESC",
+                                           [r["_seq"] for r in few]).fetchall()
+            else:
+                found = match_events(store, words[:6], (kind,), where=visible, order="recent")
+            for r in found:
                 if want in squash(r["text"]):
                     return r
         for r in store.conn.execute(
@@ -5316,7 +5372,19 @@ def search_entries(store: Store, query: str | None, *, limit: int = DEFAULT_LIMI
     likes = q.likes
     match = " AND ".join(fts_phrase(t) for t in q.index_terms)
     where, args = entry_filters(history=history, kind=kind, project=names, since=since, until=until)
-    if match:
+    hidden = None
+    if match and not recent and not likes and not args and not history:
+        hidden = store.conn.execute("SELECT (SELECT count(*) FROM forgotten_entry) + "
+                                    "(SELECT count(*) FROM entry WHERE supersedes IS NOT NULL)").fetchone()[0]
+    if hidden is not None and hidden <= RANK_FIRST_MAX:
+        # Rank in the index alone, as events do: among the best
+        # offset + limit + (entries forgotten or superseded), the page's
+        # entries are all there if that many match.
+        sql = (f"SELECT e.* FROM (SELECT rowid, bm25(entry_fts) AS _score FROM entry_fts WHERE entry_fts MATCH ? "
+               f"ORDER BY _score LIMIT ?) f JOIN entry e ON e.seq = f.rowid WHERE {' AND '.join(where)} "
+               "ORDER BY f._score LIMIT ? OFFSET ?")
+        params = (match, offset + limit + hidden, limit, offset)
+    elif match:
         like_sql = "".join(" AND entry_fts.text LIKE ? ESCAPE '\\'" for _ in likes)
         order = "e.created_at DESC" if recent else "bm25(entry_fts)"
         sql = (f"SELECT e.* FROM entry_fts JOIN entry e ON e.seq = entry_fts.rowid WHERE entry_fts MATCH ?{like_sql} "
@@ -5927,19 +5995,17 @@ def revoke_token(store: Store, name: str) -> None:
 def verify_token(store: Store, authorization: str | None) -> Token:
     """Return the token an ``Authorization: Bearer`` header carries.
 
-    Every live token's hash is compared in constant time, so the time taken
-    says nothing about how much of a guess was right.
+    The token is looked up by its SHA-256 (one index probe however many
+    tokens the hub holds): how long that takes can tell a guesser only
+    about hashes, never how much of a token was right.
     """
     if not authorization or not authorization.startswith("Bearer "):
         raise Unauthorized("send Authorization: Bearer <token> (create one on the hub with `origin token create NAME`)")
-    presented = _token_hash(authorization[7:].strip()).encode()
-    found = None
-    for r in store.conn.execute(
-        "SELECT t.id, t.name, t.hash, t.last_used_at, d.device FROM api_token t "
-        "LEFT JOIN token_device d ON d.token_id = t.id WHERE t.revoked_at IS NULL"
-    ):
-        if hmac.compare_digest(presented, r["hash"].encode()):
-            found = r
+    presented = _token_hash(authorization[7:].strip())
+    found = store.conn.execute(
+        "SELECT t.id, t.name, t.last_used_at, d.device FROM api_token t "
+        "LEFT JOIN token_device d ON d.token_id = t.id WHERE t.hash = ? AND t.revoked_at IS NULL", (presented,)
+    ).fetchone()
     if found is None:
         raise Unauthorized("the hub does not know this token, or it was revoked; ask the hub for a new one")
     if (found["last_used_at"] or 0) < now_ms() - TOKEN_TOUCH_MS:
@@ -7702,7 +7768,7 @@ class McpService:
         syncs do not wait for it: a search scans what the index still lacks,
         so the first answers never wait for a large archive to be indexed.
         """
-        self.indexer = IndexWriters(self.home)
+        self.indexer = IndexWriters(self.home, tidy=True)
         threading.Thread(target=self._initial_sync, name="origin-initial-sync", daemon=True).start()
 
     def close(self) -> None:
@@ -7920,6 +7986,42 @@ def rpc_error(request_id: Any, code: int, message: str, data: Any = None) -> dic
     return {"jsonrpc": "2.0", "id": request_id, "error": err}
 
 
+class Slots:
+    """Let at most n threads in at once, in the order they came.
+
+    The hub runs each tool call in one of these.  When every request
+    thread runs at once, the cores are shared among them all: sixteen
+    searches on two cores each take eight times as long, and the cheap
+    calls beside them fare little better.  Taken in arrival order, a few
+    at a time, every call waits about as long as any other.  A
+    leaving thread hands its slot straight to the oldest waiter, so a
+    newcomer cannot overtake it (``threading.Semaphore`` lets it).
+    """
+
+    def __init__(self, n: int):
+        self._lock = threading.Lock()
+        self._free = n
+        self._queue: list = []
+
+    def __enter__(self) -> "Slots":
+        with self._lock:
+            if self._free and not self._queue:
+                self._free -= 1
+                return self
+            turn = threading.Lock()
+            turn.acquire()
+            self._queue.append(turn)
+        turn.acquire()  # released by the thread that hands its slot over
+        return self
+
+    def __exit__(self, *exc) -> None:
+        with self._lock:
+            if self._queue:
+                self._queue.pop(0).release()
+            else:
+                self._free += 1
+
+
 @record
 class McpCaller:
     """Who calls the hub's /mcp: the store of the request's thread, the token, the headers."""
@@ -7927,6 +8029,7 @@ class McpCaller:
     store: Store
     token_name: str
     headers: dict  # lower-cased names
+    slots: Slots | None = None  # the tool runs in one of these
 
 
 def http_author(ctx) -> str:
@@ -7947,8 +8050,13 @@ def http_tool_call(ctx, name: str, arguments: dict | None) -> tuple[str, bool]:
     caller: McpCaller = ctx.request
     author = http_author(ctx)
     keep = caller.headers.get(MCP_NULLS_HEADER) == "keep"
-    text, is_error = run_tool(name, arguments, author, lambda tool, args: tool.run(caller.store, args, author),
-                              serialise=lambda r: mcp_json(r, keep_nulls=keep))
+    def run(tool: McpTool, args: dict) -> Any:
+        if caller.slots is None:
+            return tool.run(caller.store, args, author)
+        with caller.slots:
+            return tool.run(caller.store, args, author)
+
+    text, is_error = run_tool(name, arguments, author, run, serialise=lambda r: mcp_json(r, keep_nulls=keep))
     if is_error:  # an error never shows where the hub keeps its store
         text = text.replace(str(caller.store.home), "ORIGIN_HOME")
     return text, is_error
@@ -9345,7 +9453,7 @@ def api_mcp(hub: "Hub", req: "Request") -> Response:
     refused = hub.check_names(req.headers)
     if refused is not None:
         return Response(403, rpc_error(None, RPC_INVALID_REQUEST, refused))
-    caller = McpCaller(req.store, req.token.name, req.headers)
+    caller = McpCaller(req.store, req.token.name, req.headers, hub.tool_slots)
     status, reply = mcp_http_exchange(hub.mcp_server(), req.body, req.headers, caller, req.header_items)
     return Response(status, reply)
 
@@ -9444,6 +9552,15 @@ def gunzip_capped(data: bytes, limit: int) -> bytes:
     return b"".join(out)
 
 
+def hub_tool_slots() -> int:
+    """How many tool calls the hub runs at once: two per core, at least four.
+
+    Two per core keep the cores busy while a call waits for the disk or for
+    the store's write lock (a write holds its slot while it waits).
+    """
+    return max(4, 2 * (os.cpu_count() or 1))
+
+
 class Hub:
     """A running hub: the store's home, its routes, mounts and limits."""
 
@@ -9457,10 +9574,11 @@ class Hub:
         self.routes = dict(HUB_ROUTES)
         self.mounts: list[tuple[str, Callable[..., Response], bool, Callable | None]] = []
         self.closers: list[Callable[[], None]] = []
-        self.index = IndexWriters(self.home) if index else None
+        self.index = IndexWriters(self.home, tidy=True) if index else None
         from concurrent.futures import ThreadPoolExecutor
 
         self.pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="origin-fsync")
+        self.tool_slots = Slots(hub_tool_slots())
         self.log = log
         self._fails: dict[str, list[float]] = {}
         self._lock = threading.Lock()

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -55,11 +56,18 @@ def p(samples: list[float], q: float) -> float:
 
 
 def timed(fn, n: int) -> list[float]:
-    out = []
+    return timed_turns([fn], n)[0]
+
+
+def timed_turns(fns: list, n: int) -> list[list[float]]:
+    """Time each of fns n times, taking them in turns, so a change in the
+    machine's load between them cannot tilt their ratio."""
+    out: list[list[float]] = [[] for _ in fns]
     for _ in range(n):
-        t = time.perf_counter()
-        fn()
-        out.append(time.perf_counter() - t)
+        for fn, times in zip(fns, out):
+            t = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t)
     return out
 
 
@@ -128,7 +136,7 @@ def _worker(role: str, i: int, job: dict) -> dict:
     while time.time() < start:
         time.sleep(0.01)
     stop = start + job["seconds"]
-    out = {"reads": [], "errors": [], "writes": 0, "pushes": 0}
+    out = {"reads": [], "errors": [], "writes": 0, "pushes": 0, "cpu": -cpu_seconds()}
     ids = job["ids"]
     if role == "reader":
         tools = origin.HubTools(cfg)
@@ -170,10 +178,24 @@ def _worker(role: str, i: int, job: dict) -> dict:
                     out["pushes"] += 1
                 except Exception as e:
                     out["errors"].append(f"push: {e}")
+    out["cpu"] += cpu_seconds()
     return out
 
 
-def load(cfg: origin.HubConfig, device: Path, user: Path, seconds: float, ids: list[str], quote: str) -> dict:
+def cpu_seconds(pid: int | None = None) -> float:
+    """CPU seconds (user + system) used so far by this process, or by pid (Linux)."""
+    if pid is None:
+        use = resource.getrusage(resource.RUSAGE_SELF)
+        return use.ru_utime + use.ru_stime
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def load(cfg: origin.HubConfig, device: Path, user: Path, seconds: float, ids: list[str], quote: str,
+         hub_pid: int) -> dict:
     """16 readers, 2 writers and a pushing device against the hub, all at once.
 
     Each client is a process of its own, as agents on a machine are: threads
@@ -193,6 +215,11 @@ def load(cfg: origin.HubConfig, device: Path, user: Path, seconds: float, ids: l
     for pr in procs:
         pr.stdin.write(f"{start}\n")
         pr.stdin.close()
+    while time.time() < start:
+        time.sleep(0.01)
+    hub_cpu = -cpu_seconds(hub_pid)
+    time.sleep(seconds)
+    hub_cpu += cpu_seconds(hub_pid)
     seen = [json.loads(pr.stdout.read()) for pr in procs]
     for pr in procs:
         pr.wait()
@@ -205,7 +232,8 @@ def load(cfg: origin.HubConfig, device: Path, user: Path, seconds: float, ids: l
     return {"reads": len(reads), "read_p50": p(reads, 0.5), "read_p95": p(reads, 0.95),
             "by_tool": ", ".join(f"{k} {p(v, 0.5):.0f}/{p(v, 0.95):.0f}" for k, v in sorted(kinds.items())),
             "writes": sum(w["writes"] for w in seen), "pushes": sum(w["pushes"] for w in seen), "errors": errors,
-            "locked": sum("locked" in e for e in errors)}
+            "locked": sum("locked" in e for e in errors), "hub_cpu": hub_cpu,
+            "client_cpu": sum(w["cpu"] for w in seen), "cores": os.cpu_count() or 1}
 
 
 def main() -> None:
@@ -218,6 +246,9 @@ def main() -> None:
 
             store_home = Path(os.environ["BENCH_STORE"])
             QUERY = query_set()[3][1]
+        # The hub merges its index's segments once idle: measure that state
+        # (it also stays so through the load, whose pushes keep it busy).
+        origin.tidy_index(store_home)
         with origin.open_store(store_home) as s:
             events = s.conn.execute("SELECT count(*) FROM event").fetchone()[0]
             res = origin.search(s, QUERY, scope="events", limit=10)
@@ -225,30 +256,39 @@ def main() -> None:
             ids = [e["id"] for e in res["events"]][:3] or [r[0] for r in s.conn.execute(
                 "SELECT id FROM event WHERE kind = 'message' LIMIT 3")]
             quote = origin.get_event(s, ids[0])["text"][:40]
-            inproc = timed(lambda: origin.search(s, QUERY, limit=10), 50)
-            # The same tool call as /mcp runs it, minus the transport: argument
-            # checks, the core search, readout (secrets masked) and the JSON.
-            tool_call = timed(lambda: origin.run_tool("search", {"query": QUERY, "limit": 10}, "bench@bench",
-                                                      lambda tool, args: tool.run(s, args, "bench@bench"),
-                                                      serialise=origin.mcp_json), 50)
         hub = ServedHub(store_home)
+        tokens = [f"bench-{uuid.uuid4().hex[:8]}", f"dev-{uuid.uuid4().hex[:8]}"]
         try:
-            token = _token(store_home, f"bench-{uuid.uuid4().hex[:8]}")
+            token = _token(store_home, tokens[0])
             cfg = origin.HubConfig(hub.url, token, "bench")
             tools = origin.HubTools(cfg)
             call(tools, "search", {"query": QUERY})
-            http_search = timed(lambda: call(tools, "search", {"query": QUERY, "limit": 10}), 50)
+            with origin.open_store(store_home) as s:
+                # The same search in process, as the core call and as the tool
+                # call /mcp runs (argument checks, readout with secrets masked,
+                # the JSON), in turns with the one over HTTP.
+                inproc, tool_call, http_search = timed_turns([
+                    lambda: origin.search(s, QUERY, limit=10),
+                    lambda: origin.run_tool("search", {"query": QUERY, "limit": 10}, "bench@bench",
+                                            lambda tool, args: tool.run(s, args, "bench@bench"),
+                                            serialise=origin.mcp_json),
+                    lambda: call(tools, "search", {"query": QUERY, "limit": 10})], 50)
             http_get = timed(lambda: call(tools, "get", {"ids": ids[:1]}), 100)
             tools.close()
             direct = sdk_get_times(hub.url + "/mcp", token, ids[:1], 50)
             device = work / "device"
-            dev_token = _token(store_home, f"dev-{uuid.uuid4().hex[:8]}")
+            dev_token = _token(store_home, tokens[1])
             origin.save_hub_config(device, origin.HubConfig(hub.url, dev_token, "benchdev"))
             proxied = proxy_get_times(device, user, ids[:1], 50)
             seconds = float(os.environ.get("BENCH_LOAD_S", "30"))
-            loaded = load(origin.HubConfig(hub.url, dev_token, "benchdev"), device, user, seconds, ids, quote)
+            loaded = load(origin.HubConfig(hub.url, dev_token, "benchdev"), device, user, seconds, ids, quote,
+                          hub.proc.pid)
         finally:
             hub.stop()
+            with origin.open_store(store_home) as s:  # a kept store keeps no bench tokens alive
+                for name in tokens:
+                    if any(t["name"] == name and not t["revoked"] for t in origin.list_tokens(s)):
+                        origin.revoke_token(s, name)
         rows = [
             ("store", f"{events:,} events ({'BENCH_STORE' if os.environ.get('BENCH_STORE') else 'the fixtures'}); "
                       f"search {QUERY!r}, {hits} hits"),
@@ -265,6 +305,8 @@ def main() -> None:
              f"{loaded['writes']} remembers, {loaded['pushes']} pushes, {len(loaded['errors'])} errors, "
              f"{loaded['locked']} 'database is locked'"),
             ("  reads by tool, p50/p95 ms", loaded["by_tool"]),
+            ("  CPU used in the load", f"hub {loaded['hub_cpu']:.1f} s, the 19 clients {loaded['client_cpu']:.1f} s, "
+                                       f"of {loaded['cores'] * seconds:.0f} core-seconds"),
         ]
         width = max(len(r[0]) for r in rows)
         for k, v in rows:

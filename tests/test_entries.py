@@ -158,7 +158,9 @@ def test_quote_matching_ignores_whitespace_and_case(store, talk, quote, by):
     assert e["sources"][0]["quote"] == quote.strip()
 
 
-def test_quote_only_cites_the_newest_message_before_any_tool_event(user_home, store):
+@pytest.mark.parametrize("few", [origin.QUOTE_FEW, 0])  # by the two longest words, or by six at once
+def test_quote_only_cites_the_newest_message_before_any_tool_event(user_home, store, monkeypatch, few):
+    monkeypatch.setattr(origin, "QUOTE_FEW", few)
     log = ClaudeLog(user_home)
     old = log.user("u-old", "Rule: releases are cut on Tuesdays.")
     new = log.assistant("a-new", "Confirmed again — releases are CUT ON   tuesdays, never Fridays.")
@@ -555,6 +557,30 @@ def test_entry_search_uses_the_same_query_rules_as_events(store, talk, query, ex
     }
     got = set(ids(origin.search_entries(store, query)))
     assert got == {made[k] for k in expected}
+
+
+def test_ranked_entry_search_reads_the_index_first_and_skips_superseded_and_forgotten(store, talk, monkeypatch):
+    made = []
+    for i in range(12):
+        # Entry i says "marmot" i + 1 times in a text of the same length: BM25 ranks them in reverse.
+        text = " ".join(["marmot"] * (i + 1) + ["filler"] * (20 - i)) + f" (entry {i})"
+        made.append(remember(store, text, sources=[{"event": talk.agree if i == 10 else talk.decide}])["id"])
+    fixed = origin.correct(store, made[11], text="marmot, corrected once", author="user")["id"]
+    origin.forget(store, made[10])  # (and the event it cites, which no other entry cites)
+
+    def both(**kw):
+        fast = ids(origin.search_entries(store, "marmot", **kw))
+        monkeypatch.setattr(origin, "RANK_FIRST_MAX", -1)  # the join of every match, as a reference
+        slow = ids(origin.search_entries(store, "marmot", **kw))
+        monkeypatch.undo()
+        return fast, slow
+
+    fast, slow = both(limit=50)
+    assert fast == slow and set(fast) == {*made[:10], fixed}
+    assert [e for e in fast if e != fixed] == made[9::-1]
+    for limit, offset in ((4, 0), (3, 6), (5, 9)):
+        page, ref = both(limit=limit, offset=offset)
+        assert page == ref == fast[offset:offset + limit]
 
 
 def test_entry_search_covers_active_entries_unless_history_is_asked(store, talk):

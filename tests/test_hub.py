@@ -593,3 +593,70 @@ def test_a_device_pushes_to_a_hub_from_before_the_cursor_digest(served, user_hom
     assert origin.push(dev, cfg)["chunks"] == 1
     assert origin.push(dev, cfg)["chunks"] == 0
     assert _rows(hub.default_store()) == _rows(dev)
+
+
+def _until(predicate, what: str, timeout: float = 60) -> None:
+    deadline = origin.time.monotonic() + timeout
+    while not predicate():
+        assert origin.time.monotonic() < deadline, f"gave up waiting for {what}"
+        origin.time.sleep(0.01)
+
+
+def test_slots_admit_waiting_threads_in_the_order_they_came():
+    import threading
+
+    slots, order = origin.Slots(1), []
+    slots.__enter__()  # the slot is taken
+    threads = []
+    for name in "abcd":
+        def enter(name=name):
+            with slots:
+                order.append(name)
+        t = threading.Thread(target=enter)
+        t.start()
+        threads.append(t)
+        _until(lambda: len(slots._queue) == len(threads), f"{name} to queue")
+    slots.__exit__(None, None, None)
+    for t in threads:
+        t.join(30)
+    assert order == list("abcd")
+    assert (slots._free, slots._queue) == (1, [])
+
+
+def test_the_hub_runs_no_more_tool_calls_at_once_than_its_slots(served, monkeypatch):
+    import threading
+
+    hub, cfg, _dev = served
+    hub.tool_slots = origin.Slots(2)
+    lock, inside, peak, go = threading.Lock(), [0], [0], threading.Event()
+    tool = origin.MCP_TOOLS["timeline"]
+    real = tool.run
+
+    def slow(store, args, author):
+        with lock:
+            inside[0] += 1
+            peak[0] = max(peak[0], inside[0])
+        go.wait(60)
+        with lock:
+            inside[0] -= 1
+        return real(store, args, author)
+
+    monkeypatch.setattr(tool, "run", slow)
+    answers = []
+
+    def call():
+        tools = origin.HubTools(cfg)
+        try:
+            answers.append(tools.call("timeline", {}))
+        finally:
+            tools.close()
+
+    threads = [threading.Thread(target=call) for _ in range(5)]
+    for t in threads:
+        t.start()
+    _until(lambda: inside[0] == 2 and len(hub.tool_slots._queue) == 3, "two calls inside and three waiting")
+    go.set()
+    for t in threads:
+        t.join(60)
+    assert peak[0] == 2
+    assert len(answers) == 5 and not any(is_error for _text, is_error in answers)

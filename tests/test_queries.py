@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 import origin
+from conftest import expected_rows, index_rows
 
 
 def write_session(home: Path, session: str, cwd: str, records: list[tuple]) -> Path:
@@ -284,3 +285,48 @@ def test_search_and_timeline_refuse_an_unknown_session_or_source_alike(corpus):
                  lambda: origin.timeline(corpus, source="nope")):
         with pytest.raises(origin.UsageError, match="source 'nope' is not an agent Origin knows: use one of"):
             call()
+
+
+def _segments(store, part: str) -> int:
+    fts = origin.EVENT_INDEXES[part][1]
+    return store.reader.execute(f"SELECT count(DISTINCT segid) FROM ix_{part}.{fts}_idx").fetchone()[0]
+
+
+def test_an_idle_index_writer_merges_the_segments_and_searches_find_the_same(user_home, store, monkeypatch):
+    from test_entries import ClaudeLog
+
+    log = ClaudeLog(user_home, session="sess-tidy")
+    for i in range(240):
+        log.user(f"u{i}", f"note {i}: the marmot colony {'grows' if i % 3 else 'sleeps'} near the ridge")
+    log.write()
+    origin.sync(store)
+    # Build the message part again in many small commits, as a hub taking
+    # pushes does: each commit is a segment of its own until FTS5 merges.
+    part, fts = "message", origin.EVENT_INDEXES["message"][1]
+    conn = origin._open_index(store.home, part)
+    conn.execute(f"INSERT INTO {fts} ({fts}) VALUES ('delete-all')")
+    conn.execute("UPDATE mark SET value = 0 WHERE name IN ('event', 'tombstone')")
+    while origin.index_catch_up(conn, part, batch=2):
+        pass
+    conn.close()
+    queries = ["marmot sleeps", "colony grows", "ridge", "note 17"]
+    before = {q: [e["id"] for e in origin.search_events(store, q, limit=500)] for q in queries}
+    many = _segments(store, part)
+    assert many > 10 and len(before["marmot sleeps"]) == 80
+
+    monkeypatch.setattr(origin, "INDEX_TIDY_IDLE", 0.05)
+    writers = origin.IndexWriters(store.home, tidy=True)
+    try:
+        deadline = origin.time.monotonic() + 120
+        while _segments(store, part) > 4 and origin.time.monotonic() < deadline:
+            origin.time.sleep(0.05)
+    finally:
+        assert writers.close() == []
+    assert _segments(store, part) <= 4 < many
+    assert {q: [e["id"] for e in origin.search_events(store, q, limit=500)] for q in queries} == before
+    assert index_rows(store) == expected_rows(store)
+    conn = origin._open_index(store.home, part)
+    try:
+        assert origin.index_tidy_step(conn, part) is False  # nothing left to merge
+    finally:
+        conn.close()

@@ -5762,11 +5762,13 @@ def preserved(store: Store, *, list_sessions: bool = False) -> dict:
     agents: dict = {}
     for source, ids in sorted(gone.items()):
         per: dict[str, list] = {}  # session -> [events in gone files, events elsewhere]
-        marks = ",".join("?" * len(ids))
+        # One JSON parameter, not one per file: tens of thousands of gone
+        # files would pass SQLite's limit of bound variables.
+        gone_ids = "(SELECT value FROM json_each(?1))"
         for r in conn.execute(
-            f"SELECT e.session, e.raw_file_id IN ({marks}) AS gone, count(*) FROM event e WHERE e.source = ? "
+            f"SELECT e.session, e.raw_file_id IN {gone_ids} AS gone, count(*) FROM event e WHERE e.source = ?2 "
             f"AND {_SQL_VISIBLE.format(e='e')} AND e.session IN (SELECT DISTINCT session FROM event "
-            f"WHERE raw_file_id IN ({marks})) GROUP BY 1, 2", (*ids, source, *ids)):
+            f"WHERE raw_file_id IN {gone_ids}) GROUP BY 1, 2", (json.dumps(sorted(ids)), source)):
             per.setdefault(r[0], [0, 0])[0 if r[1] else 1] += r[2]
         whole = sorted(sid for sid, (_g, elsewhere) in per.items() if not elsewhere)
         sessions = []

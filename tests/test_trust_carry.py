@@ -54,6 +54,30 @@ def test_preserved_lists_the_sessions_whose_files_were_deleted_after_archiving(u
     assert code == 0 and "claude-code" in out and "sess-0" in out and "sess-2" in out and "codex" not in out
 
 
+def test_preserved_counts_tens_of_thousands_of_gone_files(user_home, store, cli):
+    log = ClaudeLog(user_home, session="sess-old", cwd="/home/dev/src/old")
+    log.user("u-old", "an old session whose transcript the agent deleted")
+    log.write()
+    origin.sync(store)
+    log.path.unlink()
+    # Years of deleted transcripts: more gone files than SQLite binds variables (32,766).
+    cols = [r[1] for r in store.conn.execute("PRAGMA table_info(raw_file)") if r[1] != "id"]
+    picked = ", ".join("?" if c in ("path", "mirror") else c for c in cols)
+    with origin.transaction(store.conn) as conn:
+        conn.executemany(f"INSERT INTO raw_file ({', '.join(cols)}) SELECT {picked} FROM raw_file LIMIT 1",
+                         [tuple(f"/home/dev/.claude/projects/gone/{n}.jsonl" if c == "path" else f"raw/gone/{n}.jsonl"
+                                for c in cols if c in ("path", "mirror")) for n in range(40_000)])
+    import sqlite3
+
+    # SQLite's own default limit (this Python's build allows 250,000).
+    store.conn.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 32_766)
+    res = origin.preserved(store)
+    claude = res["agents"]["claude-code"]
+    assert (claude["files"], claude["sessions"], claude["events"]) == (40_001, 1, 1)
+    code, out = cli("preserved")
+    assert code == 0 and "40001" in out.replace(",", "")
+
+
 @pytest.fixture
 def two_projects(user_home, store):
     token = "ghp_" + "Zq9" * 12

@@ -654,9 +654,11 @@ def test_the_hub_runs_no_more_tool_calls_at_once_than_its_slots(served, monkeypa
     threads = [threading.Thread(target=call) for _ in range(5)]
     for t in threads:
         t.start()
-    _until(lambda: inside[0] == 2 and len(hub.tool_slots._queue) == 3, "two calls inside and three waiting")
-    go.set()
-    for t in threads:
-        t.join(60)
+    try:
+        _until(lambda: inside[0] == 2 and len(hub.tool_slots._queue) == 3, "two calls inside and three waiting")
+    finally:
+        go.set()
+        for t in threads:
+            t.join(60)
     assert peak[0] == 2
     assert len(answers) == 5 and not any(is_error for _text, is_error in answers)

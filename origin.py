@@ -7993,8 +7993,8 @@ class Slots:
 
     The hub runs each tool call in one of these.  When every request
     thread runs at once, the cores are shared among them all: sixteen
-    searches on two cores each take eight times as long, and the cheap
-    calls beside them fare little better.  Taken in arrival order, a few
+    searches on two cores each take about eight times as long, and the
+    cheap calls beside them slow down too.  Taken in arrival order, a few
     at a time, every call waits about as long as any other.  A
     leaving thread hands its slot straight to the oldest waiter, so a
     newcomer cannot overtake it (``threading.Semaphore`` lets it).

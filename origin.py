@@ -196,9 +196,9 @@ MAX_QUOTE = 2_000
 #: Newest events compared one by one when the index finds no candidate for
 #: a quote (its words were split by whitespace).
 QUOTE_SCAN = 20_000
-#: A quote's candidates are first looked up by its two longest words alone
-#: (each word more costs the index a pass over its rows); when more than
-#: this many events hold both, by its six longest.
+#: A quote of three words or more has its candidates looked up by its two
+#: longest words alone first (each word more costs the index a pass over
+#: its rows); when more than this many events hold both, by its six longest.
 QUOTE_FEW = 200
 #: Longest project name and author accepted (characters).
 MAX_NAME = 200
@@ -4030,8 +4030,8 @@ def _find_quote(store: Store, quote: str) -> sqlite3.Row | None:
     for kind in ("message", "tool_result"):
         if words:
             few = match_events(store, words[:2], (kind,), cols="e.seq", where=visible, order="none",
-                               limit=QUOTE_FEW + 1)
-            if len(few) <= QUOTE_FEW:
+                               limit=QUOTE_FEW + 1) if len(words) > 2 else None
+            if few is not None and len(few) <= QUOTE_FEW:
                 marks = ",".join("?" * len(few))
                 found = store.conn.execute(f"SELECT * FROM event WHERE seq IN ({marks}) ORDER BY ts DESC, seq DESC",
                                            [r["_seq"] for r in few]).fetchall()

@@ -196,10 +196,12 @@ MAX_QUOTE = 2_000
 #: Newest events compared one by one when the index finds no candidate for
 #: a quote (its words were split by whitespace).
 QUOTE_SCAN = 20_000
-#: A quote of three words or more has its candidates looked up by its two
-#: longest words alone first (each word more costs the index a pass over
-#: its rows); when more than this many events hold both, by its six longest.
+#: A quote's candidates are looked up by its rarest word, then its two and
+#: three rarest (each word more costs the index a pass over its rows),
+#: until at most this many events hold them all; past three, by six words.
 QUOTE_FEW = 200
+#: Newest index matches of a word whose spread estimates how common it is.
+RARITY_PROBE = 64
 #: Longest project name and author accepted (characters).
 MAX_NAME = 200
 #: Longest forget reason accepted (characters).
@@ -2624,6 +2626,25 @@ def _match_events(store: "Store", terms: list[str], kinds: tuple, cols: str, whe
     return out[:limit] if limit else out
 
 
+def word_rarity(store: "Store", word: str, kind: str) -> float:
+    """Estimate how many indexed events of kind hold word, cheaply.
+
+    The index is read newest first and stops after RARITY_PROBE matches:
+    fewer is the exact count, else the stretch of events they span gives the
+    word's density.  Only an order between words is drawn from it.
+    """
+    total = 0.0
+    for part, (_file, fts, part_kinds) in EVENT_INDEXES.items():
+        if kind not in part_kinds:
+            continue
+        top = index_marks(store.reader, part)[0]
+        n, low = store.reader.execute(
+            f"SELECT count(*), min(rowid) FROM (SELECT rowid FROM ix_{part}.{fts} WHERE {fts} MATCH ? "
+            "ORDER BY rowid DESC LIMIT ?)", (fts_phrase(word), RARITY_PROBE)).fetchone()
+        total += n if n < RARITY_PROBE else n * top / max(1, top - low + 1)
+    return total
+
+
 def index_tidy_step(conn: sqlite3.Connection, part: str) -> bool:
     """Merge up to INDEX_TIDY_PAGES pages of a part's segments; True while some remain.
 
@@ -2631,14 +2652,33 @@ def index_tidy_step(conn: sqlite3.Connection, part: str) -> bool:
     ``usermerge``, 4), so a tidy index is left alone, and the segments of
     recent events are merged among themselves, not into the large one.
     """
-    fts = EVENT_INDEXES[part][1]
+    return _fts_merge_step(conn, EVENT_INDEXES[part][1], INDEX_TIDY_PAGES)
+
+
+def entry_index_tidy_step(conn: sqlite3.Connection) -> bool:
+    """Merge up to INDEX_TIDY_PAGES pages of the entry index; True while some remain.
+
+    Entries are few beside events, so their index is merged toward a single
+    segment (FTS5 does so for a negative page count), which also drops the
+    postings of forgotten entries and leaves nothing for a query to skip.
+    """
+    return _fts_merge_step(conn, "entry_fts", -INDEX_TIDY_PAGES)
+
+
+def _fts_merge_step(conn: sqlite3.Connection, fts: str, pages: int) -> bool:
     before = conn.total_changes
-    conn.execute(f"INSERT INTO {fts} ({fts}, rank) VALUES ('merge', ?)", (INDEX_TIDY_PAGES,))
+    conn.execute(f"INSERT INTO {fts} ({fts}, rank) VALUES ('merge', ?)", (pages,))
     return conn.total_changes - before >= 2  # FTS5's sign that it found work
 
 
+def entry_index_state(conn: sqlite3.Connection) -> tuple:
+    """What changes when entries are written or forgotten: the newest entry, the forgotten count."""
+    return tuple(conn.execute("SELECT (SELECT coalesce(max(seq), 0) FROM entry), "
+                              "(SELECT count(*) FROM forgotten_entry)").fetchone())
+
+
 def tidy_index(home: Path) -> None:
-    """Merge every part's segments as far as a long-lived process would when idle."""
+    """Merge the segments of every index as far as a long-lived process would when idle."""
     for part in EVENT_INDEXES:
         conn = _open_index(home, part)
         try:
@@ -2646,6 +2686,9 @@ def tidy_index(home: Path) -> None:
                 pass
         finally:
             conn.close()
+    with open_store(home) as store:
+        while entry_index_tidy_step(store.conn):
+            pass
 
 
 class IndexWriters:
@@ -2656,7 +2699,8 @@ class IndexWriters:
     met (the events are committed either way; search scans what the index
     lacks, and the next catch-up takes it in).  A long-lived process (the
     MCP server, the hub) keeps one instance for all its syncs, with
-    ``tidy``: when idle, its threads merge the index's segments.
+    ``tidy``: when idle, its threads merge the index's segments, and one more
+    merges the entry index once entries have been quiet.
     """
 
     def __init__(self, home: Path, *, tidy: bool = False):
@@ -2665,8 +2709,11 @@ class IndexWriters:
         self.done = False
         self.errors: list[str] = []
         self.wakes = {part: threading.Event() for part in EVENT_INDEXES}
+        self.stopping = threading.Event()
         self.threads = [threading.Thread(target=self._run, args=(part,), name=f"origin-index-{part}", daemon=True)
                         for part in EVENT_INDEXES]
+        if tidy:
+            self.threads.append(threading.Thread(target=self._tidy_entries, name="origin-index-entries", daemon=True))
         for t in self.threads:
             t.start()
         self.poke()  # first, whatever an interrupted run left unindexed
@@ -2710,8 +2757,30 @@ class IndexWriters:
                 pass
             conn.close()
 
+    def _tidy_entries(self) -> None:
+        """Merge the entry index once entries have not changed for INDEX_TIDY_IDLE."""
+        store = None
+        seen = tidied = None
+        while not self.stopping.wait(INDEX_TIDY_IDLE):
+            try:
+                if store is None:
+                    store = open_store(self.home)
+                now = entry_index_state(store.conn)
+                if now != seen:  # written or forgotten since the last look: wait until quiet
+                    seen = now
+                    continue
+                if now != tidied:
+                    while not self.stopping.is_set() and entry_index_tidy_step(store.conn):
+                        pass
+                    tidied = now
+            except (sqlite3.Error, OriginError):
+                pass  # queries work on an untidy index; the next round tries again
+        if store is not None:
+            store.close()
+
     def close(self, wait: bool = True) -> list[str]:
         self.done = True
+        self.stopping.set()
         self.poke()
         if wait:
             for t in self.threads:
@@ -4025,18 +4094,24 @@ def _find_quote(store: Store, quote: str) -> sqlite3.Row | None:
     # "a:b"); the squashed comparison is the exact check.  Only when a word
     # itself was split ("keepSQLite" for "keep SQLite") do the candidates miss,
     # and the newest QUOTE_SCAN events are then compared one by one.
-    words = sorted(set(re.findall(r"\w{3,}", quote)), key=len, reverse=True)
+    words = sorted(set(re.findall(r"\w{3,}", quote)), key=lambda w: (-len(w), w))[:8]
     visible = [_SQL_VISIBLE.format(e="e")]
     for kind in ("message", "tool_result"):
         if words:
-            few = match_events(store, words[:2], (kind,), cols="e.seq", where=visible, order="none",
-                               limit=QUOTE_FEW + 1) if len(words) > 2 else None
-            if few is not None and len(few) <= QUOTE_FEW:
-                marks = ",".join("?" * len(few))
-                found = store.conn.execute(f"SELECT * FROM event WHERE seq IN ({marks}) ORDER BY ts DESC, seq DESC",
-                                           [r["_seq"] for r in few]).fetchall()
-            else:
-                found = match_events(store, words[:6], (kind,), where=visible, order="recent")
+            # A common word costs the index a pass over most events and
+            # narrows nothing: the rarest words go first.
+            rare = sorted(words, key=lambda w: word_rarity(store, w, kind))
+            found = None
+            for k in range(1, min(3, len(rare)) + 1):
+                few = match_events(store, rare[:k], (kind,), cols="e.seq", where=visible, order="none",
+                                   limit=QUOTE_FEW + 1)
+                if len(few) <= QUOTE_FEW:
+                    marks = ",".join("?" * len(few))
+                    found = store.conn.execute(f"SELECT * FROM event WHERE seq IN ({marks}) "
+                                               "ORDER BY ts DESC, seq DESC", [r["_seq"] for r in few]).fetchall()
+                    break
+            if found is None:
+                found = match_events(store, rare[:6], (kind,), where=visible, order="recent")
             for r in found:
                 if want in squash(r["text"]):
                     return r
@@ -4216,20 +4291,20 @@ def _word_set(text: str) -> set[str]:
 def similar_entries(conn: sqlite3.Connection, text: str, *, exclude: str | None = None) -> list[dict]:
     """Return active entries whose words mostly overlap text's, most similar first.
 
-    Candidates come from the entry index by any of text's longer words; the
-    score is the Jaccard overlap of the two word sets.
+    The score is the Jaccard overlap of the two word sets.  An entry that
+    scores DUPLICATE_SIMILARITY holds at least that share of text's words
+    (|A & B| >= s |A | B| >= s |A|), so it holds one of any
+    |A| - ceil(s |A|) + 1 of them: candidates come from the entry index by
+    that many of text's longest words (at most 12, each of 3+ characters),
+    which leaves out the common short ones every entry has.
     """
     mine = _word_set(text)
-    words = sorted((w for w in mine if len(w) >= 3), key=len, reverse=True)[:12]
+    need = len(mine) - math.ceil(DUPLICATE_SIMILARITY * len(mine)) + 1
+    words = sorted((w for w in mine if len(w) >= 3), key=lambda w: (-len(w), w))[:min(need, 12)]
     if not words:
         return []
-    rows = conn.execute(
-        f"SELECT e.* FROM entry_fts JOIN entry e ON e.seq = entry_fts.rowid WHERE entry_fts MATCH ? AND e.id != ? "
-        f"AND {_SQL_STATUS.format(n='e')} = 'active' ORDER BY bm25(entry_fts) LIMIT 50",
-        (" OR ".join(fts_phrase(w) for w in words), exclude or ""),
-    ).fetchall()
     out = []
-    for r in rows:
+    for r in best_entries(conn, " OR ".join(fts_phrase(w) for w in words), limit=50, exclude=exclude):
         theirs = _word_set(r["text"])
         score = len(mine & theirs) / len(mine | theirs)
         if score >= DUPLICATE_SIMILARITY:
@@ -4416,6 +4491,32 @@ def entry_filters(*, history: bool = False, kind: str | None = None, project: st
             where.append(cond)
             args.append(value)
     return where, args
+
+
+def best_entries(conn: sqlite3.Connection, match: str, *, limit: int, offset: int = 0,
+                 exclude: str | None = None) -> list[sqlite3.Row]:
+    """Return active entries matching an entry index query, best BM25 first.
+
+    While few entries are hidden (forgotten or superseded), the index ranks
+    alone and only the best rows are read: among the best
+    offset + limit + hidden, the page's entries are all there if that many
+    match.  Joining every match to its entry first cost time in proportion
+    to the matches.  ``exclude`` leaves one entry out.
+    """
+    where, args = entry_filters()
+    if exclude is not None:
+        where.append("e.id != ?")
+        args.append(exclude)
+    hidden = conn.execute("SELECT (SELECT count(*) FROM forgotten_entry) + "
+                          "(SELECT count(*) FROM entry WHERE supersedes IS NOT NULL)").fetchone()[0] + len(args)
+    if hidden <= RANK_FIRST_MAX:
+        sql = (f"SELECT e.* FROM (SELECT rowid, bm25(entry_fts) AS _score FROM entry_fts WHERE entry_fts MATCH ? "
+               f"ORDER BY _score LIMIT ?) f JOIN entry e ON e.seq = f.rowid WHERE {' AND '.join(where)} "
+               "ORDER BY f._score LIMIT ? OFFSET ?")
+        return conn.execute(sql, (match, offset + limit + hidden, *args, limit, offset)).fetchall()
+    sql = (f"SELECT e.* FROM entry_fts JOIN entry e ON e.seq = entry_fts.rowid WHERE entry_fts MATCH ? "
+           f"AND {' AND '.join(where)} ORDER BY bm25(entry_fts) LIMIT ? OFFSET ?")
+    return conn.execute(sql, (match, *args, limit, offset)).fetchall()
 
 
 def list_entries(store: Store, *, kind: str | None = None, project: str | Iterable[str] | None = None,
@@ -5372,31 +5473,21 @@ def search_entries(store: Store, query: str | None, *, limit: int = DEFAULT_LIMI
     likes = q.likes
     match = " AND ".join(fts_phrase(t) for t in q.index_terms)
     where, args = entry_filters(history=history, kind=kind, project=names, since=since, until=until)
-    hidden = None
     if match and not recent and not likes and not args and not history:
-        hidden = store.conn.execute("SELECT (SELECT count(*) FROM forgotten_entry) + "
-                                    "(SELECT count(*) FROM entry WHERE supersedes IS NOT NULL)").fetchone()[0]
-    if hidden is not None and hidden <= RANK_FIRST_MAX:
-        # Rank in the index alone, as events do: among the best
-        # offset + limit + (entries forgotten or superseded), the page's
-        # entries are all there if that many match.
-        sql = (f"SELECT e.* FROM (SELECT rowid, bm25(entry_fts) AS _score FROM entry_fts WHERE entry_fts MATCH ? "
-               f"ORDER BY _score LIMIT ?) f JOIN entry e ON e.seq = f.rowid WHERE {' AND '.join(where)} "
-               "ORDER BY f._score LIMIT ? OFFSET ?")
-        params = (match, offset + limit + hidden, limit, offset)
+        rows = best_entries(store.conn, match, limit=limit, offset=offset)
     elif match:
         like_sql = "".join(" AND entry_fts.text LIKE ? ESCAPE '\\'" for _ in likes)
         order = "e.created_at DESC" if recent else "bm25(entry_fts)"
-        sql = (f"SELECT e.* FROM entry_fts JOIN entry e ON e.seq = entry_fts.rowid WHERE entry_fts MATCH ?{like_sql} "
-               f"AND {' AND '.join(where)} ORDER BY {order} LIMIT ? OFFSET ?")
-        params = (match, *likes, *args, limit, offset)
+        rows = store.conn.execute(
+            f"SELECT e.* FROM entry_fts JOIN entry e ON e.seq = entry_fts.rowid WHERE entry_fts MATCH ?{like_sql} "
+            f"AND {' AND '.join(where)} ORDER BY {order} LIMIT ? OFFSET ?", (match, *likes, *args, limit, offset))
     else:
         like_sql = " AND ".join("e.text LIKE ? ESCAPE '\\'" for _ in likes)
-        sql = (f"SELECT e.* FROM entry e WHERE {like_sql} AND {' AND '.join(where)} ORDER BY e.created_at DESC "
-               "LIMIT ? OFFSET ?")
-        params = (*likes, *args, limit, offset)
+        rows = store.conn.execute(
+            f"SELECT e.* FROM entry e WHERE {like_sql} AND {' AND '.join(where)} ORDER BY e.created_at DESC "
+            "LIMIT ? OFFSET ?", (*likes, *args, limit, offset))
     out = []
-    for r in store.conn.execute(sql, params):
+    for r in rows:
         d = _entry_dict(store.conn, r, full=False)
         d["snippet"] = snippet(r["text"], list(q.terms))
         out.append(d)

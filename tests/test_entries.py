@@ -158,7 +158,7 @@ def test_quote_matching_ignores_whitespace_and_case(store, talk, quote, by):
     assert e["sources"][0]["quote"] == quote.strip()
 
 
-@pytest.mark.parametrize("few", [origin.QUOTE_FEW, 0])  # by the two longest words, or by six at once
+@pytest.mark.parametrize("few", [origin.QUOTE_FEW, 0])  # by the rarest words, or by six at once
 def test_quote_only_cites_the_newest_message_before_any_tool_event(user_home, store, monkeypatch, few):
     monkeypatch.setattr(origin, "QUOTE_FEW", few)
     log = ClaudeLog(user_home)

@@ -330,3 +330,43 @@ def test_an_idle_index_writer_merges_the_segments_and_searches_find_the_same(use
         assert origin.index_tidy_step(conn, part) is False  # nothing left to merge
     finally:
         conn.close()
+
+
+def _entry_segments(store) -> int:
+    return store.conn.execute("SELECT count(DISTINCT segid) FROM entry_fts_idx").fetchone()[0]
+
+
+def test_an_idle_index_writer_merges_the_entry_index_into_one_segment(user_home, store, monkeypatch):
+    from test_entries import ClaudeLog
+
+    log = ClaudeLog(user_home, session="sess-entry-tidy")
+    for i in range(60):
+        log.user(f"u{i}", f"decision {i}: the heron nests {'upstream' if i % 2 else 'downstream'} this year")
+    log.write()
+    origin.sync(store)
+    # One entry per commit, as remembers reach a hub: a segment each, until
+    # FTS5 merges.  Then a third of them forgotten: their postings are
+    # deleted, which FTS5 records as more segments.
+    made = [origin.remember(store, kind="memory", text=f"Heron note {i}: nests {'upstream' if i % 2 else 'downstream'}.",
+                            sources=[{"quote": f"decision {i}: the heron"}], author="t@test")["id"] for i in range(60)]
+    for eid in made[::3]:
+        origin.forget(store, eid)
+    queries = ["heron upstream", "nests downstream", "note 17"]
+    before = {q: [e["id"] for e in origin.search_entries(store, q, limit=100)] for q in queries}
+    many = _entry_segments(store)
+    assert many > 4 and len(before["heron upstream"]) == 20
+
+    monkeypatch.setattr(origin, "INDEX_TIDY_IDLE", 0.05)
+    writers = origin.IndexWriters(store.home, tidy=True)
+    try:
+        deadline = origin.time.monotonic() + 120
+        while _entry_segments(store) > 1 and origin.time.monotonic() < deadline:
+            origin.time.sleep(0.05)
+    finally:
+        assert writers.close() == []
+    assert _entry_segments(store) == 1 < many
+    assert {q: [e["id"] for e in origin.search_entries(store, q, limit=100)] for q in queries} == before
+    assert origin.entry_index_tidy_step(store.conn) is False  # nothing left to merge
+    # FTS5 raises if the merged index is not sound (rank 0: forgotten
+    # entries stay in ``entry`` but not in its index, by design).
+    store.conn.execute("INSERT INTO entry_fts (entry_fts, rank) VALUES ('integrity-check', 0)")

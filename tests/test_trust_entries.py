@@ -174,3 +174,19 @@ def test_remember_names_active_entries_that_say_nearly_the_same(talk, store, cli
     code, out = cli("remember", "We keep SQLite for the archive: one file and no server.", "--kind", "knowledge",
                     "--event", talk["b"])
     assert code == 0 and f"nearly the same as {fixed['id']}" in out
+
+
+def test_remember_finds_a_near_copy_behind_many_entries_sharing_its_common_words(talk, store):
+    # 80 entries share common words of the new text ("release", "process");
+    # the near-copy shares most of its words.  The candidates come from only
+    # as many of the longest words as a near-copy must share one of: the
+    # near-copy is among them, and no entry sharing under half is offered.
+    for i in range(80):
+        origin.remember(store, kind="memory", text=f"The release process step {i} waits for review.",
+                        sources=[{"event": talk["a"]}], author="t")
+    near = origin.remember(store, kind="knowledge", text="Release process: tag, then the changelog gets its heading.",
+                           sources=[{"event": talk["b"]}], author="t")
+    again = origin.remember(store, kind="knowledge", text="Release process: tag, then the changelog gets a heading.",
+                            sources=[{"event": talk["b"]}], author="t")
+    assert [d["id"] for d in again["similar"]] == [near["id"]]
+    assert origin.similar_entries(store.conn, "Unrelated words entirely here.") == []

@@ -292,14 +292,32 @@ def _segments(store, part: str) -> int:
     return store.reader.execute(f"SELECT count(DISTINCT segid) FROM ix_{part}.{fts}_idx").fetchone()[0]
 
 
-def test_an_idle_index_writer_merges_the_segments_and_searches_find_the_same(user_home, store, monkeypatch):
+def _synced_lines(user_home, store, session: str, lines: list[str]) -> None:
+    """Log lines as user messages of one Claude Code session and sync them."""
     from test_entries import ClaudeLog
 
-    log = ClaudeLog(user_home, session="sess-tidy")
-    for i in range(240):
-        log.user(f"u{i}", f"note {i}: the marmot colony {'grows' if i % 3 else 'sleeps'} near the ridge")
+    log = ClaudeLog(user_home, session=session)
+    for i, line in enumerate(lines):
+        log.user(f"u{i}", line)
     log.write()
     origin.sync(store)
+
+
+def _tidy_until(store, monkeypatch, done) -> None:
+    """Run an idle, tidying index writer until done() holds (two minutes at most)."""
+    monkeypatch.setattr(origin, "INDEX_TIDY_IDLE", 0.05)
+    writers = origin.IndexWriters(store.home, tidy=True)
+    try:
+        deadline = origin.time.monotonic() + 120
+        while not done() and origin.time.monotonic() < deadline:
+            origin.time.sleep(0.05)
+    finally:
+        assert writers.close() == []
+
+
+def test_an_idle_index_writer_merges_the_segments_and_searches_find_the_same(user_home, store, monkeypatch):
+    _synced_lines(user_home, store, "sess-tidy",
+                  [f"note {i}: the marmot colony {'grows' if i % 3 else 'sleeps'} near the ridge" for i in range(240)])
     # Build the message part again in many small commits, as a hub taking
     # pushes does: each commit is a segment of its own until FTS5 merges.
     part, fts = "message", origin.EVENT_INDEXES["message"][1]
@@ -314,14 +332,7 @@ def test_an_idle_index_writer_merges_the_segments_and_searches_find_the_same(use
     many = _segments(store, part)
     assert many > 10 and len(before["marmot sleeps"]) == 80
 
-    monkeypatch.setattr(origin, "INDEX_TIDY_IDLE", 0.05)
-    writers = origin.IndexWriters(store.home, tidy=True)
-    try:
-        deadline = origin.time.monotonic() + 120
-        while _segments(store, part) > 4 and origin.time.monotonic() < deadline:
-            origin.time.sleep(0.05)
-    finally:
-        assert writers.close() == []
+    _tidy_until(store, monkeypatch, lambda: _segments(store, part) <= 4)
     assert _segments(store, part) <= 4 < many
     assert {q: [e["id"] for e in origin.search_events(store, q, limit=500)] for q in queries} == before
     assert index_rows(store) == expected_rows(store)
@@ -337,13 +348,8 @@ def _entry_segments(store) -> int:
 
 
 def test_an_idle_index_writer_merges_the_entry_index_into_one_segment(user_home, store, monkeypatch):
-    from test_entries import ClaudeLog
-
-    log = ClaudeLog(user_home, session="sess-entry-tidy")
-    for i in range(60):
-        log.user(f"u{i}", f"decision {i}: the heron nests {'upstream' if i % 2 else 'downstream'} this year")
-    log.write()
-    origin.sync(store)
+    _synced_lines(user_home, store, "sess-entry-tidy",
+                  [f"decision {i}: the heron nests {'upstream' if i % 2 else 'downstream'} this year" for i in range(60)])
     # One entry per commit, as remembers reach a hub: a segment each, until
     # FTS5 merges.  Then a third of them forgotten: their postings are
     # deleted, which FTS5 records as more segments.
@@ -356,14 +362,7 @@ def test_an_idle_index_writer_merges_the_entry_index_into_one_segment(user_home,
     many = _entry_segments(store)
     assert many > 4 and len(before["heron upstream"]) == 20
 
-    monkeypatch.setattr(origin, "INDEX_TIDY_IDLE", 0.05)
-    writers = origin.IndexWriters(store.home, tidy=True)
-    try:
-        deadline = origin.time.monotonic() + 120
-        while _entry_segments(store) > 1 and origin.time.monotonic() < deadline:
-            origin.time.sleep(0.05)
-    finally:
-        assert writers.close() == []
+    _tidy_until(store, monkeypatch, lambda: _entry_segments(store) == 1)
     assert _entry_segments(store) == 1 < many
     assert {q: [e["id"] for e in origin.search_entries(store, q, limit=100)] for q in queries} == before
     assert origin.entry_index_tidy_step(store.conn) is False  # nothing left to merge

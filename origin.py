@@ -51,7 +51,7 @@ import time
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # names only annotations use: never imported at run time
     from concurrent.futures import ThreadPoolExecutor
-    from typing import Any, Callable, Iterable, Iterator
+    from typing import Any, Callable, Iterable, Iterator, NoReturn
 
     from adapters import Context, Record, SessionInfo, SourceFile
 
@@ -2565,9 +2565,14 @@ def match_events(store: "Store", terms: list[str], kinds: Iterable[str], *, cols
     try:
         return _match_events(store, terms, tuple(kinds), cols, list(where), list(args), list(likes), order, limit)
     except sqlite3.DatabaseError as e:
-        if type(e) is not sqlite3.DatabaseError:
-            raise  # locked, busy, a bad statement: not damage
-        raise StoreError(_damaged_index(store.home, e)) from None
+        _index_failed(store, e)
+
+
+def _index_failed(store: "Store", e: sqlite3.DatabaseError) -> NoReturn:
+    """Raise e again, or, when it is damage, a StoreError saying how to rebuild the index."""
+    if type(e) is not sqlite3.DatabaseError:
+        raise e  # locked, busy, a bad statement: not damage
+    raise StoreError(_damaged_index(store.home, e)) from None
 
 
 def _damaged_index(home: Path, e: Exception) -> str:
@@ -2638,9 +2643,12 @@ def word_rarity(store: "Store", word: str, kind: str) -> float:
         if kind not in part_kinds:
             continue
         top = index_marks(store.reader, part)[0]
-        n, low = store.reader.execute(
-            f"SELECT count(*), min(rowid) FROM (SELECT rowid FROM ix_{part}.{fts} WHERE {fts} MATCH ? "
-            "ORDER BY rowid DESC LIMIT ?)", (fts_phrase(word), RARITY_PROBE)).fetchone()
+        try:
+            n, low = store.reader.execute(
+                f"SELECT count(*), min(rowid) FROM (SELECT rowid FROM ix_{part}.{fts} WHERE {fts} MATCH ? "
+                "ORDER BY rowid DESC LIMIT ?)", (fts_phrase(word), RARITY_PROBE)).fetchone()
+        except sqlite3.DatabaseError as e:
+            _index_failed(store, e)
         total += n if n < RARITY_PROBE else n * top / max(1, top - low + 1)
     return total
 

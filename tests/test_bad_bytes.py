@@ -136,6 +136,11 @@ def test_a_damaged_index_makes_search_say_how_to_fix_it(user_home, origin_home, 
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == origin.StoreError.exit_code and "Traceback" not in proc.stderr
     assert "search index" in proc.stderr and "delete that folder" in proc.stderr and "origin sync" in proc.stderr
+    # So does a remember whose quote is looked up in the index.
+    quoted = subprocess.run([sys.executable, str(ROOT / "origin.py"), "remember", "A note.", "--kind", "memory",
+                             "--quote", "hello there friend"], env=env, capture_output=True, text=True, timeout=120)
+    assert quoted.returncode == origin.StoreError.exit_code and "Traceback" not in quoted.stderr, quoted.stderr
+    assert "search index" in quoted.stderr and "delete that folder" in quoted.stderr
     # Following the advice works.
     import shutil
 

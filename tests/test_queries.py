@@ -369,3 +369,43 @@ def test_an_idle_index_writer_merges_the_entry_index_into_one_segment(user_home,
     # FTS5 raises if the merged index is not sound (rank 0: forgotten
     # entries stay in ``entry`` but not in its index, by design).
     store.conn.execute("INSERT INTO entry_fts (entry_fts, rank) VALUES ('integrity-check', 0)")
+
+
+BM25_TEXTS = [
+    "The Heron nests upstream; heron HERON heronry.",
+    "heron watchers count the nests at dawn",
+    "Nests, nests and more nests: no bird named here",
+    "A heron and its nests by the weir, upstream of the mill, where the river bends twice",
+    "aaaa heron aaaaa nests",  # overlapping instances: FTS5 counts "aaa" at each position
+    "Été: le héron niche en amont. HÉRON nests",
+    "upstream " * 40 + "heron nests",  # a long row: its length weighs against it
+]
+
+
+@pytest.mark.parametrize("terms", [["heron", "nests"], ["nests", "upstream"], ["heron", "nests", "upstream"],
+                                   ["aaa", "heron"], ["héron", "nests"], ["river", "heron"]])
+def test_ranking_in_python_gives_fts5s_own_bm25_scores_and_order(user_home, store, terms):
+    _synced_lines(user_home, store, "sess-bm25", BM25_TEXTS)
+    fts = origin.EVENT_INDEXES["message"][1]
+    match = " AND ".join(origin.fts_phrase(t) for t in terms)
+    want = store.reader.execute(f"SELECT rowid, bm25({fts}) FROM ix_message.{fts} WHERE {fts} MATCH ? "
+                                f"ORDER BY bm25({fts}), rowid", (match,)).fetchall()
+    hits = store.reader.execute(
+        f"SELECT e.id, e.seq AS _seq, e.ts AS _ts, e.text AS _text, d.sz AS _sz FROM ix_message.{fts} JOIN event e "
+        f"ON e.seq = {fts}.rowid JOIN ix_message.{fts}_docsize d ON d.id = e.seq WHERE {fts} MATCH ?", (match,)).fetchall()
+    got = sorted(origin.bm25_rows(store.reader, "message", terms, hits), key=lambda r: (r["_score"], r["_seq"]))
+    assert want, terms
+    # Fewer than RARITY_PROBE rows hold each term here, so its document
+    # frequency is exact and the scores are FTS5's to the last digits.
+    assert [r["_seq"] for r in got] == [w[0] for w in want]
+    assert [round(r["_score"], 9) for r in got] == [round(w[1], 9) for w in want]
+    assert all("_text" not in r and "_sz" not in r for r in got)
+
+
+def test_a_search_with_more_hits_than_ranked_here_is_ranked_by_fts5_the_same(user_home, store, monkeypatch):
+    _synced_lines(user_home, store, "sess-bm25", BM25_TEXTS)
+    queries = ["heron nests", "nests upstream", "heron nests upstream"]
+    here = {q: [e["id"] for e in origin.search_events(store, q)] for q in queries}
+    monkeypatch.setattr(origin, "OWN_RANK_MAX", 1)
+    by_fts5 = {q: [e["id"] for e in origin.search_events(store, q)] for q in queries}
+    assert here == by_fts5 and all(len(v) >= 3 for v in here.values())

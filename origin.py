@@ -2607,15 +2607,16 @@ def _match_events(store: "Store", terms: list[str], kinds: tuple, cols: str, whe
         if order == "rank" and len(terms) > 1:
             # A selective search of several terms: read its hits and rank
             # them here (``bm25_rows``), which spares FTS5 counting each
-            # term's rows over the whole index.  Past OWN_RANK_MAX the read
-            # stops and FTS5 ranks.
+            # term's rows over the whole index.  Past OWN_RANK_MAX hits, or
+            # OWN_RANK_TEXT characters of their text, FTS5 ranks.
             hits = reader.execute(
-                f"SELECT {cols}, e.seq AS _seq, e.ts AS _ts, e.text AS _text, d.sz AS _sz FROM ix_{part}.{fts} "
-                f"JOIN event e ON e.seq = {fts}.rowid JOIN ix_{part}.{fts}_docsize d ON d.id = e.seq "
+                f"SELECT e.seq, length(e.text) FROM ix_{part}.{fts} JOIN event e ON e.seq = {fts}.rowid "
                 f"WHERE {fts} MATCH ? AND {' AND '.join(conds)} LIMIT ?", (match, *params, OWN_RANK_MAX + 1)).fetchall()
-        if hits is not None and len(hits) <= OWN_RANK_MAX \
-                and sum(len(r["_text"] or "") for r in hits) <= OWN_RANK_TEXT:
-            ranked += bm25_rows(reader, part, terms, hits)
+        if hits is not None and len(hits) <= OWN_RANK_MAX and sum(n or 0 for _s, n in hits) <= OWN_RANK_TEXT:
+            ranked += bm25_rows(reader, part, terms, reader.execute(
+                f"SELECT {cols}, e.seq AS _seq, e.ts AS _ts, e.text AS _text, d.sz AS _sz FROM event e "
+                f"LEFT JOIN ix_{part}.{fts}_docsize d ON d.id = e.seq WHERE e.seq IN (SELECT value FROM json_each(?))",
+                (json.dumps([seq for seq, _n in hits]),)).fetchall())
         elif order == "rank" and limit and set(mine) == set(part_kinds) and where == [_SQL_VISIBLE.format(e="e")] \
                 and not likes and (hidden := excluded_count(reader)) <= RANK_FIRST_MAX:
             # Rank in the index alone, then read only the best rows: among
@@ -2730,8 +2731,10 @@ def bm25_rows(reader: sqlite3.Connection, part: str, terms: list[str], hits: lis
         idf.append(max(1e-6, math.log((n_rows - df + 0.5) / (df + 0.5))))
     out = []
     for r in hits:
-        length = (_varints(r["_sz"]) or [0])[0]
         text = (r["_text"] or "").lower()
+        # A row's length in trigrams; counted from its text should FTS5
+        # keep none (a hit is never dropped for it).
+        length = _varints(r["_sz"])[0] if r["_sz"] else max(0, len(text) - 2)
         score = 0.0
         for term, weight in zip(folded, idf):
             f = _instances(text, term)

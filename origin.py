@@ -2727,7 +2727,7 @@ def bm25_rows(reader: sqlite3.Connection, part: str, terms: list[str], hits: lis
     folded = [t.lower() for t in terms]
     idf = []
     for t in terms:
-        df = part_frequency(reader, part, t)
+        df = min(part_frequency(reader, part, t), n_rows)  # an estimate may overshoot
         idf.append(max(1e-6, math.log((n_rows - df + 0.5) / (df + 0.5))))
     out = []
     for r in hits:

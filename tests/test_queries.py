@@ -409,3 +409,23 @@ def test_a_search_with_more_hits_than_ranked_here_is_ranked_by_fts5_the_same(use
     monkeypatch.setattr(origin, "OWN_RANK_MAX", 1)
     by_fts5 = {q: [e["id"] for e in origin.search_events(store, q)] for q in queries}
     assert here == by_fts5 and all(len(v) >= 3 for v in here.values())
+
+
+def test_a_term_in_nearly_every_message_is_ranked_without_failing(user_home, store):
+    # Its document frequency is estimated from its newest matches, which lie
+    # closer together than the part's rows do on average (tool events share
+    # the seqs): the estimate passes the part's row count and must not break
+    # the logarithm.
+    from test_entries import ClaudeLog
+
+    log = ClaudeLog(user_home, session="sess-dense")
+    for i in range(250):
+        log.user(f"u{i}", f"the heron nests, note {i}" + (" upstream" if i % 5 == 0 else ""))
+        if i < 150:  # the older messages each with a tool result beside them, the newest alone
+            log.tool_result(f"r{i}", f"tool output {i}")
+    log.write()
+    origin.sync(store)
+    assert origin.part_frequency(store.reader, "message", "heron") > 250  # past the row count
+    found = origin.search_events(store, "heron upstream", limit=100)
+    assert len(found) == 50 and all("upstream" in e["snippet"] for e in found)
+    assert len(origin.search_events(store, "heron nests", limit=100)) == 100

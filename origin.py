@@ -2559,7 +2559,7 @@ def fts_phrase(term: str) -> str:
 
 def match_events(store: "Store", terms: list[str], kinds: Iterable[str], *, cols: str = "e.*",
                  where: Iterable[str] = (), args: Iterable = (), likes: Iterable[str] = (),
-                 order: str = "rank", limit: int | None = None) -> list[sqlite3.Row]:
+                 order: str = "rank", limit: int | None = None) -> list:
     """Return events of ``kinds`` whose text contains every term (3+ chars).
 
     Each part of the index that covers one of the kinds is searched, and so
@@ -2569,6 +2569,8 @@ def match_events(store: "Store", terms: list[str], kinds: Iterable[str], *, cols
     first; unindexed events follow the ranked ones), "recent" or "none".
     ``where``/``args`` filter on ``e`` (the event), ``likes`` are LIKE
     patterns the text must also match (terms too short for the index).
+    Rows are ``sqlite3.Row``s, or dicts with the same keys where
+    ``bm25_rows`` ranked them.
     """
     try:
         return _match_events(store, terms, tuple(kinds), cols, list(where), list(args), list(likes), order, limit)
@@ -2589,7 +2591,7 @@ def _damaged_index(home: Path, e: Exception) -> str:
 
 
 def _match_events(store: "Store", terms: list[str], kinds: tuple, cols: str, where: list, args: list, likes: list,
-                  order: str, limit: int | None) -> list[sqlite3.Row]:
+                  order: str, limit: int | None) -> list:
     reader = store.reader
     match = " AND ".join(fts_phrase(t) for t in terms)
     cap = f" LIMIT {int(limit)}" if limit else ""
@@ -2806,7 +2808,6 @@ class IndexWriters:
     def __init__(self, home: Path, *, tidy: bool = False):
         self.home = home
         self.tidy = tidy
-        self.done = False
         self.errors: list[str] = []
         self.wakes = {part: threading.Event() for part in EVENT_INDEXES}
         self.stopping = threading.Event()
@@ -2834,7 +2835,7 @@ class IndexWriters:
                     untidy = tidying = False  # a lasting fault shows at the next catch-up
                 continue
             wake.clear()
-            finishing = self.done
+            finishing = self.stopping.is_set()
             tidying = False
             try:
                 if conn is None:
@@ -2879,7 +2880,6 @@ class IndexWriters:
             store.close()
 
     def close(self, wait: bool = True) -> list[str]:
-        self.done = True
         self.stopping.set()
         self.poke()
         if wait:

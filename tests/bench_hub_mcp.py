@@ -15,7 +15,14 @@ load phase (default 30 s).  Every figure is taken in this run:
   to the hub;
 - load: 16 HTTP clients of mixed reads, 2 writers (`remember`) and one
   device appending to its log and pushing, all at once: errors, "database
-  is locked", and the reads' p95.
+  is locked", and the reads' p95; the CPU the hub used (its own process and
+  its tool workers) and their memory at the end.
+
+The writers quote the start of a real event's text, but the newest event
+holding it is a line the device wrote and pushed just before the load (the
+same start, then a tag of this run), so that is what their entries cite;
+afterwards the bench forgets that line, which forgets every entry the run
+wrote and leaves a kept store's real events as they were.
 """
 
 from __future__ import annotations
@@ -32,8 +39,11 @@ import time
 import uuid
 from pathlib import Path
 
+import datetime as dt
+
 import anyio
 import httpx2
+import psutil
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
@@ -155,13 +165,16 @@ def _worker(role: str, i: int, job: dict) -> dict:
         tools.close()
     elif role == "writer":
         tools = origin.HubTools(cfg, client=f"bench-writer-{i}")
+        cited = set()
         while time.time() < stop:
             try:
-                call(tools, "remember", {"kind": "memory", "text": f"Bench note {uuid.uuid4()} on {QUERY}.",
-                                         "sources": [{"quote": job["quote"]}]})
+                entry = call(tools, "remember", {"kind": "memory", "text": f"Bench note {uuid.uuid4()} on {QUERY}.",
+                                                 "sources": [{"quote": job["quote"]}]})
+                cited.update(src["event"] for src in entry["entry"]["sources"])
                 out["writes"] += 1
             except Exception as e:
                 out["errors"].append(f"remember: {e}")
+        out["cited"] = sorted(cited)
         tools.close()
     else:  # the device: append a line to its Claude Code log, sync, push
         log = next((Path(job["user"]) / ".claude" / "projects").rglob("*.jsonl"))
@@ -182,16 +195,65 @@ def _worker(role: str, i: int, job: dict) -> dict:
     return out
 
 
-def cpu_seconds(pid: int | None = None) -> float:
-    """CPU seconds (user + system) used so far by this process, or by pid (Linux)."""
-    if pid is None:
-        use = resource.getrusage(resource.RUSAGE_SELF)
-        return use.ru_utime + use.ru_stime
+def cpu_seconds() -> float:
+    """CPU seconds (user + system) used so far by this process."""
+    use = resource.getrusage(resource.RUSAGE_SELF)
+    return use.ru_utime + use.ru_stime
+
+
+def hub_processes(pid: int) -> list[psutil.Process]:
+    """The hub's process and its tool workers."""
+    hub = psutil.Process(pid)
+    return [hub, *hub.children()]
+
+
+def hub_cpu(pid: int) -> dict[int, float]:
+    """CPU seconds (user + system) used so far by the hub and each of its workers, by pid."""
+    out = {}
+    for proc in hub_processes(pid):
+        try:
+            t = proc.cpu_times()
+            out[proc.pid] = t.user + t.system
+        except psutil.Error:
+            pass  # a worker that has just gone
+    return out
+
+
+def claude_line(user: Path, text: str) -> dict:
+    """A user line of the device's Claude Code log holding text, stamped now."""
+    log = next((user / ".claude" / "projects").rglob("*.jsonl"))
+    last = json.loads(log.read_text(encoding="utf-8").splitlines()[-1])
+    now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    line = {**last, "uuid": str(uuid.uuid4()), "type": "user", "timestamp": now,
+            "message": {"role": "user", "content": text}}
+    with log.open("a", encoding="utf-8") as fh:
+        fh.write(json.dumps(line) + "\n")
+    return line
+
+
+def push_line(device: Path, user: Path, cfg: origin.HubConfig, text: str) -> None:
+    """Write text as a new line of the device's log, then sync and push it to the hub."""
+    claude_line(user, text)
+    old = os.environ.get("HOME")
+    os.environ["HOME"] = str(user)
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return float("nan")
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        with origin.open_store(device) as store:
+            origin.sync(store)
+            origin.push(store, cfg, discover=False)
+    finally:
+        os.environ.pop("HOME") if old is None else os.environ.__setitem__("HOME", old)
+
+
+def forget_run(home: Path, cited: set[str], tag: str) -> tuple[int, list[str]]:
+    """Forget the run's own line (and so every entry citing it); return (entries forgotten, foreign ids)."""
+    forgotten, foreign = 0, []
+    with origin.open_store(home) as s:
+        for event_id in sorted(cited):
+            if tag in origin.get_event(s, event_id)["text"]:
+                forgotten += len(origin.forget(s, event_id, reason="bench cleanup")["forgotten_entries"])
+            else:
+                foreign.append(event_id)  # a real event: never forgotten by the bench
+    return forgotten, foreign
 
 
 def load(cfg: origin.HubConfig, device: Path, user: Path, seconds: float, ids: list[str], quote: str,
@@ -217,9 +279,11 @@ def load(cfg: origin.HubConfig, device: Path, user: Path, seconds: float, ids: l
         pr.stdin.close()
     while time.time() < start:
         time.sleep(0.01)
-    hub_cpu = -cpu_seconds(hub_pid)
+    before = hub_cpu(hub_pid)
     time.sleep(seconds)
-    hub_cpu += cpu_seconds(hub_pid)
+    after = hub_cpu(hub_pid)
+    used = sum(t - before.get(pid, 0.0) for pid, t in after.items())
+    rss = [proc.memory_info().rss / 1e6 for proc in hub_processes(hub_pid)]
     seen = [json.loads(pr.stdout.read()) for pr in procs]
     for pr in procs:
         pr.wait()
@@ -230,9 +294,10 @@ def load(cfg: origin.HubConfig, device: Path, user: Path, seconds: float, ids: l
             kinds.setdefault(name, []).append(x)
     errors = [e for w in seen for e in w["errors"]]
     return {"reads": len(reads), "read_p50": p(reads, 0.5), "read_p95": p(reads, 0.95),
+            "cited": {c for w in seen for c in w.get("cited", [])},
             "by_tool": ", ".join(f"{k} {p(v, 0.5):.0f}/{p(v, 0.95):.0f}" for k, v in sorted(kinds.items())),
             "writes": sum(w["writes"] for w in seen), "pushes": sum(w["pushes"] for w in seen), "errors": errors,
-            "locked": sum("locked" in e for e in errors), "hub_cpu": hub_cpu,
+            "locked": sum("locked" in e for e in errors), "hub_cpu": used, "hub_rss": rss,
             "client_cpu": sum(w["cpu"] for w in seen), "cores": os.cpu_count() or 1}
 
 
@@ -255,7 +320,9 @@ def main() -> None:
             hits = len(res["events"])
             ids = [e["id"] for e in res["events"]][:3] or [r[0] for r in s.conn.execute(
                 "SELECT id FROM event WHERE kind = 'message' LIMIT 3")]
-            quote = origin.get_event(s, ids[0])["text"][:40]
+            quoted = origin.get_event(s, ids[0])["text"]
+            quote = quoted[:40]
+        tag = f"bench run {uuid.uuid4().hex}"
         hub = ServedHub(store_home)
         tokens = [f"bench-{uuid.uuid4().hex[:8]}", f"dev-{uuid.uuid4().hex[:8]}"]
         try:
@@ -281,14 +348,16 @@ def main() -> None:
             origin.save_hub_config(device, origin.HubConfig(hub.url, dev_token, "benchdev"))
             proxied = proxy_get_times(device, user, ids[:1], 50)
             seconds = float(os.environ.get("BENCH_LOAD_S", "30"))
-            loaded = load(origin.HubConfig(hub.url, dev_token, "benchdev"), device, user, seconds, ids, quote,
-                          hub.proc.pid)
+            dev_cfg = origin.HubConfig(hub.url, dev_token, "benchdev")
+            push_line(device, user, dev_cfg, f"{quoted[:200]} ({tag})")
+            loaded = load(dev_cfg, device, user, seconds, ids, quote, hub.proc.pid)
         finally:
             hub.stop()
             with origin.open_store(store_home) as s:  # a kept store keeps no bench tokens alive
                 for name in tokens:
                     if any(t["name"] == name and not t["revoked"] for t in origin.list_tokens(s)):
                         origin.revoke_token(s, name)
+        cleaned, foreign = forget_run(store_home, loaded["cited"], tag)
         rows = [
             ("store", f"{events:,} events ({'BENCH_STORE' if os.environ.get('BENCH_STORE') else 'the fixtures'}); "
                       f"search {QUERY!r}, {hits} hits"),
@@ -299,18 +368,24 @@ def main() -> None:
                                            f"{p(http_search, 0.5) / p(tool_call, 0.5):.2f} x the tool call"),
             ("get over HTTP /mcp, p50", f"{p(http_get, 0.5):.2f} ms"),
             ("get with the SDK's HTTP client, p50", f"{p(direct, 0.5):.2f} ms"),
-            ("get through the stdio proxy, p50", f"{p(proxied, 0.5):.2f} ms (+{p(proxied, 0.5) - p(direct, 0.5):.2f} ms)"),
+            ("get through the stdio proxy, p50", f"{p(proxied, 0.5):.2f} ms ({p(proxied, 0.5) - p(direct, 0.5):+.2f} ms)"),
             (f"load {seconds:.0f} s: 16 readers, 2 writers, 1 pushing device",
              f"{loaded['reads']:,} reads (p50 {loaded['read_p50']:.1f} ms, p95 {loaded['read_p95']:.1f} ms), "
              f"{loaded['writes']} remembers, {loaded['pushes']} pushes, {len(loaded['errors'])} errors, "
              f"{loaded['locked']} 'database is locked'"),
             ("  reads by tool, p50/p95 ms", loaded["by_tool"]),
-            ("  CPU used in the load", f"hub {loaded['hub_cpu']:.1f} s, the 19 clients {loaded['client_cpu']:.1f} s, "
+            ("  CPU used in the load", f"hub {loaded['hub_cpu']:.1f} s (its process and its tool workers), "
+                                       f"the 19 clients {loaded['client_cpu']:.1f} s, "
                                        f"of {loaded['cores'] * seconds:.0f} core-seconds"),
+            ("  hub memory at the end of the load", f"{sum(loaded['hub_rss']):.0f} MB resident: its process "
+                                                    f"{loaded['hub_rss'][0]:.0f} MB and {len(loaded['hub_rss']) - 1} "
+                                                    f"tool workers of {', '.join(f'{m:.0f}' for m in loaded['hub_rss'][1:]) or '-'} MB"),
         ]
         width = max(len(r[0]) for r in rows)
         for k, v in rows:
             print(f"{k:<{width}}  {v}")
+        print(f"  the run's {cleaned} entries forgotten with the line they cite"
+              + (f"; the writers also cited real events, left alone: {', '.join(foreign)}" if foreign else ""))
         for e in loaded["errors"][:5]:
             print(f"  error: {e}")
     finally:

@@ -8215,6 +8215,195 @@ class Slots:
                 self._free += 1
 
 
+class WorkerGone(Exception):
+    """A tool worker process could not start, or stopped in the middle of a call."""
+
+
+#: What a tool worker prints once its store is open: the version and the
+#: file it runs, which must be the hub's own.
+_WORKER_READY = "origin-tool-worker {version} {file}\n"
+
+
+def _module_file() -> str:
+    return os.path.realpath(__file__)
+
+
+class ToolWorker:
+    """One tool worker: a Python process that runs tool calls on the hub's store.
+
+    It is this very module run by ``tool_worker``: the hub's interpreter,
+    with the hub's import path (a checkout, a venv, a pyz's unpacked
+    site-packages) and this module's folder first, so it cannot pick up
+    another ``origin``.  Requests go down its stdin as JSON lines; each
+    answer comes back on its stdout as ``<is_error> <bytes>`` and the text.
+    """
+
+    def __init__(self, home: Path):
+        import subprocess
+
+        here = os.path.dirname(_module_file())
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([here, *(p for p in sys.path if p)])}
+        try:
+            # A session of its own: a Ctrl-C at the hub's terminal reaches the
+            # hub, which stops its workers itself once requests have finished.
+            self.proc = subprocess.Popen(
+                [sys.executable, "-P", "-c", "import sys, origin; sys.exit(origin.tool_worker(sys.argv[1]))",
+                 os.fspath(home)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, start_new_session=True)
+        except OSError as e:
+            raise WorkerGone(f"cannot start {sys.executable}: {e.strerror}") from None
+        want = _WORKER_READY.format(version=__version__, file=_module_file()).encode()
+        got = self.proc.stdout.readline()
+        if got != want:
+            self.close(timeout=5)
+            raise WorkerGone(f"it said {got.decode(errors='replace').strip()[:200]!r} where "
+                             f"{want.decode().strip()!r} was expected" if got else "it stopped at start")
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def call(self, name: str, arguments: Any, author: str, keep_nulls: bool) -> tuple[str, bool]:
+        """Run one tool in the worker; return (text, is_error).  Raises WorkerGone."""
+        try:
+            self.proc.stdin.write(json.dumps([name, arguments, author, keep_nulls]).encode() + b"\n")
+            self.proc.stdin.flush()
+            head = self.proc.stdout.readline().split()
+            if len(head) != 2 or head[0] not in (b"0", b"1") or not head[1].isdigit():
+                raise WorkerGone("it stopped in the middle of the call" if not head else "it broke the protocol")
+            size = int(head[1])
+            data = self.proc.stdout.read(size)
+        except OSError as e:
+            raise WorkerGone(f"it stopped in the middle of the call ({e.strerror or e})") from None
+        if len(data) != size:
+            raise WorkerGone("it stopped in the middle of an answer")
+        return data.decode("utf-8", "surrogatepass"), head[0] == b"1"
+
+    def close(self, timeout: float = 30) -> None:
+        """Close its stdin (it finishes the call in hand and exits), then reap it."""
+        import subprocess
+
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc.stdout.close()
+
+
+def tool_worker(home: str) -> int:
+    """Answer the hub's tool calls from stdin on stdout until stdin closes.
+
+    Each call goes through ``run_tool`` and the tool's core operation on
+    this process's own store connection, and its result is read out
+    (``mcp_json``) here, so the hub's process only moves bytes.
+    """
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the hub stops its workers itself
+    answers = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)  # whatever else writes to stdout lands in the hub's log, not in an answer
+    sys.stdout = sys.stderr
+    store = open_store(home)
+    try:
+        answers.write(_WORKER_READY.format(version=__version__, file=_module_file()).encode())
+        answers.flush()
+        for line in sys.stdin.buffer:
+            name, arguments, author, keep = json.loads(line)
+            # Invariant 5 (single entry point): the same run_tool as stdio and the CLI.
+            text, is_error = run_tool(name, arguments, author, lambda tool, args: tool.run(store, args, author),
+                                      serialise=lambda r: mcp_json(r, keep_nulls=keep))
+            data = text.encode("utf-8", "surrogatepass")
+            answers.write(b"%d %d\n" % (is_error, len(data)) + data)
+            answers.flush()
+    except BrokenPipeError:
+        pass  # the hub went away; nothing is left to answer
+    finally:
+        store.close()
+    return 0
+
+
+#: Seconds a hub whose tool worker could not start runs its tools in its
+#: own threads before it tries to start one again.
+WORKER_RETRY_S = 60.0
+
+
+class ToolWorkers:
+    """Run the hub's tool calls in up to n worker processes, in arrival order.
+
+    Python runs one thread at a time in a process, so a hub answering every
+    call in its own threads keeps at most one core busy with what the
+    calls do in Python (ranking, reading out, JSON), however many it has.
+    Workers are started when calls need them and kept.  A worker that
+    stops is replaced at the next call, and the call it was running
+    answers a tool error.  When no worker can be started, ``call`` raises
+    WorkerGone for WORKER_RETRY_S and the hub runs its tools itself.
+    ``note`` writes a line to the hub's log.
+    """
+
+    def __init__(self, home: Path, n: int, note: Callable[[str], None]):
+        self.home = Path(home)
+        self.slots = Slots(n)
+        self.note = note
+        self._idle: list[ToolWorker] = []
+        self._lock = threading.Lock()
+        self._closed = False
+        self._retry_at = 0.0
+
+    def _start(self) -> ToolWorker:
+        if time.monotonic() < self._retry_at:
+            raise WorkerGone("no tool worker could be started a moment ago")
+        try:
+            return ToolWorker(self.home)
+        except WorkerGone as e:
+            self._retry_at = time.monotonic() + WORKER_RETRY_S
+            self.note(f"a tool worker could not start ({e}); tool calls run in the hub's own threads "
+                      f"for {WORKER_RETRY_S:.0f} s")
+            raise
+
+    def call(self, name: str, arguments: Any, author: str, keep_nulls: bool) -> tuple[str, bool]:
+        """Run one tool in a worker; return (text, is_error).
+
+        Raises WorkerGone, before anything ran, when no worker can be
+        started, so the caller can run the tool itself.
+        """
+        with self.slots:
+            with self._lock:
+                worker = self._idle.pop() if self._idle else None
+            if worker is not None and not worker.alive():
+                self.note(f"a tool worker had stopped (exit status {worker.proc.returncode}); starting another")
+                worker.close()
+                worker = None
+            if worker is None:
+                worker = self._start()
+            try:
+                result = worker.call(name, arguments, author, keep_nulls)
+            except WorkerGone as e:
+                self.note(f"the tool worker running {name} stopped: {e}; the next call starts another")
+                worker.proc.kill()
+                worker.close()
+                return (f"internal error in Origin: the process running {name} stopped before it answered; "
+                        "it was logged. A read can be retried; after remember, correct or forget, look with "
+                        "search or get whether it took effect before retrying"), True
+            with self._lock:
+                if not self._closed:
+                    self._idle.append(worker)
+                    worker = None
+            if worker is not None:
+                worker.close()
+            return result
+
+    def close(self) -> None:
+        """Stop the idle workers; a call still running stops its own once it answers."""
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for worker in idle:
+            worker.close()
+
+
 @record
 class McpCaller:
     """Who calls the hub's /mcp: the store of the request's thread, the token, the headers."""
@@ -8223,6 +8412,7 @@ class McpCaller:
     token_name: str
     headers: dict  # lower-cased names
     slots: Slots | None = None  # the tool runs in one of these
+    workers: ToolWorkers | None = None  # ... or in a worker process, when the hub has them
 
 
 def http_author(ctx) -> str:
@@ -8249,7 +8439,12 @@ def http_tool_call(ctx, name: str, arguments: dict | None) -> tuple[str, bool]:
         with caller.slots:
             return tool.run(caller.store, args, author)
 
-    text, is_error = run_tool(name, arguments, author, run, serialise=lambda r: mcp_json(r, keep_nulls=keep))
+    try:
+        if caller.workers is None:
+            raise WorkerGone("the hub runs its tools in its own threads")
+        text, is_error = caller.workers.call(name, arguments, author, keep)
+    except WorkerGone:
+        text, is_error = run_tool(name, arguments, author, run, serialise=lambda r: mcp_json(r, keep_nulls=keep))
     if is_error:  # an error never shows where the hub keeps its store
         text = text.replace(str(caller.store.home), "ORIGIN_HOME")
     return text, is_error
@@ -9561,6 +9756,10 @@ def _size(n: int) -> str:
 
 #: Where `origin serve` listens by default.
 HUB_LISTEN = "127.0.0.1:7077"
+#: How many tool workers `origin serve` may start (``--workers`` wins).
+ENV_HUB_WORKERS = "ORIGIN_HUB_WORKERS"
+#: Most tool workers a hub can be given.
+HUB_WORKERS_MAX = 64
 #: Seconds a connection may sit idle or stall mid-request before it is dropped.
 HUB_READ_TIMEOUT = 30.0
 #: Failed authentications allowed per client address in HUB_FAIL_WINDOW s.
@@ -9646,7 +9845,7 @@ def api_mcp(hub: "Hub", req: "Request") -> Response:
     refused = hub.check_names(req.headers)
     if refused is not None:
         return Response(403, rpc_error(None, RPC_INVALID_REQUEST, refused))
-    caller = McpCaller(req.store, req.token.name, req.headers, hub.tool_slots)
+    caller = McpCaller(req.store, req.token.name, req.headers, hub.tool_slots, hub.tool_workers)
     status, reply = mcp_http_exchange(hub.mcp_server(), req.body, req.headers, caller, req.header_items)
     return Response(status, reply)
 
@@ -9746,18 +9945,21 @@ def gunzip_capped(data: bytes, limit: int) -> bytes:
 
 
 def hub_tool_slots() -> int:
-    """How many tool calls the hub runs at once: two per core, at least four.
+    """How many tool calls the hub runs at once: two per core, from 4 to 16.
 
     Two per core keep the cores busy while a call waits for the disk or for
-    the store's write lock (a write holds its slot while it waits).
+    the store's write lock (a write holds its slot while it waits).  At
+    most 16: a person's agents rarely call that many at once, and each
+    tool worker holds its own store connection and page cache.
     """
-    return max(4, 2 * (os.cpu_count() or 1))
+    return min(16, max(4, 2 * (os.cpu_count() or 1)))
 
 
 class Hub:
     """A running hub: the store's home, its routes, mounts and limits."""
 
-    def __init__(self, home: Path, *, index: bool = True, log=None, public_url: str | None = None):
+    def __init__(self, home: Path, *, index: bool = True, log=None, public_url: str | None = None,
+                 workers: int = 0):
         self.home = Path(home)
         self.names = set(LOOPBACK_NAMES)
         self.origins: set[str] = set()
@@ -9773,6 +9975,9 @@ class Hub:
         self.pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="origin-fsync")
         self.tool_slots = Slots(hub_tool_slots())
         self.log = log
+        # With workers, tool calls run in that many processes (ToolWorkers);
+        # with none, in the request threads, tool_slots at a time.
+        self.tool_workers = ToolWorkers(self.home, workers, lambda line: hub_log(self, line)) if workers else None
         self._fails: dict[str, list[float]] = {}
         self._lock = threading.Lock()
         self._store: Store | None = None
@@ -9840,6 +10045,8 @@ class Hub:
     def close(self) -> None:
         for closer in self.closers:
             closer()
+        if self.tool_workers is not None:
+            self.tool_workers.close()
         self.pool.shutdown(wait=True)
         if self.index is not None:
             self.index.close()
@@ -10193,13 +10400,16 @@ def _url_of(server) -> str:
 
 
 def serve_hub(home: Path, listen: str = HUB_LISTEN, *, ready: Callable[[str], None] | None = None,
-              public_url: str | None = None, admin: bool = False, admin_listen: str | None = None) -> None:
+              public_url: str | None = None, admin: bool = False, admin_listen: str | None = None,
+              workers: int | None = None) -> None:
     """Run the hub until SIGTERM or SIGINT, then stop cleanly.
 
     On a signal the server stops accepting, idle connections close, and
     requests in flight finish (each ingest commits or rolls back whole).
     With admin, the owner's admin page is served under /admin; with
-    admin_listen, on a listener of its own instead.
+    admin_listen, on a listener of its own instead.  Tool calls run in up
+    to ``workers`` processes (default ``hub_tool_slots()``; 0 runs them in
+    the request threads).
     """
     import signal
 
@@ -10216,7 +10426,8 @@ def serve_hub(home: Path, listen: str = HUB_LISTEN, *, ready: Callable[[str], No
         app = AdminApp(public_url=public, client_ip_header=os.environ.get(ENV_CLIENT_IP_HEADER))
     else:
         open_store(home).close()  # fail early on an unusable store
-    hub = Hub(home, public_url=check_hub_url(public_url) if public_url else None)
+    hub = Hub(home, public_url=check_hub_url(public_url) if public_url else None,
+              workers=hub_tool_slots() if workers is None else workers)
     hub.add_name(host)
     servers = [make_hub_server(hub, host, port)]
     url = _url_of(servers[0])
@@ -11739,6 +11950,7 @@ def cmd_serve(args) -> int:
     needs a token from `origin token create`.  /mcp answers only for
     loopback names, the --listen address and the host of --public-url
     (or ORIGIN_PUBLIC_URL): give the URL devices and agents use.
+    Agents' tool calls run in worker processes, up to --workers at once.
     Logs one line per request to stderr; stops cleanly on SIGTERM/SIGINT.
     The hub speaks plain HTTP: put it behind TLS before exposing it beyond
     localhost.
@@ -11749,8 +11961,14 @@ def cmd_serve(args) -> int:
 
     Example: origin serve --listen 0.0.0.0:7077 --public-url https://hub.example.org --admin
     """
+    workers = args.workers
+    if workers is None and os.environ.get(ENV_HUB_WORKERS, "").strip():
+        try:
+            workers = _worker_count(os.environ[ENV_HUB_WORKERS].strip())
+        except argparse.ArgumentTypeError as e:
+            raise UsageError(f"{ENV_HUB_WORKERS}: {e}") from None
     serve_hub(resolve_home(), args.listen, public_url=args.public_url or os.environ.get(ENV_PUBLIC_URL) or None,
-              admin=args.admin, admin_listen=args.admin_listen)
+              admin=args.admin, admin_listen=args.admin_listen, workers=workers)
     return 0
 
 
@@ -11997,6 +12215,9 @@ def add_hub_commands(command, add_json) -> None:
     sp.add_argument("--admin", action="store_true", help="serve the owner's admin page under /admin")
     sp.add_argument("--admin-listen", metavar="HOST:PORT",
                     help="serve the admin page on its own listener instead, e.g. 127.0.0.1:7078")
+    sp.add_argument("--workers", type=_worker_count, metavar="N",
+                    help=f"run agents' tool calls in up to N processes (or {ENV_HUB_WORKERS}; default: two per "
+                         "core, 4 to 16; 0 runs them in the hub's own threads)")
     sp = command("admin", cmd_admin, "set or generate the hub's admin password")
     sp.add_argument("action", choices=("password",), help="password: set the owner password")
     sp.add_argument("--generate", action="store_true", help="generate a password and print it once")
@@ -12131,6 +12352,10 @@ def _offset(value: str) -> int:
 
 def _context(value: str) -> int:
     return _bounded(value, 0, MAX_CONTEXT, "context")
+
+
+def _worker_count(value: str) -> int:
+    return _bounded(value, 0, HUB_WORKERS_MAX, "workers")
 
 
 def _confidence(value: str) -> float:

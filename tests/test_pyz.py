@@ -146,8 +146,12 @@ def test_pyz_syncs_a_fixture_home_and_finds_its_text(pyz, tmp_path, version):
     assert sorted(x.name for x in app.parent.iterdir()) == ["origin.pyz"]
 
 
-def test_pyz_serves_a_hub_that_answers_healthz_and_accepts_a_push(pyz, tmp_path):
-    """One pyz copied onto a "server" runs the hub; the same file on a "device" pushes to it."""
+def test_pyz_serves_a_hub_that_accepts_a_push_and_answers_tools_from_its_workers(pyz, tmp_path):
+    """One pyz copied onto a "server" runs the hub; the same file on a "device" pushes to it.
+
+    The device's search then runs on the hub, in a tool worker the pyz's
+    hub started from its own unpacked files.
+    """
     import socket
     import urllib.request
 
@@ -187,7 +191,12 @@ def test_pyz_serves_a_hub_that_answers_healthz_and_accepts_a_push(pyz, tmp_path)
         hub_events = json.loads(p.stdout)["events"]
         p = run(python, app, tmp_path, "status", "--json", env=env)
         assert hub_events == json.loads(p.stdout)["events"] > 0
+        p = run(python, app, tmp_path, "search", "CLAUDE.md", "--json", env=env)  # on the hub, over /mcp
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert json.loads(p.stdout)["events"]
     finally:
         hub.terminate()
         hub.wait(timeout=60)
-    assert hub.returncode == 0
+    log = hub.stdout.read()
+    assert hub.returncode == 0, log
+    assert "POST /mcp 200" in log and "tool worker" not in log, log

@@ -8182,8 +8182,9 @@ def rpc_error(request_id: Any, code: int, message: str, data: Any = None) -> dic
 class Slots:
     """Let at most n threads in at once, in the order they came.
 
-    The hub runs each tool call in one of these.  When every request
-    thread runs at once, the cores are shared among them all: sixteen
+    Each of the hub's tool calls takes one of these: a tool worker's turn
+    (``ToolWorkers``), or with no workers a turn to run in the request
+    thread.  When every request thread runs at once, the cores are shared among them all: sixteen
     searches on two cores each take about eight times as long, and the
     cheap calls beside them slow down too.  Taken in arrival order, a few
     at a time, every call waits about as long as any other.  A
@@ -8429,7 +8430,7 @@ def http_author(ctx) -> str:
 
 
 def http_tool_call(ctx, name: str, arguments: dict | None) -> tuple[str, bool]:
-    """Run one tool for the hub's /mcp on the request thread's own store."""
+    """Run one tool for the hub's /mcp: in a tool worker, else on the request thread's store."""
     caller: McpCaller = ctx.request
     author = http_author(ctx)
     keep = caller.headers.get(MCP_NULLS_HEADER) == "keep"
@@ -8439,12 +8440,14 @@ def http_tool_call(ctx, name: str, arguments: dict | None) -> tuple[str, bool]:
         with caller.slots:
             return tool.run(caller.store, args, author)
 
-    try:
-        if caller.workers is None:
-            raise WorkerGone("the hub runs its tools in its own threads")
-        text, is_error = caller.workers.call(name, arguments, author, keep)
-    except WorkerGone:
-        text, is_error = run_tool(name, arguments, author, run, serialise=lambda r: mcp_json(r, keep_nulls=keep))
+    answer = None
+    if caller.workers is not None:
+        try:
+            answer = caller.workers.call(name, arguments, author, keep)
+        except WorkerGone:
+            pass  # no worker could start: the call runs here
+    text, is_error = answer or run_tool(name, arguments, author, run,
+                                        serialise=lambda r: mcp_json(r, keep_nulls=keep))
     if is_error:  # an error never shows where the hub keeps its store
         text = text.replace(str(caller.store.home), "ORIGIN_HOME")
     return text, is_error

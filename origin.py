@@ -8184,11 +8184,11 @@ class Slots:
 
     Each of the hub's tool calls takes one of these: a tool worker's turn
     (``ToolWorkers``), or with no workers a turn to run in the request
-    thread.  When every request thread runs at once, the cores are shared among them all: sixteen
-    searches on two cores each take about eight times as long, and the
-    cheap calls beside them slow down too.  Taken in arrival order, a few
-    at a time, every call waits about as long as any other.  A
-    leaving thread hands its slot straight to the oldest waiter, so a
+    thread.  When every call runs at once, the cores are shared among them
+    all: sixteen searches on two cores each take about eight times as long,
+    and the cheap calls beside them slow down too.  Taken in arrival
+    order, a few at a time, every call waits about as long as any other.
+    A leaving thread hands its slot straight to the oldest waiter, so a
     newcomer cannot overtake it (``threading.Semaphore`` lets it).
     """
 
@@ -9955,7 +9955,9 @@ def hub_tool_slots() -> int:
     most 16: a person's agents rarely call that many at once, and each
     tool worker holds its own store connection and page cache.
     """
-    return min(16, max(4, 2 * (os.cpu_count() or 1)))
+    # The cores this process may run on (a container's cpuset), where known.
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return min(16, max(4, 2 * (cores or 1)))
 
 
 class Hub:

@@ -211,3 +211,24 @@ def test_a_killed_hub_leaves_no_worker_behind(hub_home):
     hub.proc.wait(30)
     gone, alive = psutil.wait_procs(started, timeout=30)
     assert started and alive == []
+
+
+def test_invariant_2_a_forget_beside_the_hub_is_gone_from_its_workers_next_answer(hub_home):
+    """A worker that already answered reads what was committed since: nothing it keeps goes stale."""
+    hub = Serve(hub_home, "--workers", "1")
+    try:
+        tools = origin.HubTools(origin.HubConfig(hub.url, hub.token("laptop"), "laptop"))
+        found = json.loads(tools.call("search", {"query": "type-check"})[0])
+        entry = found["entries"][0]["id"]
+        assert found["entries"][0]["snippet"] and len(workers_of(hub)) == 1
+        with origin.open_store(hub_home) as store:  # the owner forgets it with the CLI on the hub's machine
+            origin.forget(store, entry, reason="test")
+        after = json.loads(tools.call("search", {"query": "type-check"})[0])
+        assert entry not in {e["id"] for e in after.get("entries", [])}
+        text, is_error = tools.call("get", {"ids": [entry]})
+        assert is_error and "forgotten" in text
+        assert DECISION not in tools.call("search", {"query": "removed from CLAUDE.md"})[0]
+        assert len(workers_of(hub)) == 1  # the same worker answered all of it
+        tools.close()
+    finally:
+        hub.stop()

@@ -27,6 +27,7 @@ wrote and leaves a kept store's real events as they were.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import resource
@@ -38,8 +39,6 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
-
-import datetime as dt
 
 import anyio
 import httpx2

@@ -176,14 +176,10 @@ def _worker(role: str, i: int, job: dict) -> dict:
         out["cited"] = sorted(cited)
         tools.close()
     else:  # the device: append a line to its Claude Code log, sync, push
-        log = next((Path(job["user"]) / ".claude" / "projects").rglob("*.jsonl"))
-        last = json.loads(log.read_text(encoding="utf-8").splitlines()[-1])
+        log, last = claude_log(Path(job["user"]))
         with origin.open_store(Path(job["device"])) as store:
             while time.time() < stop:
-                line = {**last, "uuid": str(uuid.uuid4()), "type": "user",
-                        "message": {"role": "user", "content": f"bench line {uuid.uuid4()}"}}
-                with log.open("a", encoding="utf-8") as fh:
-                    fh.write(json.dumps(line) + "\n")
+                append_claude_line(log, last, f"bench line {uuid.uuid4()}")
                 try:
                     origin.sync(store)
                     origin.push(store, cfg, discover=False)
@@ -218,21 +214,24 @@ def hub_cpu(pid: int) -> dict[int, float]:
     return out
 
 
-def claude_line(user: Path, text: str) -> dict:
-    """A user line of the device's Claude Code log holding text, stamped now."""
+def claude_log(user: Path) -> tuple[Path, dict]:
+    """The device's Claude Code log and its last line."""
     log = next((user / ".claude" / "projects").rglob("*.jsonl"))
-    last = json.loads(log.read_text(encoding="utf-8").splitlines()[-1])
-    now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
-    line = {**last, "uuid": str(uuid.uuid4()), "type": "user", "timestamp": now,
-            "message": {"role": "user", "content": text}}
+    return log, json.loads(log.read_text(encoding="utf-8").splitlines()[-1])
+
+
+def append_claude_line(log: Path, last: dict, text: str, *, now: bool = False) -> None:
+    """Append a user line holding text, shaped as last (and stamped now, if asked)."""
+    line = {**last, "uuid": str(uuid.uuid4()), "type": "user", "message": {"role": "user", "content": text}}
+    if now:
+        line["timestamp"] = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
     with log.open("a", encoding="utf-8") as fh:
         fh.write(json.dumps(line) + "\n")
-    return line
 
 
 def push_line(device: Path, user: Path, cfg: origin.HubConfig, text: str) -> None:
-    """Write text as a new line of the device's log, then sync and push it to the hub."""
-    claude_line(user, text)
+    """Write text as a new line of the device's log, stamped now, then sync and push it to the hub."""
+    append_claude_line(*claude_log(user), text, now=True)
     old = os.environ.get("HOME")
     os.environ["HOME"] = str(user)
     try:

@@ -30,6 +30,11 @@ def workers_of(hub: Serve) -> list[psutil.Process]:
             if "origin.tool_worker" in " ".join(c.cmdline())]
 
 
+def agent(hub: Serve, token: str) -> origin.HubTools:
+    """An agent's client of the hub's /mcp with token."""
+    return origin.HubTools(origin.HubConfig(hub.url, token, "laptop"))
+
+
 def until(predicate, what: str, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
@@ -39,7 +44,7 @@ def until(predicate, what: str, timeout: float = 60) -> None:
 
 def calls(hub: Serve, token: str) -> list[tuple[str, dict]]:
     """Read calls over the fixture store, with the ids they need."""
-    tools = origin.HubTools(origin.HubConfig(hub.url, token, "laptop"))
+    tools = agent(hub, token)
     try:
         found = json.loads(tools.call("search", {"query": "type-check"})[0])
     finally:
@@ -58,7 +63,7 @@ def test_invariant_5_tool_workers_answer_exactly_as_the_hubs_own_threads(hub_hom
         answers = []
         for hub in (with_workers, in_threads):
             token = hub.token(f"t{hub.port}")
-            tools = origin.HubTools(origin.HubConfig(hub.url, token, "laptop"))
+            tools = agent(hub, token)
             try:
                 answers.append([tools.call(name, args) for name, args in calls(hub, token)])
             finally:
@@ -81,8 +86,8 @@ def test_the_hub_runs_no_more_workers_than_it_was_given_and_stops_them_with_itse
         todo = calls(hub, token)
         answers, errors = [], []
 
-        def agent():
-            tools = origin.HubTools(origin.HubConfig(hub.url, token, "laptop"))
+        def one_agent():
+            tools = agent(hub, token)
             try:
                 for name, args in todo * 3:
                     answers.append(tools.call(name, args))
@@ -91,7 +96,7 @@ def test_the_hub_runs_no_more_workers_than_it_was_given_and_stops_them_with_itse
             finally:
                 tools.close()
 
-        threads = [threading.Thread(target=agent) for _ in range(8)]
+        threads = [threading.Thread(target=one_agent) for _ in range(8)]
         for t in threads:
             t.start()
         for t in threads:
@@ -108,7 +113,7 @@ def test_the_hub_runs_no_more_workers_than_it_was_given_and_stops_them_with_itse
 def test_a_worker_that_died_between_calls_is_replaced_and_the_log_says_so(hub_home):
     hub = Serve(hub_home, "--workers", "1")
     try:
-        tools = origin.HubTools(origin.HubConfig(hub.url, hub.token("laptop"), "laptop"))
+        tools = agent(hub, hub.token("laptop"))
         assert tools.call("timeline", {})[1] is False
         [worker] = workers_of(hub)
         worker.send_signal(signal.SIGKILL)
@@ -191,7 +196,7 @@ def test_the_environment_sets_the_worker_count_and_the_flag_wins(hub_home, monke
     in_threads, with_one = Serve(hub_home), Serve(hub_home, "--workers", "1")
     try:
         for hub in (in_threads, with_one):
-            tools = origin.HubTools(origin.HubConfig(hub.url, hub.token(f"t{hub.port}"), "laptop"))
+            tools = agent(hub, hub.token(f"t{hub.port}"))
             assert tools.call("timeline", {})[1] is False
             tools.close()
         assert workers_of(in_threads) == [] and len(workers_of(with_one)) == 1
@@ -203,7 +208,7 @@ def test_the_environment_sets_the_worker_count_and_the_flag_wins(hub_home, monke
 def test_a_killed_hub_leaves_no_worker_behind(hub_home):
     """A worker ends when its hub's end of the pipe closes, however the hub ended."""
     hub = Serve(hub_home, "--workers", "1")
-    tools = origin.HubTools(origin.HubConfig(hub.url, hub.token("laptop"), "laptop"))
+    tools = agent(hub, hub.token("laptop"))
     assert tools.call("timeline", {})[1] is False
     tools.close()
     started = workers_of(hub)
@@ -217,7 +222,7 @@ def test_invariant_2_a_forget_beside_the_hub_is_gone_from_its_workers_next_answe
     """A worker that already answered reads what was committed since: nothing it keeps goes stale."""
     hub = Serve(hub_home, "--workers", "1")
     try:
-        tools = origin.HubTools(origin.HubConfig(hub.url, hub.token("laptop"), "laptop"))
+        tools = agent(hub, hub.token("laptop"))
         found = json.loads(tools.call("search", {"query": "type-check"})[0])
         entry = found["entries"][0]["id"]
         assert found["entries"][0]["snippet"] and len(workers_of(hub)) == 1

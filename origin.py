@@ -161,6 +161,10 @@ READER_CACHE_KIB = 16_384
 #: A ranked search reads the best limit + (excluded events) rows from the
 #: index alone while at most this many events were ever excluded.
 RANK_FIRST_MAX = 5_000
+#: Order "newest" of ``match_events`` reads from the index at most this
+#: many times its limit of the newest matches (plus the events ever
+#: excluded), and keeps those that pass its filters.
+NEWEST_WINDOW = 20
 #: A ranked search of two terms or more whose hits in a part are at most
 #: this many is ranked here, by BM25 with each term's document frequency
 #: estimated (see ``bm25_rows``), rather than by FTS5, which counts, over
@@ -1525,6 +1529,8 @@ class Store:
     conn: sqlite3.Connection
     _reader: sqlite3.Connection | None = None
     tightened: int = 0
+    _names: tuple | None = None  # (what it was read at, the names queries may use): see metadata_words
+    _freq: dict = Fresh(dict)  # term frequencies in the index, while it stays as it is: see term_frequency
 
     @property
     def home(self) -> Path:
@@ -2559,21 +2565,28 @@ def fts_phrase(term: str) -> str:
 
 def match_events(store: "Store", terms: list[str], kinds: Iterable[str], *, cols: str = "e.*",
                  where: Iterable[str] = (), args: Iterable = (), likes: Iterable[str] = (),
-                 order: str = "rank", limit: int | None = None) -> list:
+                 order: str = "rank", limit: int | None = None, any_of: Iterable[str] = ()) -> list:
     """Return events of ``kinds`` whose text contains every term (3+ chars).
+
+    With ``any_of`` (terms of 3+ chars), the text must also contain at
+    least one of those: the relaxed pass of a search, ranked by BM25 over
+    all the terms.
 
     Each part of the index that covers one of the kinds is searched, and so
     are the events a part has not taken in yet (above its mark: an ingest
     still indexing, or one that was interrupted), by a plain scan, so a
     search never misses a committed event.  ``order`` is "rank" (BM25, best
-    first; unindexed events follow the ranked ones), "recent" or "none".
+    first; unindexed events follow the ranked ones), "recent", "newest"
+    (the newest events taken in first, read from the index in that order,
+    so a common term stops at ``limit`` rows) or "none".
     ``where``/``args`` filter on ``e`` (the event), ``likes`` are LIKE
     patterns the text must also match (terms too short for the index).
     Rows are ``sqlite3.Row``s, or dicts with the same keys where
     ``bm25_rows`` ranked them.
     """
     try:
-        return _match_events(store, terms, tuple(kinds), cols, list(where), list(args), list(likes), order, limit)
+        return _match_events(store, terms, tuple(kinds), cols, list(where), list(args), list(likes), order, limit,
+                             list(any_of))
     except sqlite3.DatabaseError as e:
         _index_failed(store, e)
 
@@ -2590,10 +2603,21 @@ def _damaged_index(home: Path, e: Exception) -> str:
             "`origin sync` to rebuild it from the archive (nothing archived is lost)")
 
 
+def fts_match(terms: Iterable[str], any_of: Iterable[str] = ()) -> str:
+    """An FTS5 query: every term, and one of ``any_of`` when there are any."""
+    parts = [fts_phrase(t) for t in terms]
+    alternatives = [fts_phrase(t) for t in any_of]
+    if alternatives:
+        parts.append("(" + " OR ".join(alternatives) + ")" if parts and len(alternatives) > 1 else
+                     " OR ".join(alternatives))
+    return " AND ".join(parts)
+
+
 def _match_events(store: "Store", terms: list[str], kinds: tuple, cols: str, where: list, args: list, likes: list,
-                  order: str, limit: int | None) -> list:
+                  order: str, limit: int | None, any_of: list[str]) -> list:
     reader = store.reader
-    match = " AND ".join(fts_phrase(t) for t in terms)
+    match = fts_match(terms, any_of)
+    scored = terms + any_of
     cap = f" LIMIT {int(limit)}" if limit else ""
     ranked, tail = [], []
     for part, (_file, fts, part_kinds) in EVENT_INDEXES.items():
@@ -2606,7 +2630,17 @@ def _match_events(store: "Store", terms: list[str], kinds: tuple, cols: str, whe
         score = f", bm25({fts}) AS _score" if order == "rank" else ", 0 AS _score"
         by = {"rank": " ORDER BY _score", "recent": " ORDER BY e.ts DESC, e.seq DESC"}.get(order, "")
         hits = None
-        if order == "rank" and len(terms) > 1:
+        if order == "newest":
+            # The newest matches from the index alone, then their events:
+            # a filter that few of them pass never walks a common term's
+            # every row.
+            only_visible = where == [_SQL_VISIBLE.format(e="e")] and not likes
+            window = (limit or 0) * (1 if only_visible else NEWEST_WINDOW) + excluded_count(reader)
+            ranked += reader.execute(
+                f"SELECT {cols}, e.seq AS _seq, e.ts AS _ts, 0 AS _score FROM (SELECT rowid FROM ix_{part}.{fts} "
+                f"WHERE {fts} MATCH ? ORDER BY rowid DESC LIMIT ?) f JOIN event e ON e.seq = f.rowid "
+                f"WHERE {' AND '.join(conds)} ORDER BY f.rowid DESC{cap}", (match, window, *params)).fetchall()
+        elif order == "rank" and len(scored) > 1:
             # A selective search of several terms: read its hits and rank
             # them here (``bm25_rows``), which spares FTS5 counting each
             # term's rows over the whole index.  Past OWN_RANK_MAX hits, or
@@ -2614,11 +2648,14 @@ def _match_events(store: "Store", terms: list[str], kinds: tuple, cols: str, whe
             hits = reader.execute(
                 f"SELECT e.seq, length(e.text) FROM ix_{part}.{fts} JOIN event e ON e.seq = {fts}.rowid "
                 f"WHERE {fts} MATCH ? AND {' AND '.join(conds)} LIMIT ?", (match, *params, OWN_RANK_MAX + 1)).fetchall()
-        if hits is not None and len(hits) <= OWN_RANK_MAX and sum(n or 0 for _s, n in hits) <= OWN_RANK_TEXT:
-            ranked += bm25_rows(reader, part, terms, reader.execute(
+        if order == "newest":
+            pass
+        elif hits is not None and len(hits) <= OWN_RANK_MAX and sum(n or 0 for _s, n in hits) <= OWN_RANK_TEXT:
+            ranked += bm25_rows(reader, part, scored, reader.execute(
                 f"SELECT {cols}, e.seq AS _seq, e.ts AS _ts, e.text AS _text, d.sz AS _sz FROM event e "
                 f"LEFT JOIN ix_{part}.{fts}_docsize d ON d.id = e.seq WHERE e.seq IN (SELECT value FROM json_each(?))",
-                (json.dumps([seq for seq, _n in hits]),)).fetchall())
+                (json.dumps([seq for seq, _n in hits]),)).fetchall(),
+                lambda t, part=part: term_frequency(store, part, t))
         elif order == "rank" and limit and set(mine) == set(part_kinds) and where == [_SQL_VISIBLE.format(e="e")] \
                 and not likes and (hidden := excluded_count(reader)) <= RANK_FIRST_MAX:
             # Rank in the index alone, then read only the best rows: among
@@ -2636,12 +2673,18 @@ def _match_events(store: "Store", terms: list[str], kinds: tuple, cols: str, whe
                 (match, *params)).fetchall()
         # The same filters over events above the mark, each term as LIKE.
         tail_like = ["%" + like_escape(t) + "%" for t in terms]
+        tail_conds = conds + [_LIKE_TEXT] * len(tail_like)
+        if any_of:
+            tail_conds.append("(" + " OR ".join([_LIKE_TEXT] * len(any_of)) + ")")
+            tail_like += ["%" + like_escape(t) + "%" for t in any_of]
         tail += reader.execute(
             f"SELECT {cols}, e.seq AS _seq, e.ts AS _ts, 0 AS _score FROM event e WHERE e.seq > ? AND e.indexed = 1 AND "
-            + " AND ".join(conds + [_LIKE_TEXT] * len(tail_like)) + index_slice_sql(part) + f" ORDER BY e.seq DESC{cap}",
+            + " AND ".join(tail_conds) + index_slice_sql(part) + f" ORDER BY e.seq DESC{cap}",
             (mark, *params, *tail_like)).fetchall()
     if order == "rank":
         ranked.sort(key=lambda r: r["_score"])
+    elif order == "newest":
+        ranked.sort(key=lambda r: r["_seq"], reverse=True)
     elif order == "recent":
         ranked += tail
         tail = []
@@ -2658,10 +2701,30 @@ def _match_events(store: "Store", terms: list[str], kinds: tuple, cols: str, whe
 def word_rarity(store: "Store", word: str, kind: str) -> float:
     """Estimate how many indexed events of kind hold word, cheaply (see ``part_frequency``)."""
     try:
-        return sum(part_frequency(store.reader, part, word) for part, (_f, _t, part_kinds) in EVENT_INDEXES.items()
+        return sum(term_frequency(store, part, word) for part, (_f, _t, part_kinds) in EVENT_INDEXES.items()
                    if kind in part_kinds)
     except sqlite3.DatabaseError as e:
         _index_failed(store, e)
+
+
+#: Term frequencies a store remembers (see ``term_frequency``) before it starts again.
+FREQ_CACHE = 4096
+
+
+def term_frequency(store: "Store", part: str, term: str) -> float:
+    """``part_frequency``, remembered while the part's marks stay where they are.
+
+    A search weighs each word once in its plan and again in BM25; a word
+    the index never saw made of common trigrams costs tens of milliseconds
+    each time.
+    """
+    key = (part, term, index_marks(store.reader, part))
+    found = store._freq.get(key)
+    if found is None:
+        if len(store._freq) >= FREQ_CACHE:
+            store._freq.clear()
+        found = store._freq[key] = part_frequency(store.reader, part, term)
+    return found
 
 
 def part_frequency(reader: sqlite3.Connection, part: str, term: str) -> float:
@@ -2711,7 +2774,16 @@ def _instances(text: str, term: str) -> int:
 BM25_K1, BM25_B = 1.2, 0.75
 
 
-def bm25_rows(reader: sqlite3.Connection, part: str, terms: list[str], hits: list[sqlite3.Row]) -> list[dict]:
+def part_size(reader: sqlite3.Connection, part: str) -> tuple[int, int]:
+    """Return (rows, trigrams) a part of the index holds, as FTS5 keeps them for BM25."""
+    fts = EVENT_INDEXES[part][1]
+    sizes = reader.execute(f"SELECT block FROM ix_{part}.{fts}_data WHERE id = 1").fetchone()
+    n_rows, n_tokens = (_varints(sizes[0]) + [0, 0])[:2] if sizes else (0, 0)
+    return n_rows, n_tokens
+
+
+def bm25_rows(reader: sqlite3.Connection, part: str, terms: list[str], hits: list[sqlite3.Row],
+              frequency: "Callable[[str], float] | None" = None) -> list[dict]:
     """Score hits (with ``_text`` and FTS5's ``_sz``) by BM25 as FTS5's ``bm25()`` does.
 
     The formula, constants, row count, average and row lengths are FTS5's
@@ -2722,14 +2794,14 @@ def bm25_rows(reader: sqlite3.Connection, part: str, terms: list[str], hits: lis
     rows.  It only weighs the terms against each other, and the order of a
     page comes out the same in the bench's queries.
     """
-    fts = EVENT_INDEXES[part][1]
-    sizes = reader.execute(f"SELECT block FROM ix_{part}.{fts}_data WHERE id = 1").fetchone()
-    n_rows, n_tokens = (_varints(sizes[0]) + [0, 0])[:2] if sizes else (0, 0)
+    if not hits:
+        return []  # weighing the terms would cost more than finding nothing did
+    n_rows, n_tokens = part_size(reader, part)
     avgdl = n_tokens / n_rows if n_rows else 1.0
     folded = [t.lower() for t in terms]
     idf = []
     for t in terms:
-        df = min(part_frequency(reader, part, t), n_rows)  # an estimate may overshoot
+        df = min(frequency(t) if frequency else part_frequency(reader, part, t), n_rows)  # an estimate may overshoot
         idf.append(max(1e-6, math.log((n_rows - df + 0.5) / (df + 0.5))))
     out = []
     for r in hits:
@@ -4620,15 +4692,17 @@ def best_entries(conn: sqlite3.Connection, match: str, *, limit: int, offset: in
 
 
 def list_entries(store: Store, *, kind: str | None = None, project: str | Iterable[str] | None = None,
-                 history: bool = False, limit: int = DEFAULT_LIMIT, offset: int = 0) -> list[dict]:
+                 history: bool = False, limit: int = DEFAULT_LIMIT, offset: int = 0, since: int | None = None,
+                 until: int | None = None) -> list[dict]:
     """Return entries, newest first: active ones, or every version with history.
 
-    ``project`` is a project name or several; ``offset`` skips that many.
+    ``project`` is a project name or several; ``offset`` skips that many;
+    ``since`` and ``until`` bound their creation time.
     """
     limit = _check_limit(limit)
     if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
         raise UsageError("offset is a whole number, 0 or more")
-    where, args = entry_filters(history=history, kind=kind, project=project)
+    where, args = entry_filters(history=history, kind=kind, project=project, since=since, until=until)
     rows = store.conn.execute(
         f"SELECT e.* FROM entry e WHERE {' AND '.join(where)} ORDER BY e.created_at DESC, e.seq DESC LIMIT ? OFFSET ?",
         (*args, limit, offset),
@@ -5353,6 +5427,7 @@ class Query:
     """
 
     terms: tuple[str, ...]
+    phrases: tuple[str, ...] = ()  # the terms that were quoted (never relaxed)
 
     @property
     def index_terms(self) -> list[str]:
@@ -5364,8 +5439,9 @@ class Query:
 
 
 #: What a query means, for --help (the search tool says it in its own words).
-QUERY_HELP = ('every word must appear, as a case-insensitive substring; "quoted words" must appear '
-              'next to each other, in that order')
+QUERY_HELP = ('words and "quoted phrases": hits holding every word (in any case, as substrings) come first, '
+              'then hits holding some of the words or their other forms (marked partial); the words of a phrase '
+              'must appear next to each other, in that order; --strict keeps only the first kind')
 
 
 def parse_query(query: Any) -> Query:
@@ -5386,17 +5462,153 @@ def parse_query(query: Any) -> Query:
     # stores it as a space), and never reaches FTS5, which would stop at it.
     parts = query.replace("\x00", " ").split('"')  # an unclosed quote's phrase runs to the end
     terms: list[str] = []
+    phrases: list[str] = []
     for i, part in enumerate(parts):
         if i % 2:
             phrase = " ".join(part.split())
             if phrase:
                 terms.append(phrase)
+                phrases.append(phrase)
         else:
             terms.extend(part.split())
     if len(terms) > MAX_TERMS:
-        raise UsageError(f"a query has at most {MAX_TERMS} words and phrases; every one must match, so a few "
-                         "distinctive ones work best")
-    return Query(tuple(dict.fromkeys(terms)))
+        raise UsageError(f"a query has at most {MAX_TERMS} words and phrases; a few distinctive ones work best")
+    return Query(tuple(dict.fromkeys(terms)), tuple(dict.fromkeys(phrases)))
+
+
+#: Words that say how a question is asked rather than what it is about.  The
+#: relaxed pass of a search leaves them out unless a query holds nothing
+#: else; a quoted phrase keeps them.  English only: CJK text has its own
+#: particles (CJK_STOP), and any other language keeps every word.
+STOP_WORDS = frozenset("""
+a about above after again against all also am an and any anything are as at be because been before being
+below between both but by can could did didn't do does doesn't doing done don't down during each either else
+ever every few for from further get got had has have having he her here hers him his how i i'd i'll i'm i've if
+in into is isn't it it's its itself just let let's like me might more most much must my myself no nor not now of
+off on once one only or other our ours out over own please same she should so some something such than that
+that's the their theirs them then there these they this those though through to too under until up upon us very
+was wasn't we we'd we're we've were weren't what what's whatever when where which while who whom whose why will
+with without would you you'd you're your yours
+ago earlier last past previous recent recently since today tonight yesterday week weeks month months year years
+day days time times tell remind
+""".split())
+
+#: CJK question words and particles: a run of CJK text is cut at them.
+CJK_STOP = ("为什么", "什么时候", "怎么样", "什么", "怎么", "如何", "哪里", "哪个", "哪些", "时候", "我们", "你们",
+            "他们", "之前", "以前", "最近", "上周", "昨天", "今天", "一下", "关于", "是否", "有没有", "的", "了", "吗",
+            "呢", "吧", "么")
+
+#: Short forms developers write for long words: a query of either finds the
+#: other (the long side is a stem, matched as a substring).
+SHORT_FORMS = {"config": ("configur",), "repo": ("repositor",), "auth": ("authenticat", "authoriz"),
+               "env": ("environment",), "docs": ("document",), "db": ("database",), "deps": ("dependenc",),
+               "impl": ("implement",), "perf": ("perform",), "k8s": ("kubernetes",), "dir": ("director",),
+               "js": ("javascript",), "ts": ("typescript",), "py": ("python",), "pr": ("pull request",)}
+
+
+def is_cjk(text: str) -> bool:
+    """True when text holds a CJK ideograph, kana or hangul."""
+    return any("\u3040" <= c <= "\u9fff" or "\uac00" <= c <= "\ud7af" or "\uf900" <= c <= "\ufaff" for c in text)
+
+
+def stem(word: str) -> str:
+    """Cut an English word to a stem its other forms contain: decided and deciding to decid, failure to fail.
+
+    A light suffix stripper, not Porter's: inflections first (-s, -es,
+    -ies, -ed, -ing), then one derivation (-ment, -ence, -ance, -ure,
+    -ly, -er, -ion),
+    then a final -e or -y, never leaving fewer than three letters (four
+    for a derivation).  A word that is not plain ASCII letters (an
+    identifier, a path, a number, CJK) is only case-folded.
+    """
+    w = word.casefold()
+    if len(w) < 4 or not (w.isascii() and w.isalpha()):
+        return w
+    for suffix, repl in (("sses", "ss"), ("ies", "y"), ("ied", "y"), ("ing", ""), ("ed", ""), ("es", ""),
+                         ("s", "")):
+        if not w.endswith(suffix) or len(w) - len(suffix) + len(repl) < 3:
+            continue
+        if suffix == "es" and not w[:-2].endswith(("s", "x", "z", "ch", "sh")):
+            continue  # uses, caches: only the -s goes (below)
+        if suffix == "s" and w.endswith(("ss", "us", "is")):
+            break  # class, status, analysis
+        w = w[:len(w) - len(suffix)] + repl
+        if suffix in ("ing", "ed") and len(w) >= 4 and w[-1] == w[-2] and w[-1] not in "aeiouylsz":
+            w = w[:-1]  # stopped, running
+        break
+    for suffix in ("ment", "ence", "ance", "ure", "ly", "er", "ion"):
+        if w.endswith(suffix) and len(w) - len(suffix) >= 4:
+            w = w[:-len(suffix)]
+            break
+    if w.endswith(("e", "y")) and len(w) >= 5:
+        w = w[:-1]
+    return w
+
+
+def word_forms(word: str) -> tuple[str, ...]:
+    """Return the case-folded substrings that count as a word, in any of its forms.
+
+    The stem (``stem``), and the forms it is known to alternate with: a
+    verb in -ide, -ude or -ode and its noun in -sion (decide, decision),
+    -ation nouns and their verbs (migration, migrate), and the short forms
+    developers write (config, configuration).  A form that contains
+    another is dropped: the shorter one already matches it.
+    """
+    w = word.casefold()
+    base = stem(w)
+    forms = {base}
+    noun = w.startswith(base) and w[len(base):].startswith("ion")
+    if noun and base.endswith("at") and len(base) >= 6:
+        forms.add(base[:-2])  # configuration -> configur (configure), migration -> migr
+    if noun and base.endswith("s") and not base.endswith("ss"):
+        forms.add(base[:-1] + "d")  # decision -> decid (decide); not compression
+    if base.endswith(("id", "ud", "od")) and len(base) >= 5:
+        forms.add(base[:-1] + "s")  # decide -> decis (decision)
+    for short, longs in SHORT_FORMS.items():
+        if base == short or w == short:
+            forms.update(longs)
+        elif len(short) >= 3 and any(f.startswith(long) for f in forms for long in longs):
+            forms.add(short)
+    kept = [f for f in forms if not any(o != f and o in f for o in forms)]
+    return tuple(sorted(kept, key=lambda f: (f != base, f)))
+
+
+def query_words(text: str) -> list[str]:
+    """Split a query's bare words into the words a relaxed search weighs.
+
+    Punctuation around a word goes ("Demo?" is Demo), and so does an
+    English possessive; a run of CJK text is cut at its particles and
+    question words (CJK_STOP).
+    """
+    out = []
+    for raw in text.split():
+        w = raw.strip("?!.,;:()[]{}<>'\"`“”‘’「」『』（），。？！：；")
+        if w.casefold().endswith(("'s", "’s")):
+            w = w[:-2]
+        if not w:
+            continue
+        if not is_cjk(w):
+            out.append(w)
+            continue
+        for stop in CJK_STOP:
+            w = w.replace(stop, " ")
+        out += [seg for seg in w.split() if len(seg) >= 2 or not is_cjk(seg)]
+    return out
+
+
+def content_words(q: Query) -> list[str]:
+    """A query's bare words less its stop words, or all of them when nothing else (not even a phrase) is left."""
+    words = query_words(" ".join(t for t in q.terms if t not in q.phrases))
+    return [w for w in words if w.casefold() not in STOP_WORDS] or ([] if q.phrases else words)
+
+
+def must_match(q: Query) -> Query:
+    """The query the strict pass runs when partial hits are allowed: its phrases and content words.
+
+    Stop words leave (unless the query has nothing else), and so does the
+    punctuation around words; the words are matched as typed, every one.
+    """
+    return Query(tuple(dict.fromkeys([*q.phrases, *content_words(q)])), q.phrases)
 
 
 @record
@@ -5527,16 +5739,334 @@ def _session_event(r: sqlite3.Row) -> dict:
     return d
 
 
-def search_events(store: Store, query: str, *, limit: int = DEFAULT_LIMIT, offset: int = 0, recent: bool = False,
-                  include_tools: bool = False, source: str | None = None, project: Any = None,
+@record
+class Concept:
+    """One word of a query as the relaxed pass weighs it.
+
+    A hit holds the concept when its text (or its session's title) holds
+    one of ``forms``, or when one of its ``fields`` (column, value) names
+    it: the project, the agent or the branch the word names.
+    """
+
+    word: str
+    forms: tuple[str, ...]
+    fields: tuple[tuple[str, str], ...] = ()
+    weight: float = 1.0
+
+
+@record
+class Relaxed:
+    """How the relaxed pass of a search matches a query.
+
+    Quoted phrases stay required; the bare words become ``concepts``, and
+    a hit holds at least one.  ``probes`` are the index terms (three
+    characters or more) that fetch the candidates, rarest first: the
+    concepts' forms and the three-character pieces of CJK runs;
+    ``in_events`` those the event index holds (all of them while it lags),
+    ``ranked`` the rarest of those, ranked by BM25 within RELAXED_RANK_ROWS,
+    the rest are read newest first.  ``pairs`` are the CJK words of two
+    characters, which the trigram index cannot look up.
+    """
+
+    phrases: tuple[str, ...]
+    concepts: tuple[Concept, ...]
+    probes: tuple[str, ...]
+    ranked: tuple[str, ...] = ()
+    pairs: tuple[str, ...] = ()
+    in_events: tuple[str, ...] = ()  # the probes the event index may hold (entries have their own index)
+
+    @property
+    def adds_nothing(self) -> bool:
+        """True when the relaxed pass would find only what the strict one did."""
+        return not self.concepts or (len(self.concepts) == 1 and not self.concepts[0].fields
+                                     and self.concepts[0].forms == (self.concepts[0].word.casefold(),)
+                                     and not self.phrases)
+
+
+#: Candidates the relaxed pass ranks (at least), per way of fetching them.
+RELAXED_POOL = 200
+#: The relaxed pass ranks by BM25 the candidates of its rarest probes while
+#: their estimated rows add up to at most this many (ranking reads every
+#: row a probe holds); the candidates of the commoner ones are the newest
+#: events holding them all, read from the index in that order.
+RELAXED_RANK_ROWS = 10_000
+#: Newest messages a CJK word of two characters is looked for in, by LIKE
+#: (the trigram index holds no shorter terms).
+RELAXED_SCAN_ROWS = 10_000
+#: The agents' names as people say them.
+AGENT_WORDS = {"claude": "claude-code", "codex": "codex", "cursor": "cursor", "grok": "grok", "zcode": "zcode"}
+
+
+def _cjk_concepts(segment: str) -> list[str]:
+    """A CJK run of up to three characters is one word; a longer one, its overlapping pairs."""
+    if len(segment) <= 3:
+        return [segment]
+    return list(dict.fromkeys(segment[i:i + 2] for i in range(len(segment) - 1)))
+
+
+def metadata_words(store: Store) -> dict[str, tuple[tuple[str, str], ...]]:
+    """The names a query word may name, case-folded: projects, agents and branches, with their (column, value).
+
+    Read once per change of the store (``PRAGMA data_version`` and this
+    connection's own changes), as a search may weigh a dozen words.
+    """
+    mark = (store.conn.execute("PRAGMA data_version").fetchone()[0], store.conn.total_changes)
+    if store._names is not None and store._names[0] == mark:
+        return store._names[1]
+    names: dict[str, list] = {}
+    for project, _cwd in _project_candidates(store.conn):
+        names.setdefault(project.casefold(), []).append(("project", project))
+    for word, source in [*AGENT_WORDS.items(), *((s, s) for s in SOURCES)]:
+        names.setdefault(word, []).append(("source", source))
+    for (branch,) in store.conn.execute("SELECT DISTINCT branch FROM session WHERE branch IS NOT NULL"):
+        if len(branch) >= 3:
+            names.setdefault(branch.casefold(), []).append(("branch", branch))
+    found = {k: tuple(dict.fromkeys(v)) for k, v in names.items()}
+    store._names = (mark, found)
+    return found
+
+
+def relaxed_plan(store: Store, q: Query) -> Relaxed:
+    """Plan the relaxed pass of a query: its concepts, their weights, the probes.
+
+    A concept's weight is its rarity among indexed messages, as BM25's
+    inverse document frequency, its forms' frequencies added up (estimated
+    by ``word_rarity``) and, for a word naming a project, that project's
+    events.  Stop words leave unless the query has nothing else.
+    """
+    concepts: dict[tuple, Concept] = {}
+    cjk_runs = []
+    for w in content_words(q):
+        if is_cjk(w):
+            cjk_runs.append(w)
+            for piece in _cjk_concepts(w):
+                concepts.setdefault((piece,), Concept(piece, (piece,)))
+            continue
+        fields = metadata_words(store).get(w.casefold(), ())
+        forms = (w.casefold(),) if fields else word_forms(w)  # a name is not an English word
+        concepts.setdefault(forms, Concept(w, forms, fields))
+    n_rows = sum(part_size(store.reader, part)[0] for part, spec in EVENT_INDEXES.items() if "message" in spec[2])
+    top = store.conn.execute("SELECT coalesce(max(seq), 0) FROM event").fetchone()[0]
+    weighed, freq = [], {}
+    for c in concepts.values():
+        df = 0.0
+        for f in c.forms:
+            if len(f) >= 3:
+                freq[f] = word_rarity(store, f, "message")
+                df += freq[f]
+        projects = [v for col, v in c.fields if col == "project"]
+        if projects:
+            df += store.conn.execute(f"SELECT coalesce(sum(messages), 0) FROM session WHERE project IN "
+                                     f"({','.join('?' * len(projects))})", projects).fetchone()[0]
+        df = min(df, n_rows)
+        idf = math.log((n_rows - df + 0.5) / (df + 0.5)) if n_rows else 1.0
+        weighed.append(Concept(c.word, c.forms, c.fields, max(0.05, idf)))
+    probes = [f for c in weighed for f in c.forms if len(f) >= 3]
+    for run in cjk_runs:
+        for i in range(len(run) - 2):
+            piece = run[i:i + 3]
+            freq.setdefault(piece, word_rarity(store, piece, "message"))
+            probes.append(piece)
+    probes = sorted(dict.fromkeys(probes), key=lambda f: freq.get(f, 0))
+    seen = probes
+    if all(index_marks(store.reader, part)[0] >= top for part, spec in EVENT_INDEXES.items() if "message" in spec[2]):
+        # The event index holds every message, so a form it never saw
+        # fetches no event; looking it up again would walk its trigrams' rows.
+        seen = [f for f in probes if freq.get(f, 1) > 0]
+    ranked, rows = [], 0.0
+    for f in seen:
+        rows += freq.get(f, 0)
+        if rows > RELAXED_RANK_ROWS:
+            break
+        ranked.append(f)
+    pairs = tuple(c.forms[0] for c in weighed if is_cjk(c.forms[0]) and len(c.forms[0]) < 3)
+    return Relaxed(q.phrases, tuple(weighed), tuple(probes), tuple(ranked), pairs, tuple(seen))
+
+
+def _titles(conn: sqlite3.Connection, rows: list) -> dict[tuple, str]:
+    """The case-folded titles of the rows' sessions, by (source, session)."""
+    keys = {(r["source"], r["session"]) for r in rows}
+    if not keys:
+        return {}
+    out = {}
+    for source in {src for src, _ in keys}:  # by the primary key, one agent at a time
+        ids = sorted(sid for src, sid in keys if src == source)
+        out.update(((source, sid), (title or "").casefold()) for sid, title in conn.execute(
+            f"SELECT id, title FROM session WHERE source = ? AND id IN ({','.join('?' * len(ids))})",
+            (source, *ids)))
+    return out
+
+
+def _coverage(plan: Relaxed, text: str, row: Any) -> list[Concept]:
+    """The concepts a hit holds: a form in its text, or a field that names one."""
+    keys = row.keys()
+    return [c for c in plan.concepts
+            if any(f in text for f in c.forms) or any(col in keys and row[col] == v for col, v in c.fields)]
+
+
+def _rank_relaxed(plan: Relaxed, rows: list, texts: list[str], recent: bool) -> list[tuple]:
+    """Order candidates: most of the query's weight held, then the most concepts, then BM25 (or newest).
+
+    A candidate must hold every phrase (as the strict pass would: case-folded,
+    in order) and, when the query has no phrase, at least one of its words.
+    """
+    phrases = [p.casefold() for p in plan.phrases]
+    ranked = []
+    for r, text in zip(rows, texts):
+        if not all(p in text for p in phrases):
+            continue
+        held = _coverage(plan, text, r)
+        if not held and not phrases:
+            continue
+        tie = -(r["_ts"] or 0) if recent else r["_score"]
+        key = (-sum(c.weight for c in held), -len(held))
+        ranked.append((*key, tie, r, held))
+    ranked.sort(key=lambda t: t[:3])
+    return [(r, held) for *_k, r, held in ranked]
+
+
+def _partial(d: dict, plan: Relaxed, held: list[Concept]) -> dict:
+    """Mark a hit of the relaxed pass with the words it holds and those it lacks."""
+    d["matched"] = [c.word for c in held]
+    missing = [c.word for c in plan.concepts if c not in held]
+    if missing:
+        d["missing"] = missing
+    return d
+
+
+def _candidates(store: Store, plan: Relaxed, probes: tuple[str, ...], ranked: tuple[str, ...], *, cols: str,
+                kinds: tuple, where: list, args: list, order: str, pool: int) -> list:
+    """Fetch the relaxed pass's candidate events holding the phrases and some of ``probes``.
+
+    The ``ranked`` probes (the rarest) fetch the best ``pool`` by BM25 (or
+    the newest, with ``order`` "recent"); the commoner ones fetch the newest
+    events holding all of them, read from the index newest first, then, if
+    those are few, the newest holding any.
+    """
+    phrases = [p for p in plan.phrases if len(p) >= 3]
+    likes = ["%" + like_escape(p) + "%" for p in plan.phrases if len(p) < 3]
+    common = [f for f in probes if f not in ranked]
+    found: list = []
+    if phrases:  # the phrases alone hold: after the hits that also hold some words
+        found += match_events(store, phrases, kinds, cols=cols, where=where, args=args, likes=likes, order=order,
+                              limit=pool)
+    if ranked:
+        found += match_events(store, phrases, kinds, cols=cols, where=where, args=args, likes=likes, order=order,
+                              limit=pool, any_of=ranked)
+    if common:
+        every = match_events(store, [*phrases, *common], kinds, cols=cols, where=where, args=args, likes=likes,
+                             order="newest", limit=pool)
+        found += every
+        if len(common) > 1 and len(every) < pool:
+            found += match_events(store, phrases, kinds, cols=cols, where=where, args=args, likes=likes,
+                                  order="newest", limit=pool, any_of=common)
+    return found
+
+
+def relaxed_events(store: Store, plan: Relaxed, *, limit: int, skip: set[str], kinds: tuple, where: list,
+                   args: list, recent: bool = False) -> list[dict]:
+    """The relaxed pass over events: hits of some of the words, best first, as search briefs.
+
+    Candidates come from the index (``_candidates``); for each word naming
+    a project, agent or branch, from that field with the other words; and,
+    when those are fewer than ``limit``, for CJK words of two characters,
+    from the newest RELAXED_SCAN_ROWS events by LIKE.  ``skip`` holds the
+    ids the strict pass returned.
+    """
+    cols = "e.id, e.session, e.ts, e.ts_approx, e.source, e.project, e.branch, e.role, e.kind, e.text"
+    pool = max(RELAXED_POOL, limit * 2)
+    order = "recent" if recent else "rank"
+    rows = _candidates(store, plan, plan.in_events, plan.ranked, cols=cols, kinds=kinds, where=where, args=args,
+                       order=order, pool=pool)
+    for c in plan.concepts:
+        for col, value in c.fields:
+            cond, more = ((_project_sql("e", resolve_project(store, value), events=True)) if col == "project"
+                          else (f"e.{col} = ?", [value]))
+            others = tuple(f for f in plan.in_events if f not in c.forms)
+            if others or plan.phrases:
+                rows += _candidates(store, plan, others, tuple(f for f in plan.ranked if f in others), cols=cols,
+                                    kinds=kinds, where=[*where, cond], args=[*args, *more], order=order, pool=pool)
+            else:
+                rows += store.conn.execute(
+                    f"SELECT {cols}, e.seq AS _seq, e.ts AS _ts, 0 AS _score FROM event e WHERE e.indexed = 1 "
+                    f"AND e.kind IN ({','.join('?' * len(kinds))}) AND {' AND '.join([*where, cond])} "
+                    "ORDER BY e.seq DESC LIMIT ?", (*kinds, *args, *more, pool)).fetchall()
+    if plan.pairs and len({r["id"] for r in rows} - skip) < limit:
+        # Only when the index found too few: a LIKE reads every newer event's text.
+        top = store.conn.execute("SELECT coalesce(max(seq), 0) FROM event").fetchone()[0]
+        rows += store.conn.execute(
+            f"SELECT {cols}, e.seq AS _seq, e.ts AS _ts, 0 AS _score FROM event e WHERE e.seq > ? AND e.indexed = 1 "
+            f"AND e.kind IN ({','.join('?' * len(kinds))}) AND ({' OR '.join([_LIKE_TEXT] * len(plan.pairs))}) "
+            f"AND {' AND '.join(where)} ORDER BY e.seq DESC LIMIT ?",  # the text first: the filters cost more
+            (top - RELAXED_SCAN_ROWS, *kinds, *["%" + like_escape(p) + "%" for p in plan.pairs], *args,
+             pool)).fetchall()
+    seen, unique = set(skip), []
+    for r in rows:
+        if r["id"] not in seen:
+            seen.add(r["id"])
+            unique.append(r)
+    titles = _titles(store.conn, unique)
+    texts = [(r["text"] or "").casefold() + "\n" + titles.get((r["source"], r["session"]), "") for r in unique]
+    out = []
+    for r, held in _rank_relaxed(plan, unique, texts, recent)[:limit]:
+        words = [f for c in held for f in c.forms]
+        out.append(_partial(_event_brief(r, words), plan, held))
+    return out
+
+
+def relaxed_entries(store: Store, plan: Relaxed, *, limit: int, skip: set[str], where: list, args: list,
+                    recent: bool = False) -> list[dict]:
+    """The relaxed pass over entries: those holding some of the words, best first.
+
+    An entry's project counts as one of its words.  Candidates come from
+    the entry index (any probe, with the phrases) and from the projects
+    the words name.
+    """
+    pool = max(RELAXED_POOL, limit * 2)
+    phrases = [p for p in plan.phrases if len(p) >= 3]
+    likes = ["%" + like_escape(p) + "%" for p in plan.phrases if len(p) < 3]
+    like_sql = "".join(" AND e.text LIKE ? ESCAPE '\\'" for _ in likes)
+    rows: list = []
+    if plan.probes:
+        rows += store.conn.execute(
+            f"SELECT e.*, e.created_at AS _ts, bm25(entry_fts) AS _score FROM entry_fts JOIN entry e ON "
+            f"e.seq = entry_fts.rowid WHERE entry_fts MATCH ?{like_sql} AND {' AND '.join(where)} "
+            "ORDER BY _score LIMIT ?", (fts_match(phrases, plan.probes), *likes, *args, pool)).fetchall()
+    if plan.pairs:  # entries are few: the CJK words of two characters are looked for in all of them
+        rows += store.conn.execute(
+            f"SELECT e.*, e.created_at AS _ts, 0 AS _score FROM entry e WHERE "
+            f"({' OR '.join(['e.text LIKE ? ESCAPE ' + chr(39) + chr(92) + chr(39)] * len(plan.pairs))}){like_sql} "
+            f"AND {' AND '.join(where)} ORDER BY e.created_at DESC LIMIT ?",
+            (*["%" + like_escape(p) + "%" for p in plan.pairs], *likes, *args, pool)).fetchall()
+    names = [v for c in plan.concepts for col, v in c.fields if col == "project"]
+    if names:
+        rows += store.conn.execute(
+            f"SELECT e.*, e.created_at AS _ts, 0 AS _score FROM entry e WHERE e.project IN "
+            f"({','.join('?' * len(names))}){like_sql} AND {' AND '.join(where)} ORDER BY e.created_at DESC LIMIT ?",
+            (*names, *likes, *args, pool)).fetchall()
+    seen, unique = set(skip), []
+    for r in rows:
+        if r["id"] not in seen and all(p.casefold() in r["text"].casefold() for p in phrases):
+            seen.add(r["id"])
+            unique.append(r)
+    out = []
+    for r, held in _rank_relaxed(plan, unique, [r["text"].casefold() for r in unique], recent)[:limit]:
+        d = _entry_dict(store.conn, r, full=False)
+        d["snippet"] = snippet(r["text"], [f for c in held for f in c.forms])
+        out.append(_partial(d, plan, held))
+    return out
+
+
+def search_events(store: Store, query: str | Query, *, limit: int = DEFAULT_LIMIT, offset: int = 0,
+                  recent: bool = False, include_tools: bool = False, source: str | None = None, project: Any = None,
                   session: str | None = None, since: int | None = None, until: int | None = None) -> list[dict]:
     """Full-text search over visible events; BM25 order unless recent.
 
     Returns up to ``limit`` events after the first ``offset``.
     """
-    # One over the maximum: search() asks for one more to see if a page follows.
-    limit, offset = _check_limit(limit, MAX_LIMIT + 1), _check_offset(offset)
-    q = parse_query(query)
+    # search() asks for the pages before this one too, and one more row.
+    limit, offset = _check_limit(limit, MAX_OFFSET + MAX_LIMIT + 1), _check_offset(offset)
+    q = query if isinstance(query, Query) else parse_query(query)
     if not q.terms:
         return []
     kinds = _TOOL_KINDS if include_tools else _MESSAGE_KINDS
@@ -5556,20 +6086,21 @@ def search_events(store: Store, query: str, *, limit: int = DEFAULT_LIMIT, offse
                 f"AND {' AND '.join(where)} ORDER BY e.ts DESC, e.seq DESC LIMIT ?",
                 (*likes, *args, offset + limit)).fetchall()
     except sqlite3.OperationalError as e:
-        raise UsageError(f"cannot search for {query!r}: {e}") from None
+        raise UsageError(f"cannot search for {' '.join(q.terms)!r}: {e}") from None
     return [_event_brief(r, q.terms) for r in rows[offset:offset + limit]]
 
 
-def search_entries(store: Store, query: str | None, *, limit: int = DEFAULT_LIMIT, offset: int = 0,
+def search_entries(store: Store, query: str | Query | None, *, limit: int = DEFAULT_LIMIT, offset: int = 0,
                    kind: str | None = None, project: Any = None, history: bool = False, recent: bool = False,
                    since: int | None = None, until: int | None = None) -> list[dict]:
     """Search active entries (every non-forgotten version with history)."""
-    limit, offset = _check_limit(limit, MAX_LIMIT + 1), _check_offset(offset)
+    limit, offset = _check_limit(limit, MAX_OFFSET + MAX_LIMIT + 1), _check_offset(offset)
     match_project = project if isinstance(project, ProjectMatch) else resolve_project(store, project)
     names = match_project.names if match_project else None
-    if query is None or not str(query).replace("\x00", " ").strip():
-        return list_entries(store, kind=kind, project=names, history=history, limit=limit, offset=offset)
-    q = parse_query(query)
+    if query is None or (not isinstance(query, Query) and not str(query).replace("\x00", " ").strip()):
+        return list_entries(store, kind=kind, project=names, history=history, limit=limit, offset=offset,
+                            since=since, until=until)
+    q = query if isinstance(query, Query) else parse_query(query)
     likes = q.likes
     match = " AND ".join(fts_phrase(t) for t in q.index_terms)
     where, args = entry_filters(history=history, kind=kind, project=names, since=since, until=until)
@@ -5594,31 +6125,64 @@ def search_entries(store: Store, query: str | None, *, limit: int = DEFAULT_LIMI
     return out
 
 
-def search(store: Store, query: str | None = None, *, scope: str = "all", **kw) -> dict:
+def search(store: Store, query: str | None = None, *, scope: str = "all", strict: bool = False, read: bool = True,
+           now: "dt.datetime | None" = None, **kw) -> dict:
     """Search entries and events together; no query lists recent entries.
 
-    A page holds up to ``limit`` of each; when either list goes on,
-    ``next`` holds the arguments of the next page (``{"offset": n}``).
+    A query that names a time or a project in words ("in Demo last week")
+    is read as a question (``read_question``) unless ``strict``, ``read``
+    is false or a project, since or until is given: the search then runs
+    with those filters, widens when they leave nothing (``_search_read``),
+    and the result says what it understood.
+
+    The strict pass finds what holds every word and phrase.  When it
+    leaves a page short, the relaxed pass (unless ``strict``) fills it
+    with what holds some of the words, in their other forms or in the
+    fields they name (``relaxed_plan``), each hit marked with ``matched``
+    and ``missing``; strict hits always come first.  A page holds up to
+    ``limit`` of each; when either list goes on, ``next`` holds the
+    arguments of the next page (``{"offset": n}``).
     """
     if scope not in ("all", "entries", "events"):
         raise UsageError("scope is one of all, entries, events")
+    if read and not strict and isinstance(query, str) and query.strip() and not any(
+            kw.get(k) is not None for k in ("project", "since", "until", "session")):
+        q = read_question(store, query, now)
+        if q.project or q.when:
+            return _search_read(store, q, scope=scope, **{k: v for k, v in kw.items()
+                                                         if k not in ("project", "since", "until", "session")})
     limit, offset = _check_limit(kw.pop("limit", DEFAULT_LIMIT)), _check_offset(kw.pop("offset", 0))
     _check_source(kw.get("source"))
     if kw.get("session"):
         find_session(store, kw["session"], kw.get("source"))
     if kw.get("project"):
         kw["project"] = resolve_project(store, kw["project"])
-    # One more than asked tells whether a next page exists.
-    page = {"limit": limit + 1, "offset": offset}
     entry_kw = {k: kw[k] for k in ("kind", "project", "history", "recent", "since", "until") if k in kw}
     event_kw = {k: kw[k] for k in ("recent", "include_tools", "source", "project", "session", "since", "until")
                 if k in kw}
-    out: dict = {}
-    if scope in ("all", "entries") and not kw.get("source") and not kw.get("session"):
-        out["entries"] = search_entries(store, query, **page, **entry_kw)
+    if query is not None and not str(query).replace("\x00", " ").strip():
+        query = None
+    with_entries = scope in ("all", "entries") and not kw.get("source") and not kw.get("session")
+    with_events = scope in ("all", "events") and bool(query)
+    out: dict = {"entries": [], "events": []}
+    if not query:
+        if with_entries:  # one more than asked tells whether a next page exists
+            out["entries"] = search_entries(store, None, limit=limit + 1, offset=offset, **entry_kw)
     else:
-        out["entries"] = []
-    out["events"] = search_events(store, query, **page, **event_kw) if scope in ("all", "events") and query else []
+        want = offset + limit + 1  # every row up to the page's, to put the relaxed hits after the strict ones
+        q = parse_query(query)
+        # Invariant 5 (single entry point): every surface's query is read here, the same way.
+        core = q if strict else must_match(q)
+        if with_entries and core.terms:
+            out["entries"] = search_entries(store, core, limit=want, **entry_kw)
+        if with_events and core.terms:
+            out["events"] = search_events(store, core, limit=want, **event_kw)
+        short = (with_entries and len(out["entries"]) < want, with_events and len(out["events"]) < want)
+        if not strict and any(short):
+            _relax(store, q, out, short, want, entry_kw, event_kw)
+        if not strict:
+            out["events"] = with_replies(store, out["events"], want)
+        out = {key: rows[offset:] for key, rows in out.items()}
     more = False
     for key in ("entries", "events"):
         more = more or len(out[key]) > limit
@@ -5626,6 +6190,66 @@ def search(store: Store, query: str | None = None, *, scope: str = "all", **kw) 
     if more:
         out["next"] = {"offset": offset + limit}
     return out
+
+
+def with_replies(store: Store, hits: list[dict], most: int) -> list[dict]:
+    """Put after each user message among the hits the reply that follows it, marked ``reply_to``.
+
+    A question's words are often in the prompt and its answer in the
+    reply, which need not repeat them.  The reply is the next message of
+    the session when that is not the user's; one already listed is not
+    repeated, and a forgotten one is never read (Invariant 2).
+    """
+    listed = {h["id"] for h in hits}
+    out: list[dict] = []
+    for h in hits:
+        out.append(h)
+        if h["role"] != "user" or h["kind"] != "message":
+            continue
+        r = store.conn.execute(
+            "SELECT e.id, e.session, e.ts, e.ts_approx, e.source, e.project, e.role, e.kind, e.text FROM event h "
+            "JOIN event e ON e.source = h.source AND e.session = h.session AND e.seq > h.seq WHERE h.id = ? AND "
+            f"e.kind = 'message' AND e.indexed = 1 AND {_SQL_VISIBLE.format(e='e')} ORDER BY e.seq LIMIT 1",
+            (h["id"],)).fetchone()
+        if r is not None and r["role"] != "user" and r["id"] not in listed:
+            listed.add(r["id"])
+            out.append({**_event_brief(r, []), "reply_to": h["id"]})
+    return out[:most]
+
+
+def hit_mark(hit: dict) -> str:
+    """``partial 2/3`` for a hit of the relaxed pass that lacks some words, ``reply`` for the
+    reply to the hit above it, else nothing."""
+    if hit.get("reply_to"):
+        return "reply"
+    if not hit.get("missing"):
+        return ""
+    held = len(hit.get("matched", ()))
+    return f"partial {held}/{held + len(hit['missing'])}"
+
+
+def _relax(store: Store, q: Query, out: dict, short: tuple[bool, bool], want: int, entry_kw: dict,
+           event_kw: dict) -> None:
+    """Fill the short lists of ``out`` with the relaxed pass, up to ``want`` rows each."""
+    plan = relaxed_plan(store, q)
+    if plan.adds_nothing:
+        return
+    recent = bool(event_kw.get("recent"))
+    if short[0]:
+        match = entry_kw.get("project")
+        where, args = entry_filters(history=entry_kw.get("history", False), kind=entry_kw.get("kind"),
+                                    project=match.names if match else None, since=entry_kw.get("since"),
+                                    until=entry_kw.get("until"))
+        out["entries"] += relaxed_entries(store, plan, limit=want - len(out["entries"]), where=where, args=args,
+                                          skip={e["id"] for e in out["entries"]}, recent=recent)
+    if short[1]:
+        kinds = _TOOL_KINDS if event_kw.get("include_tools") else _MESSAGE_KINDS
+        where, args = _event_filters(store, "e", kinds=kinds, source=event_kw.get("source"),
+                                     project=event_kw.get("project"), session=event_kw.get("session"),
+                                     since=event_kw.get("since"), until=event_kw.get("until"))
+        out["events"] += relaxed_events(store, plan, limit=want - len(out["events"]), kinds=kinds,
+                                        where=where[1:], args=args[len(kinds):],
+                                        skip={e["id"] for e in out["events"]}, recent=recent)
 
 
 #: Order of a session's events, and the key an ``after`` cursor compares.
@@ -5759,6 +6383,189 @@ def projects(store: Store, *, limit: int | None = None, offset: int = 0) -> dict
     page = [{**p, "agents": sorted(p["agents"]), "folders": sorted(p["folders"]), "first": iso_local(p["first"]),
              "last": iso_local(p["last"])} for p in rows[offset:offset + limit]]
     return {"projects": page, **({"next": {"offset": offset + limit}} if len(rows) > offset + limit else {})}
+
+
+#: Month and weekday names a question may use for a time ("in March", "since Monday").
+MONTHS = {m: i + 1 for i, m in enumerate(("january", "february", "march", "april", "may", "june", "july", "august",
+                                          "september", "october", "november", "december"))}
+MONTHS.update({m[:3]: i for m, i in list(MONTHS.items())} | {"sept": 9})
+WEEKDAYS = {d: i for i, d in enumerate(("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"))}
+#: Units of "last 3 days", "2 weeks ago", in days.
+_SPAN_DAYS = {"day": 1, "days": 1, "week": 7, "weeks": 7, "month": 30, "months": 30, "year": 365, "years": 365}
+#: Words before a project's name that show it is one ("in Demo", "for api").
+_PROJECT_CUES = {"in", "for", "on", "of", "about", "at", "within", "inside", "project", "repo"}
+
+
+@record
+class Question:
+    """What a plain question asks, as ``read_question`` understood it."""
+
+    words: tuple[str, ...]  # the rest: what to search for (stop words and all)
+    project: str | None = None
+    since: int | None = None  # epoch ms
+    until: int | None = None
+    when: str | None = None  # the time phrase, as written
+
+    def summary(self) -> dict:
+        """The understanding as JSON, for a person or an agent to check."""
+        out: dict = {}
+        if self.project:
+            out["project"] = self.project
+        if self.when:
+            out["when"] = self.when
+        for key in ("since", "until"):
+            if getattr(self, key) is not None:
+                out[key] = iso_local(getattr(self, key))
+        out["words"] = [w for w in query_words(" ".join(self.words)) if w.casefold() not in STOP_WORDS]
+        return out
+
+
+def _day_start(d: "dt.datetime") -> "dt.datetime":
+    return d.replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+def _month_start(year: int, month: int) -> "dt.datetime":
+    while month < 1:
+        year, month = year - 1, month + 12
+    while month > 12:
+        year, month = year + 1, month - 12
+    return dt.datetime(year, month, 1).astimezone()
+
+
+def _time_phrase(tokens: list[str], i: int, now: "dt.datetime") -> tuple[int, tuple] | None:
+    """Read a time phrase at tokens[i]: (tokens it takes, (since, until) as datetimes or None)."""
+    t = tokens[i]
+    nxt = tokens[i + 1] if i + 1 < len(tokens) else ""
+    third = tokens[i + 2] if i + 2 < len(tokens) else ""
+    today = _day_start(now)
+    monday = today - dt.timedelta(days=today.weekday())
+    if t == "today":
+        return 1, (today, None)
+    if t == "yesterday":
+        return 1, (today - dt.timedelta(days=1), today)
+    if t in ("this", "last", "past", "previous") and nxt in ("week", "month", "year"):
+        back = 0 if t == "this" else 1
+        if nxt == "week":
+            start = monday - dt.timedelta(days=7 * back)
+        elif nxt == "month":
+            start = _month_start(now.year, now.month - back)
+        else:
+            start = dt.datetime(now.year - back, 1, 1).astimezone()
+        return 2, (start, None)
+    if t in ("last", "past") and nxt.isdigit() and third in _SPAN_DAYS:
+        return 3, (now - dt.timedelta(days=int(nxt) * _SPAN_DAYS[third]), None)
+    if t.isdigit() and nxt in _SPAN_DAYS and third == "ago":
+        days = int(t) * _SPAN_DAYS[nxt]
+        start = _day_start(now - dt.timedelta(days=days))
+        return 3, (start, start + dt.timedelta(days=_SPAN_DAYS[nxt]))
+    if t in ("in", "during", "since") and nxt in MONTHS:
+        month = MONTHS[nxt]
+        year, took = now.year if month <= now.month else now.year - 1, 2
+        if third.isdigit() and len(third) == 4:
+            year, took = int(third), 3
+        start = _month_start(year, month)
+        return took, (start, None if t == "since" else _month_start(year, month + 1))
+    if t in ("since", "on") and nxt in WEEKDAYS:
+        back = (today.weekday() - WEEKDAYS[nxt]) % 7
+        if t == "on" and back == 0:
+            back = 7  # "on Monday", said on a Monday, is the one before
+        start = today - dt.timedelta(days=back)
+        return 2, (start, None if t == "since" else start + dt.timedelta(days=1))
+    if t == "since" and nxt in ("yesterday", "today"):
+        return 2, (today - dt.timedelta(days=1 if nxt == "yesterday" else 0), None)
+    if t == "since" and nxt[:4].isdigit() and "-" in nxt:
+        try:
+            return 2, (dt.datetime.fromtimestamp(parse_when(nxt) / 1000).astimezone(), None)
+        except (UsageError, OverflowError, OSError, ValueError):
+            return None
+    return None
+
+
+def read_question(store: Store, text: str, now: "dt.datetime | None" = None) -> Question:
+    """Read a plain question: a time phrase, a project's name, and the words left to search for.
+
+    Time phrases: today, yesterday, this/last week, month or year, last
+    N days (weeks, months), N days ago, in March (2026), since Monday,
+    since March, since 2026-11-02, on Friday; a week starts on Monday and
+    "last week" means since the Monday before this one.  A project is a
+    word naming one (any case) after "in", "for", "on", "of", "about" or
+    "project", or written in the project's own case when that has a capital
+    letter.  Quoted phrases are kept whole.  The first time phrase and
+    project found count; the rest is searched for.
+    """
+    now = now or dt.datetime.now().astimezone()
+    parts = text.split('"')
+    plain = " ".join(p for i, p in enumerate(parts) if i % 2 == 0)
+    quoted = [f'"{p}"' for i, p in enumerate(parts) if i % 2 and p.strip()]
+    raw = plain.split()
+    tokens = [w.strip("?!.,;:()[]{}'").casefold() for w in raw]
+    keep = [True] * len(raw)
+    since = until = when = project = None
+    i = 0
+    while i < len(tokens):
+        found = _time_phrase(tokens, i, now) if when is None else None
+        if found:
+            took, (start, end) = found
+            when = " ".join(raw[i:i + took]).strip("?!.,;:")
+            since, until = int(start.timestamp() * 1000), end and int(end.timestamp() * 1000)
+            keep[i:i + took] = [False] * took
+            i += took
+            continue
+        i += 1
+    names = {word: v for word, fields in metadata_words(store).items() for col, v in fields if col == "project"}
+    for i, w in enumerate(raw):
+        word = query_words(w)
+        if project or not keep[i] or len(word) != 1 or word[0].casefold() not in names:
+            continue
+        name = names[word[0].casefold()]
+        cued = (i and tokens[i - 1] in _PROJECT_CUES) or (i + 1 < len(tokens) and tokens[i + 1] in ("project", "repo"))
+        if cued or (word[0] == name and name != name.casefold()):
+            project = name
+            keep[i] = False
+    words = [w for w, k in zip(raw, keep) if k] + quoted
+    return Question(tuple(words), project, since, until, when)
+
+
+def ask(store: Store, question: str, *, limit: int = DEFAULT_LIMIT, scope: str = "all",
+        include_tools: bool = False, now: "dt.datetime | None" = None, **kw) -> dict:
+    """Answer a plain question: ``search`` reads it, and the result always says what was understood.
+
+    A question with nothing to search for ("what did I do yesterday?")
+    lists the entries and the sessions of the project and time it names.
+    Filters given in ``kw`` (project, since, until) win over the question's.
+    """
+    if not isinstance(question, str) or not question.strip():
+        raise UsageError("ask a question, e.g. 'what did I decide about the cache last week?'")
+    q = read_question(store, question, now)
+    if not q.summary()["words"]:
+        project, since, until = (kw.pop(k, None) for k in ("project", "since", "until"))
+        project, since = project or q.project, since if since is not None else q.since
+        until = until if until is not None else q.until
+        res = search(store, None, scope=scope, limit=limit, project=project, since=since, until=until, **kw)
+        res["sessions"] = timeline(store, since=since, until=until, project=project, limit=limit)["sessions"]
+        return {"understood": q.summary() | ({"project": project} if project else {}), **res}
+    res = search(store, question, scope=scope, limit=limit, include_tools=include_tools, now=now, **kw)
+    given = {"project": kw["project"]} if kw.get("project") else {}
+    return {"understood": res.pop("understood", None) or {**given, "words": content_words(parse_query(question))},
+            **res}
+
+
+def _search_read(store: Store, q: Question, **kw) -> dict:
+    """Search with the project and time a question names; widen, saying so, when they leave nothing."""
+    query = " ".join(q.words)
+    tries = [(q.project, q.since, q.until, None)]
+    if q.since is not None or q.until is not None:
+        tries.append((q.project, None, None, "nothing in that time: showing any time"))
+    if q.project:
+        tries.append((None, None, None, f"nothing in project {q.project}: showing every project"))
+    for project, since, until, widened in tries:
+        res = search(store, query, project=project, since=since, until=until, read=False, **kw)
+        if res["entries"] or res["events"]:
+            break
+    res["understood"] = q.summary()
+    if widened and (res["entries"] or res["events"]):
+        res["widened"] = widened
+    return res
 
 
 def read_raw(store: Store, mirror: str, offset: int, span: int = 1) -> str:
@@ -7555,8 +8362,8 @@ _ENTRY_ARGS = {
 
 _SEARCH_SCHEMA = _schema({
     "query": {"type": "string", "maxLength": MAX_QUERY,
-              "description": "All words must appear (any case, as substrings), \"quoted words\" together. "
-                             "Omit: the newest entries."},
+              "description": "Keywords or a question. Full hits, then partial (`missing`); "
+                             "\"quoted words\" together. Omit: newest entries."},
     "scope": {"type": "string", "enum": ["all", "entries", "events"]},
     "kind": {"type": "string", "enum": list(ENTRY_KINDS)},
     "project": _PROJECT_ARG,
@@ -7566,6 +8373,7 @@ _SEARCH_SCHEMA = _schema({
     "until": _text_arg(None, 40),
     "include_tools": _flag("Also tool calls and results."),
     "recent": _flag("Newest first."),
+    "strict": _flag("No partial hits."),
     "history": _flag("Also superseded versions."),
     "limit": _int(1, MAX_LIMIT, MCP_DEFAULT_LIMIT),
     "offset": _OFFSET_ARG,
@@ -7618,12 +8426,35 @@ def _when(args: dict, name: str) -> int | None:
 
 
 def _drop_empty(obj: Any) -> Any:
-    """Remove null fields from result objects (they only cost context)."""
+    """Remove from result objects what only costs a model context: null fields, and
+    what another field already says (``_implied``)."""
     if isinstance(obj, dict):
-        return {k: _drop_empty(v) for k, v in obj.items() if v is not None}
+        return {k: _drop_empty(v) for k, v in obj.items() if v is not None and not _implied(obj, k, v)}
     if isinstance(obj, list):
         return [_drop_empty(v) for v in obj]
     return obj
+
+
+#: Fields of a visible citation that the `sources` tool gives with the line itself.
+_CITATION_PLACES = ("session", "file", "mirror")
+
+
+def _implied(obj: dict, key: str, value: Any) -> bool:
+    """True when a field says nothing its object does not: an event's source (its id,
+    or a citation's event id, starts with it), the kind "message" of an event, a citation's place (``sources``
+    gives it), a quote that is still found, a span of one line, a history of one version."""
+    if key == "source":
+        named = obj.get("id") or obj.get("event")
+        return isinstance(named, str) and named.startswith(f"{value}:")
+    if key == "kind":
+        return value == "message" and "role" in obj
+    if key in _CITATION_PLACES:
+        return obj.get("state") == "visible"
+    if key == "quote_found" or key == "lines":
+        return value is True or (key == "lines" and value == 1)
+    if key == "history":
+        return isinstance(value, list) and len(value) == 1 and value[0].get("id") == obj.get("id")
+    return False
 
 
 def _cut(text: str, limit: int, around: str | None = None) -> tuple[str, bool]:
@@ -7658,15 +8489,16 @@ CUT_LEAD = 40
 
 
 def mcp_search(store: Store, args: dict, author: str) -> dict:
-    """Run the `search` tool."""
+    """Run the `search` tool (a plain question is read as ``search`` reads it)."""
     query = (args.get("query") or "").strip() or None
     res = search(store, query, scope=args.get("scope", "all"), limit=args.get("limit", MCP_DEFAULT_LIMIT),
                  offset=args.get("offset", 0), recent=args.get("recent", False),
                  include_tools=args.get("include_tools", False), source=args.get("source"),
                  project=args.get("project"), session=args.get("session"), since=_when(args, "since"),
-                 until=_when(args, "until"), kind=args.get("kind"), history=args.get("history", False))
+                 until=_when(args, "until"), kind=args.get("kind"), history=args.get("history", False),
+                 strict=args.get("strict", False))
     if not res["entries"] and not res["events"]:
-        res["note"] = "no matches: try fewer or shorter words, another scope, or a wider time window"
+        res["note"] = "no matches: try other words, another scope, or a wider time window"
     return res
 
 
@@ -7780,8 +8612,8 @@ _NEXT = "More: call again adding `next`'s arguments."
 MCP_TOOLS = {t.name: t for t in (
     McpTool(
         "search",
-        "Search past coding-agent sessions and the entries recorded from them before answering about earlier "
-        "work, decisions and why, or the user's preferences. Returns ids and snippets; open them with `get`. "
+        "Search past agent sessions and their recorded entries before answering about earlier work, "
+        "decisions and why, or the user's preferences. Returns ids and snippets; open with `get`. "
         + _WHEN + " " + _NEXT,
         _SEARCH_SCHEMA, mcp_search),
     McpTool(
@@ -9465,7 +10297,8 @@ class AdminApp:
     def event_row(self, e: dict) -> Markup:
         return tpl('<li class="ev r-$role"><a href="$h"><span class="when">$t</span><span class="role">$role'
                    '$kind</span><span class="text">$snip</span></a></li>', role=e.get("role") or "-",
-                   kind=f" · {e['kind']}" if e.get("kind") and e["kind"] != "message" else "",
+                   kind="".join(f" · {m}" for m in (e.get("kind") if e.get("kind") != "message" else "", hit_mark(e))
+                                if m),
                    h=f"{ADMIN_PREFIX}/event?" + _qs(id=e["id"]), t=_shown_at(e.get("time")), snip=e.get("snippet", ""))
 
     def page_event(self, req, sess, args) -> AdminReply:
@@ -11339,28 +12172,106 @@ def cmd_search(args) -> int:
             "query": query or None, "scope": args.scope, "limit": args.limit, "offset": args.offset,
             "recent": args.recent, "include_tools": args.all, "source": args.source, "project": args.project,
             "session": args.session, "since": args.since, "until": args.until, "kind": args.kind,
-            "history": args.history})
+            "history": args.history, "strict": args.strict})
     else:
         with _open(args) as store:
             res = readout(search(store, query or None, scope=args.scope, limit=args.limit, offset=args.offset,
                                  recent=args.recent, include_tools=args.all, source=args.source,
                                  project=args.project, session=args.session, since=since, until=until,
-                                 kind=args.kind, history=args.history))
+                                 kind=args.kind, history=args.history, strict=args.strict))
     if args.json:
         _print_json(res)
         return 0
     if args.nl:
         _print_rows([{"type": "entry", **e} for e in res["entries"]] + [{"type": "event", **e} for e in res["events"]])
         return 0
+    _print_understood(res)
     for e in res["entries"]:
-        print(f"{e['id']}  [{e['kind']}, {e['status']}]  {e['snippet']}")
+        print(f"{e['id']}  [{e['kind']}, {e['status']}{_mark(e, ', ')}]  {e['snippet']}")
     for e in res["events"]:
-        print(f"{_shown_time(e):25} {e['source']:11} {e['project'] or '-':15} {e['role']:9} {e['snippet']}")
+        print(f"{_shown_time(e):25} {e['source']:11} {e['project'] or '-':15} {e['role']:9} "
+              f"{_mark(e, '', '  ')}{e['snippet']}")
         print(f"    {e['id']}")
     if not res["entries"] and not res["events"]:
         print("no matches")
     _print_more(res)
     return 0
+
+
+def cmd_ask(args) -> int:
+    """Answer a plain question from the archive: entries first, with their quotes, then events.
+
+    The question is read for a project's name (after "in", "for", "about"…),
+    a time (today, yesterday, last week, last month, in March, since
+    Monday, last 3 days…) and the words to search for; the first line says
+    what was understood, so a wrong reading can be corrected with
+    `origin search` and its options.  Hits holding only some of the words
+    are marked partial; when the project and time leave nothing, the search
+    widens and says so.
+
+    Example: origin ask "what did I decide about the cache in api last week?"
+    """
+    question = " ".join(args.question)
+    hub = _hub_of(args)
+    if hub is not None:
+        res = _on_hub(hub, "search", {"query": question, "limit": args.limit, "include_tools": args.all})
+        # The tool says what it understood only when it read a project or a time.
+        res.setdefault("understood", {"words": content_words(parse_query(question))})
+        found = _on_hub(hub, "get", {"ids": [e["id"] for e in res["entries"]]})["items"] if res["entries"] else []
+    else:
+        with _open(args) as store:
+            res = readout(ask(store, question, limit=args.limit, include_tools=args.all))
+            found = [readout(get_item(store, e["id"])) for e in res["entries"]]
+    full = {item["entry"]["id"]: item["entry"] for item in found if "entry" in item}
+    for e in res["entries"]:
+        e["sources"] = full.get(e["id"], {}).get("sources", [])
+        e["text"] = full.get(e["id"], {}).get("text", e["snippet"])
+    if args.json:
+        _print_json(res)
+        return 0
+    _print_understood(res)
+    for e in res["entries"]:
+        print(f"\n{e['id']}  [{e['kind']}, {e['status']}{_mark(e, ', ')}]  {e['text']}")
+        for c in e["sources"]:
+            where = f"{c['event']}  ({c.get('source')}, {c.get('time')})" if c["state"] == "visible" else \
+                f"{c['event']}  ({c['state']})"
+            print(f"    source {where}" + (f"\n      quote: {c['quote']}" if c.get("quote") else ""))
+    if res["entries"] and res["events"]:
+        print()
+    for e in res["events"]:
+        print(f"{_shown_time(e):25} {e['source']:11} {e['project'] or '-':15} {e['role']:9} "
+              f"{_mark(e, '', '  ')}{e['snippet']}")
+        print(f"    {e['id']}")
+    for s in res.get("sessions", ()):
+        print(f"{_shown_time(s, 'last'):25} {s['source']:11} {s['project'] or '-':15} {(s['title'] or '')[:60]}")
+        print(f"    {s['session']}")
+    if not res["entries"] and not res["events"] and not res.get("sessions"):
+        print("no matches: try other words, or `origin search` with --project and --since")
+    return 0
+
+
+def _print_understood(res: dict) -> None:
+    """Say what a question was read as, and that the search widened, when it did."""
+    u = res.get("understood")
+    if u:
+        said = [f"project {u['project']}"] if u.get("project") else []
+        said += [f"{key} {_day_or_time(u[key])}" for key in ("since", "until") if u.get(key)]
+        said.append("words: " + (", ".join(u.get("words", ())) or "none"))
+        print("understood: " + ", ".join(said) + (f" ({u['when']})" if u.get("when") else ""))
+    if res.get("widened"):
+        print(res["widened"])
+
+
+def _mark(hit: dict, before: str, after: str = "") -> str:
+    """A hit's ``hit_mark`` with what goes around it, or nothing."""
+    mark = hit_mark(hit)
+    return f"{before}{mark}{after}" if mark else ""
+
+
+def _day_or_time(iso: str) -> str:
+    """``2026-11-23`` for the start of a day, else the time as it is."""
+    day, _, rest = iso.partition("T")
+    return day if rest.startswith("00:00:00") else iso
 
 
 def cmd_timeline(args) -> int:
@@ -12429,6 +13340,8 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     add_filters(sp)
     sp.add_argument("--session", help="only this session")
     sp.add_argument("--recent", action="store_true", help="newest first instead of by relevance")
+    sp.add_argument("--strict", action="store_true",
+                    help="only what holds every word (no partial matches, no other word forms)")
     sp.add_argument("--scope", choices=SEARCH_SCOPES, default="all",
                     help="search entries, events or both (default: all)")
     sp.add_argument("--kind", choices=ENTRY_KINDS, help="only entries of this kind")
@@ -12437,6 +13350,14 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
                     help=f"most entries and most events to list (default %(default)s, at most {MAX_LIMIT})")
     add_offset(sp)
     add_json(sp, listing=True)
+
+    sp = command("ask", cmd_ask, "answer a plain question: entries with their quotes, then events")
+    add_local(sp)
+    sp.add_argument("question", nargs="+", help="a question in your own words, e.g. what did I decide in api last week")
+    sp.add_argument("--all", action="store_true", help="include tool calls and results")
+    sp.add_argument("--limit", type=_limit, default=5,
+                    help=f"most entries and most events to list (default %(default)s, at most {MAX_LIMIT})")
+    add_json(sp)
 
     sp = command("timeline", cmd_timeline, "sessions in a window, or one session's events")
     add_local(sp)
@@ -12545,7 +13466,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
 #: switches, then options that take one value, with the values allowed
 #: (choices, a range of whole numbers, or None for any text), then the
 #: defaults that are not False or None.
-_SEARCH_SWITCHES = ("--local", "--all", "--recent", "--history", "--json", "--nl")
+_SEARCH_SWITCHES = ("--local", "--all", "--recent", "--strict", "--history", "--json", "--nl")
 _SEARCH_VALUES: dict[str, tuple | range | None] = {
     "--source": SOURCES, "--project": None, "--since": None, "--until": None, "--session": None,
     "--scope": SEARCH_SCOPES, "--kind": ENTRY_KINDS, "--limit": range(1, MAX_LIMIT + 1),

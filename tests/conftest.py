@@ -130,3 +130,17 @@ def all_agents(claude_root, user_home) -> Path:
                     user / "workspaceStorage" / "ws1" / "state.vscdb")
     shutil.copytree(FIXTURES / "grok" / "made-here" / "sessions", user_home / ".grok" / "sessions")
     return user_home
+
+
+def write_session(home: Path, session: str, cwd: str, records: list[tuple]) -> Path:
+    """Write a Claude Code session: records are (uuid, iso time, role, content)."""
+    folder = home / ".claude" / "projects" / cwd.replace("/", "-")
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = []
+    for uid, ts, role, content in records:
+        lines.append(json.dumps({
+            "type": role, "uuid": uid, "sessionId": session, "cwd": cwd, "timestamp": ts, "gitBranch": "main",
+            "version": "2.1.0", "message": {"role": role, "content": content}}, ensure_ascii=False))
+    p = folder / f"{session}.jsonl"
+    p.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return p

@@ -977,3 +977,12 @@ def test_audit_page_pages_back_through_older_records(hub, owner):
     assert "bulk249" in first and "bulk49" not in first
     second = owner.get(link.group(1).replace("&amp;", "&")).text
     assert "bulk49" in second and "bulk249" not in second
+
+
+def test_search_marks_the_hits_that_hold_only_some_words(hub, owner):
+    ev = a_message(hub.home)
+    word = next(w for w in ev["text"].split() if len(w) >= 5 and w.isascii() and w.isalpha())
+    text = owner.get("/admin/search?" + urllib.parse.urlencode({"q": f"{word} zebraquasarx"})).text
+    assert "partial 1/2" in text and "No events match" not in text
+    text = owner.get("/admin/search?" + urllib.parse.urlencode({"q": word})).text
+    assert "partial" not in text

@@ -250,7 +250,8 @@ def test_a_quoted_phrase_finds_adjacent_words(claude_root, cli, capsys):
     with pytest.raises(SystemExit):
         origin.main(["search", "--help"])
     out = " ".join(capsys.readouterr().out.split())
-    assert '"quoted words" must appear next to each other' in out and "every word must appear" in out
+    assert "the words of a phrase must appear next to each other" in out and "hits holding every word" in out
+    assert "--strict" in out
 
 
 def test_search_and_timeline_agree_on_an_unknown_session_and_source(claude_root, cli):

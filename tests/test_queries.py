@@ -2,27 +2,10 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
 
 import origin
-from conftest import expected_rows, index_rows
-
-
-def write_session(home: Path, session: str, cwd: str, records: list[tuple]) -> Path:
-    """Write a Claude Code session: records are (uuid, iso time, role, content)."""
-    folder = home / ".claude" / "projects" / cwd.replace("/", "-")
-    folder.mkdir(parents=True, exist_ok=True)
-    lines = []
-    for uid, ts, role, content in records:
-        lines.append(json.dumps({
-            "type": role, "uuid": uid, "sessionId": session, "cwd": cwd, "timestamp": ts, "gitBranch": "main",
-            "version": "2.1.0", "message": {"role": role, "content": content}}, ensure_ascii=False))
-    p = folder / f"{session}.jsonl"
-    p.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return p
+from conftest import expected_rows, index_rows, write_session
 
 
 @pytest.fixture
@@ -214,17 +197,18 @@ def test_projects_list_agents_sessions_folders_and_activity(two_apis):
     assert [p["project"] for p in origin.projects(two_apis, limit=2, offset=2)["projects"]] == ["Web-App"]
 
 
-def test_search_pages_by_offset_and_says_when_there_is_more(corpus):
-    whole = ids(origin.search(corpus, "trigram", scope="events", recent=True)["events"])
+@pytest.mark.parametrize("strict, hits", [(True, 4), (False, 5)])  # 5: w1's reply, w2, follows it
+def test_search_pages_by_offset_and_says_when_there_is_more(corpus, strict, hits):
+    whole = ids(origin.search(corpus, "trigram", scope="events", recent=True, strict=strict)["events"])
     pages, offset = [], 0
     while True:
-        res = origin.search(corpus, "trigram", scope="events", recent=True, limit=1, offset=offset)
+        res = origin.search(corpus, "trigram", scope="events", recent=True, limit=1, offset=offset, strict=strict)
         pages += ids(res["events"])
         if "next" not in res:
             break
         offset = res["next"]["offset"]
-    assert pages == whole and len(whole) == 4
-    assert "next" not in origin.search(corpus, "trigram", limit=4)
+    assert pages == whole and len(whole) == hits
+    assert "next" not in origin.search(corpus, "trigram", limit=hits, strict=strict)
 
 
 def test_session_events_page_by_a_stable_cursor_through_32_messages_sharing_one_timestamp(all_agents, store):

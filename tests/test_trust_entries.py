@@ -89,7 +89,9 @@ def test_every_mcp_result_is_marked_quoted_and_instruction_like_events_are_flagg
     finally:
         service.close()
     assert all(r["quoted"] == origin.MCP_QUOTED for r in results.values())
-    assert [e.get("instruction_like") for e in results["search"]["events"]] == [True]
+    # The attack, then the reply that follows it (plain text, not flagged).
+    assert [(e["id"], e.get("instruction_like")) for e in results["search"]["events"]] == [
+        (injected["attack"], True), (injected["plain"], None)]
     assert [e.get("instruction_like") for e in results["search_plain"]["events"]] == [None]
     flags = {e["id"]: e.get("instruction_like") for e in results["timeline"]["events"]}
     assert flags == {injected["attack"]: True, injected["plain"]: None, injected["markup"]: True}

@@ -30,9 +30,10 @@ e2e: $(VENV)/.installed  ## Claude Code and Codex CLI (from npm, ~800 MB) agains
 	$(BIN)/python -m pytest -q -m e2e tests/test_e2e_agents.py
 
 bench: $(VENV)/.installed  ## ingest, re-sync, search and hub figures (BENCH_MB=2000 for full scale)
-	BENCH_MB=$(BENCH_MB) $(BIN)/python tests/bench.py
+	BENCH_MB=$(BENCH_MB) $(BIN)/python tests/bench.py --docs
 	BENCH_MB=$(BENCH_MB) $(BIN)/python tests/bench_hub.py
 	$(BIN)/python tests/bench_hub_mcp.py
+	$(BIN)/python tests/bench_recall.py --docs
 
 # The admin page's icons and font, copied from npm packages into admin_assets/
 # with their licences.  Committed: nothing is fetched when the hub runs.

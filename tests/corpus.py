@@ -113,6 +113,31 @@ def _usage(rng: random.Random) -> dict:
                                                            "ephemeral_1h_input_tokens": rng.randint(0, 9000)}}
 
 
+class ClaudeRecords:
+    """The lines of one Claude Code session, written record by record: each
+    gets the previous one's uuid as its parent, the session's fields, a new
+    uuid and its time (``step`` after the previous record's)."""
+
+    def __init__(self, rng: random.Random, session: str, cwd: str, start: dt.datetime) -> None:
+        self.rng, self.t, self.parent, self.lines = rng, start, None, []
+        self.base = {"isSidechain": False, "userType": "external", "cwd": cwd, "sessionId": session,
+                     "version": "2.1.80", "gitBranch": "main", "entrypoint": "cli"}
+
+    def emit(self, rec: dict, step: dt.timedelta) -> None:
+        self.t += step
+        u = _uuid(self.rng)
+        self.lines.append(json.dumps({"parentUuid": self.parent, **self.base, **rec, "uuid": u,
+                                      "timestamp": _iso_ms(self.t)}, ensure_ascii=False))
+        self.parent = u
+
+    def assistant(self, content: list) -> dict:
+        """An assistant record holding content, with its request, message id and usage."""
+        rng = self.rng
+        return {"type": "assistant", "requestId": "req_" + _blob(rng, 24), "message": {
+            "id": "msg_" + _blob(rng, 24), "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
+            "content": content, "stop_reason": None, "stop_sequence": None, "usage": _usage(rng)}}
+
+
 def claude_session_lines(rng: random.Random, session: str, cwd: str, start: dt.datetime, turns: int,
                          outputs: tuple[int, ...] = (15, 40, 120, 600, 1500), edits: float = 0.0,
                          talk: float = 1.0) -> list[str]:
@@ -125,25 +150,11 @@ def claude_session_lines(rng: random.Random, session: str, cwd: str, start: dt.d
     is the share of tool uses that edit a file (see ``_claude_edit``);
     ``talk`` scales the longest thinking and reply.
     """
-    lines = []
-    t = start
-    parent = None
-    base = {"isSidechain": False, "userType": "external", "cwd": cwd, "sessionId": session,
-            "version": "2.1.80", "gitBranch": "main", "entrypoint": "cli"}
+    w = ClaudeRecords(rng, session, cwd, start)
+    assistant = w.assistant
 
     def emit(rec: dict) -> None:
-        nonlocal parent, t
-        t += dt.timedelta(seconds=rng.randint(1, 90))
-        u = _uuid(rng)
-        rec = {"parentUuid": parent, **base, **rec, "uuid": u,
-               "timestamp": t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"}
-        parent = u
-        lines.append(json.dumps(rec, ensure_ascii=False))
-
-    def assistant(content: list) -> dict:
-        return {"type": "assistant", "requestId": "req_" + _blob(rng, 24), "message": {
-            "id": "msg_" + _blob(rng, 24), "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
-            "content": content, "stop_reason": None, "stop_sequence": None, "usage": _usage(rng)}}
+        w.emit(rec, dt.timedelta(seconds=rng.randint(1, 90)))
 
     for _ in range(turns):
         emit({"type": "user", "promptId": _uuid(rng), "permissionMode": "default",
@@ -166,7 +177,7 @@ def claude_session_lines(rng: random.Random, session: str, cwd: str, start: dt.d
                                                     "isImage": False},
                   "message": {"role": "user", "content": [
                       {"type": "tool_result", "tool_use_id": tid, "content": out, "is_error": False}]}})
-    return lines
+    return w.lines
 
 
 def _claude_edit(rng: random.Random, tid: str, cwd: str) -> tuple[dict, dict]:

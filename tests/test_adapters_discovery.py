@@ -126,9 +126,17 @@ def test_a_real_unprivileged_sync_skips_only_the_folder_it_may_not_enter():
             if p != private and not str(p).startswith(str(private) + os.sep):
                 os.chown(p, 65534, 65534)
         os.chmod(private, 0o700)  # owned by root
+        # The code runs from a copy nobody may read, by the interpreter's own
+        # path: the checkout and its .venv may sit in a folder only root may
+        # enter (a clone inside `mktemp -d`).  A sync of Claude Code logs
+        # needs nothing but the standard library.
+        app = base / "app"
+        app.mkdir()
+        for name in ("origin.py", "adapters.py"):
+            shutil.copy(ROOT / name, app / name)
         env = {"HOME": str(home), "ORIGIN_HOME": str(home / "store"), "PATH": os.environ.get("PATH", "")}
         proc = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-                               sys.executable, str(ROOT / "origin.py"), "sync", "--json"],
+                               os.path.realpath(sys.executable), str(app / "origin.py"), "sync", "--json"],
                               env=env, capture_output=True, text=True, timeout=300, cwd=str(base))
         assert proc.returncode == 0, proc.stderr
         report = json.loads(proc.stdout)

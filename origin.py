@@ -2630,6 +2630,14 @@ def _match_events(store: "Store", terms: list[str], kinds: tuple, cols: str, whe
         score = f", bm25({fts}) AS _score" if order == "rank" else ", 0 AS _score"
         by = {"rank": " ORDER BY _score", "recent": " ORDER BY e.ts DESC, e.seq DESC"}.get(order, "")
         hits = None
+        if order == "rank" and len(scored) > 1:
+            # A selective search of several terms: read its hits and rank
+            # them here (``bm25_rows``), which spares FTS5 counting each
+            # term's rows over the whole index.  Past OWN_RANK_MAX hits, or
+            # OWN_RANK_TEXT characters of their text, FTS5 ranks.
+            hits = reader.execute(
+                f"SELECT e.seq, length(e.text) FROM ix_{part}.{fts} JOIN event e ON e.seq = {fts}.rowid "
+                f"WHERE {fts} MATCH ? AND {' AND '.join(conds)} LIMIT ?", (match, *params, OWN_RANK_MAX + 1)).fetchall()
         if order == "newest":
             # The newest matches from the index alone, then their events:
             # a filter that few of them pass never walks a common term's
@@ -2640,16 +2648,6 @@ def _match_events(store: "Store", terms: list[str], kinds: tuple, cols: str, whe
                 f"SELECT {cols}, e.seq AS _seq, e.ts AS _ts, 0 AS _score FROM (SELECT rowid FROM ix_{part}.{fts} "
                 f"WHERE {fts} MATCH ? ORDER BY rowid DESC LIMIT ?) f JOIN event e ON e.seq = f.rowid "
                 f"WHERE {' AND '.join(conds)} ORDER BY f.rowid DESC{cap}", (match, window, *params)).fetchall()
-        elif order == "rank" and len(scored) > 1:
-            # A selective search of several terms: read its hits and rank
-            # them here (``bm25_rows``), which spares FTS5 counting each
-            # term's rows over the whole index.  Past OWN_RANK_MAX hits, or
-            # OWN_RANK_TEXT characters of their text, FTS5 ranks.
-            hits = reader.execute(
-                f"SELECT e.seq, length(e.text) FROM ix_{part}.{fts} JOIN event e ON e.seq = {fts}.rowid "
-                f"WHERE {fts} MATCH ? AND {' AND '.join(conds)} LIMIT ?", (match, *params, OWN_RANK_MAX + 1)).fetchall()
-        if order == "newest":
-            pass
         elif hits is not None and len(hits) <= OWN_RANK_MAX and sum(n or 0 for _s, n in hits) <= OWN_RANK_TEXT:
             ranked += bm25_rows(reader, part, scored, reader.execute(
                 f"SELECT {cols}, e.seq AS _seq, e.ts AS _ts, e.text AS _text, d.sz AS _sz FROM event e "
@@ -5515,10 +5513,9 @@ def stem(word: str) -> str:
     """Cut an English word to a stem its other forms contain: decided and deciding to decid, failure to fail.
 
     A light suffix stripper, not Porter's: inflections first (-s, -es,
-    -ies, -ed, -ing), then one derivation (-ment, -ence, -ance, -ure,
-    -ly, -er, -ion),
-    then a final -e or -y, never leaving fewer than three letters (four
-    for a derivation).  A word that is not plain ASCII letters (an
+    -ies, -ed, -ing), then one derivation (-ment, -ence, -ance, -ure, -ly,
+    -er, -ion), then a final -e or -y, never leaving fewer than three
+    letters (four for a derivation).  A word that is not plain ASCII letters (an
     identifier, a path, a number, CJK) is only case-folded.
     """
     w = word.casefold()
@@ -5790,7 +5787,7 @@ RELAXED_POOL = 200
 #: row a probe holds); the candidates of the commoner ones are the newest
 #: events holding them all, read from the index in that order.
 RELAXED_RANK_ROWS = 10_000
-#: Newest messages a CJK word of two characters is looked for in, by LIKE
+#: Newest events a CJK word of two characters is looked for in, by LIKE
 #: (the trigram index holds no shorter terms).
 RELAXED_SCAN_ROWS = 10_000
 #: The agents' names as people say them.
@@ -6000,6 +5997,8 @@ def relaxed_events(store: Store, plan: Relaxed, *, limit: int, skip: set[str], k
             f"AND {' AND '.join(where)} ORDER BY e.seq DESC LIMIT ?",  # the text first: the filters cost more
             (top - RELAXED_SCAN_ROWS, *kinds, *["%" + like_escape(p) + "%" for p in plan.pairs], *args,
              pool)).fetchall()
+    # Every way of fetching above filters by ``where``, which holds the
+    # exclusion set (Invariant 2: a forgotten event is no candidate).
     seen, unique = set(skip), []
     for r in rows:
         if r["id"] not in seen:
@@ -6206,6 +6205,7 @@ def with_replies(store: Store, hits: list[dict], most: int) -> list[dict]:
         out.append(h)
         if h["role"] != "user" or h["kind"] != "message":
             continue
+        # Invariant 2 (sticky forget): an excluded reply is never read.
         r = store.conn.execute(
             "SELECT e.id, e.session, e.ts, e.ts_approx, e.source, e.project, e.role, e.kind, e.text FROM event h "
             "JOIN event e ON e.source = h.source AND e.session = h.session AND e.seq > h.seq WHERE h.id = ? AND "

@@ -6432,6 +6432,11 @@ def _month_start(year: int, month: int) -> "dt.datetime":
     return dt.datetime(year, month, 1).astimezone()
 
 
+def _count(word: str) -> int:
+    """A count of days, weeks… written in ASCII digits, at most 9999; else 0."""
+    return int(word) if word.isascii() and word.isdigit() and 0 < int(word) <= 9999 else 0
+
+
 def _time_phrase(tokens: list[str], i: int, now: "dt.datetime") -> tuple[int, tuple] | None:
     """Read a time phrase at tokens[i]: (tokens it takes, (since, until) as datetimes or None)."""
     t = tokens[i]
@@ -6452,16 +6457,16 @@ def _time_phrase(tokens: list[str], i: int, now: "dt.datetime") -> tuple[int, tu
         else:
             start = dt.datetime(now.year - back, 1, 1).astimezone()
         return 2, (start, None)
-    if t in ("last", "past") and nxt.isdigit() and third in _SPAN_DAYS:
-        return 3, (now - dt.timedelta(days=int(nxt) * _SPAN_DAYS[third]), None)
-    if t.isdigit() and nxt in _SPAN_DAYS and third == "ago":
-        days = int(t) * _SPAN_DAYS[nxt]
+    if t in ("last", "past") and _count(nxt) and third in _SPAN_DAYS:
+        return 3, (now - dt.timedelta(days=_count(nxt) * _SPAN_DAYS[third]), None)
+    if _count(t) and nxt in _SPAN_DAYS and third == "ago":
+        days = _count(t) * _SPAN_DAYS[nxt]
         start = _day_start(now - dt.timedelta(days=days))
         return 3, (start, start + dt.timedelta(days=_SPAN_DAYS[nxt]))
     if t in ("in", "during", "since") and nxt in MONTHS:
         month = MONTHS[nxt]
         year, took = now.year if month <= now.month else now.year - 1, 2
-        if third.isdigit() and len(third) == 4:
+        if third.isascii() and third.isdigit() and len(third) == 4 and int(third) >= 1970:
             year, took = int(third), 3
         start = _month_start(year, month)
         return took, (start, None if t == "since" else _month_start(year, month + 1))

@@ -189,6 +189,14 @@ def test_ask_reads_each_time_phrase(store, question, since, until):
     assert not any(w in q.words for w in q.when.split())  # the phrase is not searched for
 
 
+@pytest.mark.parametrize("question", ["last ² days", "in march ²⁰²⁴", "last 99999999999 days",
+                                      "9999999999999999999999 weeks ago", "in March 0001"])
+def test_a_time_phrase_of_odd_digits_is_searched_as_words_not_a_crash(talk, question):
+    q = origin.read_question(talk, question, NOW)
+    assert q.since is None or q.since > 0
+    origin.search(talk, question)  # no error
+
+
 def test_ask_reads_a_project_named_after_a_cue_or_in_its_own_case(talk):
     assert origin.read_question(talk, "what did I decide in demo", NOW).project == "Demo"
     assert origin.read_question(talk, "Demo settings", NOW).project == "Demo"

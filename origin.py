@@ -13184,7 +13184,26 @@ def _parser_class() -> type:
         def __init__(self, *a, **kw):
             kw.setdefault("formatter_class", Formatter)
             kw.setdefault("allow_abbrev", False)
+            self.long_options: list[str] = []  # for "did you mean"
+            self.commands: dict[str, Parser] = {}  # the top level's subcommand parsers, by name
             super().__init__(*a, **kw)
+
+        def add_argument(self, *a, **kw):
+            action = super().add_argument(*a, **kw)
+            self.long_options += [o for o in action.option_strings if o.startswith("--")]
+            return action
+
+        def parse_args(self, args=None, namespace=None):
+            """Parse like argparse, but name the closest command or option
+            for a mistyped one, with the usage of the command it was given to."""
+            args = sys.argv[1:] if args is None else list(args)
+            if self.commands and args and not args[0].startswith("-") and args[0] not in self.commands:
+                self.error(_unknown_command(args[0], list(self.commands)))
+            ns, extras = self.parse_known_args(args, namespace)
+            if extras:
+                owner = self.commands.get(getattr(ns, "command", None) or "", self)
+                owner.error(_unrecognized(extras, owner.prog, owner.long_options))
+            return ns
 
         def error(self, message: str):
             if _JSON_ERRORS["on"]:
@@ -13197,6 +13216,30 @@ def _parser_class() -> type:
 
 
 _PARSER_CLASS: dict[str, type] = {}
+
+
+def _unknown_command(name: str, commands: list[str]) -> str:
+    """Refuse a command that does not exist, naming the closest one."""
+    import difflib  # only on this error
+
+    close = difflib.get_close_matches(name, commands, n=1)
+    if close:
+        return f"unknown command {name!r}; did you mean `origin {close[0]}`?"
+    return f"unknown command {name!r}; the commands are {', '.join(commands)} (`origin --help` says what each does)"
+
+
+def _unrecognized(extras: list[str], prog: str, options: list[str]) -> str:
+    """Refuse arguments a command does not take, naming the closest option to a mistyped one."""
+    first = extras[0]
+    if not (first.startswith("-") and len(first) > 1):
+        return f"unrecognized arguments: {' '.join(extras)}"
+    import difflib  # only on this error
+
+    name = first.partition("=")[0]
+    close = difflib.get_close_matches(name, options, n=1)
+    if close:
+        return f"unrecognized option {name}; did you mean {close[0]}?"
+    return f"unrecognized option {name}; `{prog} --help` lists the options"
 
 
 def _terminal_columns() -> int:
@@ -13289,7 +13332,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
 
     With argv, only the parser of the command it runs is built; without
     one, or for a name that is no command, every command is (for --help, and
-    for the list of commands a mistyped name is answered with).
+    for the closest command a mistyped name is answered with).
     """
     run = next((a for a in argv if not a.startswith("-")), None) if argv is not None else None
     built: list[str] = []
@@ -13305,6 +13348,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
         doc = func.__doc__ or ""
         sp = sub.add_parser(name, help=help_, description=_help_text(doc))
         sp.set_defaults(func=func)
+        p.commands[name] = sp
         return sp
 
     def add_json(sp, listing: bool = False):

@@ -118,6 +118,22 @@ def test_abbreviated_long_options_are_refused(cli, capsys):
     assert "--lim" in capsys.readouterr().err
 
 
+def test_a_mistyped_option_names_the_closest_option_with_the_commands_own_usage(cli, capsys):
+    for argv, wrong, right in ((["search", "foo", "--projet", "x"], "--projet", "--project"),
+                               (["search", "--projet=x", "foo"], "--projet", "--project"),
+                               (["timeline", "--sesion", "x"], "--sesion", "--session")):
+        with pytest.raises(SystemExit) as e:
+            origin.main(argv)
+        assert e.value.code == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"usage: origin {argv[0]} ")
+        assert f"unrecognized option {wrong}; did you mean {right}?" in err
+    with pytest.raises(SystemExit):
+        origin.main(["timeline", "stray"])
+    err = capsys.readouterr().err
+    assert err.startswith("usage: origin timeline ") and "unrecognized arguments: stray" in err
+
+
 def test_json_errors_are_one_json_object_on_stderr(cli, capsys):
     code, out = cli("show", "claude-code:nope", "--json")
     assert code == 3 and out == ""

@@ -6550,6 +6550,18 @@ def ask(store: Store, question: str, *, limit: int = DEFAULT_LIMIT, scope: str =
             **res}
 
 
+def nothing_archived(store: Store) -> bool:
+    """Return True when the store holds no archived file while agents' logs are on disk.
+
+    A search of such a store finds nothing because nothing was synced, not
+    because nothing matches.  A store holding anything answers with one
+    query; only an empty one runs discovery.
+    """
+    if store.conn.execute("SELECT 1 FROM raw_file LIMIT 1").fetchone() is not None:
+        return False
+    return next(discover_all(), None) is not None
+
+
 def _search_read(store: Store, q: Question, **kw) -> dict:
     """Search with the project and time a question names; widen, saying so, when they leave nothing."""
     query = " ".join(q.words)
@@ -11889,6 +11901,8 @@ def hub_registrations(url: str, token: str, name: str = "origin") -> dict:
 
 #: Characters of a cited raw line `origin show` prints for an entry (--json has all).
 CLI_RAW_CHARS = 400
+#: What a read of a store that never archived anything says, while agents' logs are on disk.
+NOTHING_ARCHIVED = "nothing archived yet: run `origin sync`"
 
 
 def _print_json(obj: Any) -> None:
@@ -11995,7 +12009,7 @@ def cmd_status(args) -> int:
         print(f"nothing archived: the last sync ({st['last_sync']}) found no agent logs; "
               "`origin path` shows where it looks")
     elif not st["sources"]:
-        print("nothing archived yet: run `origin sync`")
+        print(NOTHING_ARCHIVED)
     if st["files_gone"]:
         print(f"preserved {st['files_gone']} archived files are gone from disk; Origin still holds them "
               "(`origin preserved`)")
@@ -12179,6 +12193,7 @@ def cmd_search(args) -> int:
                                  recent=args.recent, include_tools=args.all, source=args.source,
                                  project=args.project, session=args.session, since=since, until=until,
                                  kind=args.kind, history=args.history, strict=args.strict))
+            _note_if_unsynced(store, res)
     if args.json:
         _print_json(res)
         return 0
@@ -12193,9 +12208,19 @@ def cmd_search(args) -> int:
               f"{_mark(e, '', '  ')}{e['snippet']}")
         print(f"    {e['id']}")
     if not res["entries"] and not res["events"]:
-        print("no matches")
+        print(res.get("note") or "no matches")
     _print_more(res)
     return 0
+
+
+def _note_if_unsynced(store: Store, res: dict) -> None:
+    """Add a note to an empty result when the store never archived the logs on disk.
+
+    Checked only when nothing was found, so a search that finds something
+    costs nothing more.
+    """
+    if not (res["entries"] or res["events"] or res.get("sessions")) and nothing_archived(store):
+        res["note"] = NOTHING_ARCHIVED
 
 
 def cmd_ask(args) -> int:
@@ -12221,6 +12246,7 @@ def cmd_ask(args) -> int:
     else:
         with _open(args) as store:
             res = readout(ask(store, question, limit=args.limit, include_tools=args.all))
+            _note_if_unsynced(store, res)
             found = [readout(get_item(store, e["id"])) for e in res["entries"]]
     full = {item["entry"]["id"]: item["entry"] for item in found if "entry" in item}
     for e in res["entries"]:
@@ -12246,7 +12272,7 @@ def cmd_ask(args) -> int:
         print(f"{_shown_time(s, 'last'):25} {s['source']:11} {s['project'] or '-':15} {(s['title'] or '')[:60]}")
         print(f"    {s['session']}")
     if not res["entries"] and not res["events"] and not res.get("sessions"):
-        print("no matches: try other words, or `origin search` with --project and --since")
+        print(res.get("note") or "no matches: try other words, or `origin search` with --project and --since")
     return 0
 
 

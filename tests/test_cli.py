@@ -335,3 +335,22 @@ def test_listings_print_one_json_object_per_line_with_nl(claude_root, cli):
             assert rows == whole["entries"] + whole["events"] and len(rows) == 4
         else:
             assert rows == whole[key] and rows, argv
+
+
+def test_a_search_of_a_store_never_synced_says_to_sync_while_logs_are_on_disk(claude_root, cli):
+    code, out = cli("search", "CLAUDE.md")
+    assert code == 0 and out == "nothing archived yet: run `origin sync`\n"
+    code, res = cli("search", "CLAUDE.md", "--json")
+    assert res["note"] == "nothing archived yet: run `origin sync`" and not res["events"]
+    code, out = cli("ask", "what did I decide in Demo?")
+    assert out.splitlines()[-1] == "nothing archived yet: run `origin sync`"
+    cli("sync")
+    code, out = cli("search", "zqxjvw")
+    assert out == "no matches\n"
+    code, res = cli("search", "zqxjvw", "--json")
+    assert "note" not in res
+
+
+def test_a_search_of_an_empty_store_on_a_machine_without_logs_finds_no_matches(cli):
+    code, out = cli("search", "CLAUDE.md")
+    assert code == 0 and out == "no matches\n"

@@ -6651,6 +6651,21 @@ def get_item(store: Store, item_id: str) -> dict:
     return {"event": get_event(store, item_id)}
 
 
+def session_named(store: Store, item_id: Any) -> tuple[str | None, str] | None:
+    """Return (source, session id) when an id names a session, else None.
+
+    For a reader given a session id where an event or entry id belongs; the
+    source is None when several agents share the session id.
+    """
+    if not isinstance(item_id, str) or not item_id.strip():
+        return None
+    try:
+        row = _session_target(store.conn, item_id.strip())
+    except UsageError:  # several agents have a session of that id
+        return None, item_id.strip()
+    return (row["source"], row["id"]) if row is not None else None
+
+
 def raw_sources(store: Store, item_id: str) -> list[dict]:
     """Return the original log lines behind an entry or an event (Invariant 1)."""
     if isinstance(item_id, str) and item_id.startswith("ent_"):
@@ -12405,7 +12420,7 @@ def cmd_show(args) -> int:
         raw = _on_hub(hub, "sources", {"id": args.id, "max_chars": MCP_RAW_MAX, "limit": MCP_SOURCES_MAX})["sources"]
     else:
         with _open(args) as store:
-            item = readout(get_item(store, args.id))
+            item = readout(_item_or_session_pointer(store, args.id))
             # --reveal shows the original lines as written, on this device
             # only; no MCP tool has it.
             raw = readout(raw_sources(store, args.id), reveal=args.reveal)
@@ -12448,6 +12463,20 @@ def cmd_show(args) -> int:
     else:
         print(f"\n{ev['text']}\n\noriginal line:\n{raw[0]['raw'] if raw else ''}")
     return 0
+
+
+def _item_or_session_pointer(store: Store, item_id: str) -> dict:
+    """Return the event or entry of an id; for a session's id, refuse with the command that lists it."""
+    try:
+        return get_item(store, item_id)
+    except NotFound:
+        named = session_named(store, item_id)
+        if named is None:
+            raise
+    source, sid = named
+    also = f" --source {source}" if source and sid != item_id.strip() else ""
+    raise NotFound(f"{item_id!r} is a session, not an event or an entry: list its events with "
+                   f"`origin timeline --session {sid}{also}`")
 
 
 def cmd_path(args) -> int:
@@ -12965,12 +12994,17 @@ def cmd_token(args) -> int:
             token = create_token(store, args.name)
             with transaction(store.conn) as conn:
                 audit(conn, "cli", "token_created", channel="cli", token=args.name)
-            url = check_hub_url(args.url or os.environ.get(ENV_PUBLIC_URL) or f"http://{HUB_LISTEN}")
+            public = args.url or os.environ.get(ENV_PUBLIC_URL)
+            url = check_hub_url(public or f"http://{HUB_LISTEN}")
             line = f"origin hub connect {url} --token {token} --device {args.name}"
             reg = hub_registrations(url, token)
+            warning = None if public else _local_url_warning(url)
             if args.json:
-                _print_json({"name": args.name, "token": token, "connect": line, "mcp": reg})
+                _print_json({"name": args.name, "token": token, "connect": line, "mcp": reg,
+                             **({"warning": warning} if warning else {})})
             else:
+                if warning:
+                    print(f"origin: {warning}", file=sys.stderr)
                 print(f"token {args.name}: {token}")
                 print("it is shown only this once; on a device with agent logs run:")
                 print(f"  {line}")
@@ -12999,6 +13033,12 @@ def cmd_token(args) -> int:
         state = f"revoked {t['revoked']}" if t["revoked"] else f"last used {t['last_used'] or 'never'}"
         print(f"{t['name']:20} created {t['created']}  {state}  device {t['device'] or '-'}")
     return 0
+
+
+def _local_url_warning(url: str) -> str:
+    """Say that lines naming the hub's own listen address work only on the hub's machine."""
+    return (f"the lines below name {url}, which reaches the hub only from this machine; give the address "
+            f"devices and agents use with --url (e.g. --url https://hub.example.org), or set {ENV_PUBLIC_URL}")
 
 
 def cmd_hub(args) -> int:

@@ -354,3 +354,33 @@ def test_a_search_of_a_store_never_synced_says_to_sync_while_logs_are_on_disk(cl
 def test_a_search_of_an_empty_store_on_a_machine_without_logs_finds_no_matches(cli):
     code, out = cli("search", "CLAUDE.md")
     assert code == 0 and out == "no matches\n"
+
+
+def test_show_of_a_session_id_points_to_its_timeline(claude_root, cli):
+    cli("sync")
+    sid = "5c0375b4-57a5-4f26-b12d-d022ee4e51b7"
+    code, _ = cli("show", sid)
+    assert code == 3
+    assert f"'{sid}' is a session, not an event or an entry" in cli.err
+    assert f"`origin timeline --session {sid}`" in cli.err
+    code, _ = cli("show", f"claude-code:{sid}")
+    assert code == 3 and f"`origin timeline --session {sid} --source claude-code`" in cli.err
+    code, res = cli("timeline", "--session", sid, "--source", "claude-code", "--json")
+    assert code == 0 and res["events"]
+    code, _ = cli("show", "claude-code:nope")
+    assert code == 3 and "no event 'claude-code:nope'" in cli.err
+
+
+def test_token_create_without_a_public_url_warns_that_its_lines_work_only_here(cli, monkeypatch):
+    monkeypatch.delenv("ORIGIN_PUBLIC_URL", raising=False)
+    code, out = cli("token", "create", "laptop")
+    assert code == 0 and "origin hub connect http://127.0.0.1:7077 " in out
+    assert "http://127.0.0.1:7077, which reaches the hub only from this machine" in cli.err
+    assert "--url" in cli.err and "ORIGIN_PUBLIC_URL" in cli.err
+    code, res = cli("token", "create", "phone", "--json")
+    assert "only from this machine" in res["warning"] and cli.err == ""
+    code, out = cli("token", "create", "desk", "--url", "https://hub.example.org")
+    assert code == 0 and cli.err == "" and "origin hub connect https://hub.example.org " in out
+    monkeypatch.setenv("ORIGIN_PUBLIC_URL", "https://hub.example.org")
+    code, res = cli("token", "create", "tablet", "--json")
+    assert "warning" not in res and cli.err == ""

@@ -2236,7 +2236,8 @@ def refresh_sessions(conn: sqlite3.Connection, source: str, sessions: Iterable[s
             (sid, source),
         ).fetchone()
         last = conn.execute(
-            "SELECT cwd, project, branch, model FROM event e WHERE session = ? AND source = ? AND cwd IS NOT NULL "
+            "SELECT cwd, project, branch, model FROM event e WHERE session = ? AND source = ? "
+            "AND (cwd IS NOT NULL OR project IS NOT NULL) "
             "AND NOT EXISTS (SELECT 1 FROM excluded_event x WHERE x.event_id = e.id) "
             "ORDER BY ts DESC LIMIT 1",
             (sid, source),
@@ -3545,7 +3546,8 @@ class _EventWriter:
         # offset; Invariant 3 (append-only): INSERT OR IGNORE never rewrites one.
         self.rows.append((
             f"{self.source}:{adapters.clean_text(rec.id)}", self.source, adapters.clean_text(rec.session), rec.ts,
-            1 if rec.ts_approx else 0, adapters.last_segment(cwd), cwd,
+            1 if rec.ts_approx else 0,
+            adapters.last_segment(cwd) or (adapters.clean_text(rec.project) if rec.project else None), cwd,
             adapters.clean_text(rec.branch) if rec.branch else None, adapters.clean_text(rec.model) if rec.model else None,
             # Secrets are masked before the text is stored, so they never
             # reach the index or a reader; Invariant 3 (append-only): the

@@ -384,3 +384,16 @@ def test_token_create_without_a_public_url_warns_that_its_lines_work_only_here(c
     monkeypatch.setenv("ORIGIN_PUBLIC_URL", "https://hub.example.org")
     code, res = cli("token", "create", "tablet", "--json")
     assert "warning" not in res and cli.err == ""
+
+
+def test_cursor_transcripts_of_a_folder_not_on_disk_are_filed_under_its_name(cli, user_home, tmp_path):
+    slug = (tmp_path / "gone" / "shop").as_posix().lstrip("/").replace("/", "-")
+    chats = user_home / ".cursor" / "projects" / slug / "agent-transcripts"
+    chats.mkdir(parents=True)
+    (chats / "6f9b1c2e-5555-4a4a-9b9b-000000000005.jsonl").write_bytes(
+        (ROOT / "tests" / "fixtures" / "cursor" / "agent-sessions" / "small.jsonl").read_bytes())
+    cli("sync")
+    code, res = cli("projects", "--json")
+    assert [p["project"] for p in res["projects"]] == ["shop"]
+    code, res = cli("search", "files", "--project", "shop", "--json")
+    assert code == 0 and {e["project"] for e in res["events"]} == {"shop"}

@@ -95,7 +95,9 @@ class Record:
     compressed or rewritten yields the same ids.  ``ts`` is epoch
     milliseconds.  ``line``/``offset``/``span`` override the locator when an
     event is made of several lines (joined chunks): the first line's number
-    and byte offset, and how many lines it covers.
+    and byte offset, and how many lines it covers.  ``project`` names the
+    project of an event whose ``cwd`` is unknown (the project of a known cwd
+    is its last segment).
     """
 
     id: str
@@ -112,6 +114,7 @@ class Record:
     line: int | None = None
     offset: int | None = None
     span: int = 1
+    project: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -2219,7 +2222,9 @@ def _cursor_transcripts(prefix: str, root: Path, folders: list[str]) -> list[Sou
 
     Flat ``<uuid>.txt`` (or ``.jsonl``) files, ``<uuid>/<uuid>.jsonl`` and
     sub-agents ``<uuid>/subagents/<uuid>.jsonl``.  Appends each project
-    folder found on disk to folders.
+    folder found on disk to folders.  A project folder not on disk (moved,
+    deleted, or of another machine) still names the project: the last word
+    of its slug.
     """
     out = []
     for project in _subdirs(root / "projects"):
@@ -2230,6 +2235,8 @@ def _cursor_transcripts(prefix: str, root: Path, folders: list[str]) -> list[Sou
         base = {"cwd": cwd} if cwd else {}
         if cwd:
             folders.append(cwd)
+        elif _cursor_slug_name(project.name):
+            base = {"project": _cursor_slug_name(project.name)}
         for suffix, fmt in ((".txt", "txt"), (".jsonl", "jsonl")):
             for path in _files(folder, suffix):
                 out.append(_transcript(prefix, root, path, {**base, "format": fmt}))
@@ -2323,6 +2330,16 @@ def _cursor_slug_path(slug: str) -> str | None:
 
     found = walk(base, parts)
     return found.as_posix() if found else None
+
+
+def _cursor_slug_name(slug: str) -> str | None:
+    """Return the project name a slug stands for when its folder is not on disk.
+
+    The slug is the folder's path with "/" turned into "-", so its last
+    word is the folder's name, or the last word of it ("my-app" gives "app").
+    """
+    words = [w for w in slug.split("-") if w]
+    return words[-1] if words else None
 
 
 # Event ids and text ----------------------------------------------------------
@@ -2928,7 +2945,7 @@ def _transcript_common(ctx: Context, text_for_time: str) -> dict:
     if ts is not None:
         ctx.state["ts"] = ts
     return dict(ts=ts if ts is not None else ctx.state.get("ts", ctx.mtime_ms), ts_approx=ts is None,
-                cwd=_str(ctx.file.meta.get("cwd")))
+                cwd=_str(ctx.file.meta.get("cwd")), project=_str(ctx.file.meta.get("project")))
 
 
 def _transcript_session(ctx: Context) -> list:

@@ -2236,7 +2236,8 @@ def refresh_sessions(conn: sqlite3.Connection, source: str, sessions: Iterable[s
             (sid, source),
         ).fetchone()
         last = conn.execute(
-            "SELECT cwd, project, branch, model FROM event e WHERE session = ? AND source = ? AND cwd IS NOT NULL "
+            "SELECT cwd, project, branch, model FROM event e WHERE session = ? AND source = ? "
+            "AND (cwd IS NOT NULL OR project IS NOT NULL) "
             "AND NOT EXISTS (SELECT 1 FROM excluded_event x WHERE x.event_id = e.id) "
             "ORDER BY ts DESC LIMIT 1",
             (sid, source),
@@ -3543,7 +3544,8 @@ class _EventWriter:
         # offset; Invariant 3 (append-only): INSERT OR IGNORE never rewrites one.
         self.rows.append((
             f"{self.source}:{adapters.clean_text(rec.id)}", self.source, adapters.clean_text(rec.session), rec.ts,
-            1 if rec.ts_approx else 0, adapters.last_segment(cwd), cwd,
+            1 if rec.ts_approx else 0,
+            adapters.last_segment(cwd) or (adapters.clean_text(rec.project) if rec.project else None), cwd,
             adapters.clean_text(rec.branch) if rec.branch else None, adapters.clean_text(rec.model) if rec.model else None,
             # Secrets are masked before the text is stored, so they never
             # reach the index or a reader; Invariant 3 (append-only): the
@@ -6555,6 +6557,18 @@ def ask(store: Store, question: str, *, limit: int = DEFAULT_LIMIT, scope: str =
             **res}
 
 
+def nothing_archived(store: Store) -> bool:
+    """Return True when the store holds no archived file while agents' logs are on disk.
+
+    A search of such a store finds nothing because nothing was synced, not
+    because nothing matches.  A store holding anything answers with one
+    query; only an empty one runs discovery.
+    """
+    if store.conn.execute("SELECT 1 FROM raw_file LIMIT 1").fetchone() is not None:
+        return False
+    return next(discover_all(), None) is not None
+
+
 def _search_read(store: Store, q: Question, **kw) -> dict:
     """Search with the project and time a question names; widen, saying so, when they leave nothing."""
     query = " ".join(q.words)
@@ -6642,6 +6656,21 @@ def get_item(store: Store, item_id: str) -> dict:
     if isinstance(item_id, str) and item_id.startswith("ent_"):
         return {"entry": get_entry(store, item_id)}
     return {"event": get_event(store, item_id)}
+
+
+def session_named(store: Store, item_id: Any) -> tuple[str | None, str] | None:
+    """Return (source, session id) when an id names a session, else None.
+
+    For a reader given a session id where an event or entry id belongs; the
+    source is None when several agents share the session id.
+    """
+    if not isinstance(item_id, str) or not item_id.strip():
+        return None
+    try:
+        row = _session_target(store.conn, item_id.strip())
+    except UsageError:  # several agents have a session of that id
+        return None, item_id.strip()
+    return (row["source"], row["id"]) if row is not None else None
 
 
 def raw_sources(store: Store, item_id: str) -> list[dict]:
@@ -11894,6 +11923,8 @@ def hub_registrations(url: str, token: str, name: str = "origin") -> dict:
 
 #: Characters of a cited raw line `origin show` prints for an entry (--json has all).
 CLI_RAW_CHARS = 400
+#: What a read of a store that never archived anything says, while agents' logs are on disk.
+NOTHING_ARCHIVED = "nothing archived yet: run `origin sync`"
 
 
 def _print_json(obj: Any) -> None:
@@ -12000,7 +12031,7 @@ def cmd_status(args) -> int:
         print(f"nothing archived: the last sync ({st['last_sync']}) found no agent logs; "
               "`origin path` shows where it looks")
     elif not st["sources"]:
-        print("nothing archived yet: run `origin sync`")
+        print(NOTHING_ARCHIVED)
     if st["files_gone"]:
         print(f"preserved {st['files_gone']} archived files are gone from disk; Origin still holds them "
               "(`origin preserved`)")
@@ -12184,6 +12215,7 @@ def cmd_search(args) -> int:
                                  recent=args.recent, include_tools=args.all, source=args.source,
                                  project=args.project, session=args.session, since=since, until=until,
                                  kind=args.kind, history=args.history, strict=args.strict))
+            _note_if_unsynced(store, res)
     if args.json:
         _print_json(res)
         return 0
@@ -12198,9 +12230,19 @@ def cmd_search(args) -> int:
               f"{_mark(e, '', '  ')}{e['snippet']}")
         print(f"    {e['id']}")
     if not res["entries"] and not res["events"]:
-        print("no matches")
+        print(res.get("note") or "no matches")
     _print_more(res)
     return 0
+
+
+def _note_if_unsynced(store: Store, res: dict) -> None:
+    """Add a note to an empty result when the store never archived the logs on disk.
+
+    Checked only when nothing was found, so a search that finds something
+    costs nothing more.
+    """
+    if not (res["entries"] or res["events"] or res.get("sessions")) and nothing_archived(store):
+        res["note"] = NOTHING_ARCHIVED
 
 
 def cmd_ask(args) -> int:
@@ -12226,6 +12268,7 @@ def cmd_ask(args) -> int:
     else:
         with _open(args) as store:
             res = readout(ask(store, question, limit=args.limit, include_tools=args.all))
+            _note_if_unsynced(store, res)
             found = [readout(get_item(store, e["id"])) for e in res["entries"]]
     full = {item["entry"]["id"]: item["entry"] for item in found if "entry" in item}
     for e in res["entries"]:
@@ -12251,7 +12294,7 @@ def cmd_ask(args) -> int:
         print(f"{_shown_time(s, 'last'):25} {s['source']:11} {s['project'] or '-':15} {(s['title'] or '')[:60]}")
         print(f"    {s['session']}")
     if not res["entries"] and not res["events"] and not res.get("sessions"):
-        print("no matches: try other words, or `origin search` with --project and --since")
+        print(res.get("note") or "no matches: try other words, or `origin search` with --project and --since")
     return 0
 
 
@@ -12384,7 +12427,7 @@ def cmd_show(args) -> int:
         raw = _on_hub(hub, "sources", {"id": args.id, "max_chars": MCP_RAW_MAX, "limit": MCP_SOURCES_MAX})["sources"]
     else:
         with _open(args) as store:
-            item = readout(get_item(store, args.id))
+            item = readout(_item_or_session_pointer(store, args.id))
             # --reveal shows the original lines as written, on this device
             # only; no MCP tool has it.
             raw = readout(raw_sources(store, args.id), reveal=args.reveal)
@@ -12427,6 +12470,20 @@ def cmd_show(args) -> int:
     else:
         print(f"\n{ev['text']}\n\noriginal line:\n{raw[0]['raw'] if raw else ''}")
     return 0
+
+
+def _item_or_session_pointer(store: Store, item_id: str) -> dict:
+    """Return the event or entry of an id; for a session's id, refuse with the command that lists it."""
+    try:
+        return get_item(store, item_id)
+    except NotFound:
+        named = session_named(store, item_id)
+        if named is None:
+            raise
+    source, sid = named
+    also = f" --source {source}" if source and sid != item_id.strip() else ""
+    raise NotFound(f"{item_id!r} is a session, not an event or an entry: list its events with "
+                   f"`origin timeline --session {sid}{also}`")
 
 
 def cmd_path(args) -> int:
@@ -12944,12 +13001,17 @@ def cmd_token(args) -> int:
             token = create_token(store, args.name)
             with transaction(store.conn) as conn:
                 audit(conn, "cli", "token_created", channel="cli", token=args.name)
-            url = check_hub_url(args.url or os.environ.get(ENV_PUBLIC_URL) or f"http://{HUB_LISTEN}")
+            public = args.url or os.environ.get(ENV_PUBLIC_URL)
+            url = check_hub_url(public or f"http://{HUB_LISTEN}")
             line = f"origin hub connect {url} --token {token} --device {args.name}"
             reg = hub_registrations(url, token)
+            warning = None if public else _local_url_warning(url)
             if args.json:
-                _print_json({"name": args.name, "token": token, "connect": line, "mcp": reg})
+                _print_json({"name": args.name, "token": token, "connect": line, "mcp": reg,
+                             **({"warning": warning} if warning else {})})
             else:
+                if warning:
+                    print(f"origin: {warning}", file=sys.stderr)
                 print(f"token {args.name}: {token}")
                 print("it is shown only this once; on a device with agent logs run:")
                 print(f"  {line}")
@@ -12978,6 +13040,12 @@ def cmd_token(args) -> int:
         state = f"revoked {t['revoked']}" if t["revoked"] else f"last used {t['last_used'] or 'never'}"
         print(f"{t['name']:20} created {t['created']}  {state}  device {t['device'] or '-'}")
     return 0
+
+
+def _local_url_warning(url: str) -> str:
+    """Say that lines naming the hub's own listen address work only on the hub's machine."""
+    return (f"the lines below name {url}, which reaches the hub only from this machine; give the address "
+            f"devices and agents use with --url (e.g. --url https://hub.example.org), or set {ENV_PUBLIC_URL}")
 
 
 def cmd_hub(args) -> int:
@@ -13189,7 +13257,26 @@ def _parser_class() -> type:
         def __init__(self, *a, **kw):
             kw.setdefault("formatter_class", Formatter)
             kw.setdefault("allow_abbrev", False)
+            self.long_options: list[str] = []  # for "did you mean"
+            self.commands: dict[str, Parser] = {}  # the top level's subcommand parsers, by name
             super().__init__(*a, **kw)
+
+        def add_argument(self, *a, **kw):
+            action = super().add_argument(*a, **kw)
+            self.long_options += [o for o in action.option_strings if o.startswith("--")]
+            return action
+
+        def parse_args(self, args=None, namespace=None):
+            """Parse like argparse, but name the closest command or option
+            for a mistyped one, with the usage of the command it was given to."""
+            args = sys.argv[1:] if args is None else list(args)
+            if self.commands and args and not args[0].startswith("-") and args[0] not in self.commands:
+                self.error(_unknown_command(args[0], list(self.commands)))
+            ns, extras = self.parse_known_args(args, namespace)
+            if extras:
+                owner = self.commands.get(getattr(ns, "command", None) or "", self)
+                owner.error(_unrecognized(extras, owner.prog, owner.long_options))
+            return ns
 
         def error(self, message: str):
             if _JSON_ERRORS["on"]:
@@ -13202,6 +13289,30 @@ def _parser_class() -> type:
 
 
 _PARSER_CLASS: dict[str, type] = {}
+
+
+def _unknown_command(name: str, commands: list[str]) -> str:
+    """Refuse a command that does not exist, naming the closest one."""
+    import difflib  # only on this error
+
+    close = difflib.get_close_matches(name, commands, n=1)
+    if close:
+        return f"unknown command {name!r}; did you mean `origin {close[0]}`?"
+    return f"unknown command {name!r}; the commands are {', '.join(commands)} (`origin --help` says what each does)"
+
+
+def _unrecognized(extras: list[str], prog: str, options: list[str]) -> str:
+    """Refuse arguments a command does not take, naming the closest option to a mistyped one."""
+    first = extras[0]
+    if not (first.startswith("-") and len(first) > 1):
+        return f"unrecognized arguments: {' '.join(extras)}"
+    import difflib  # only on this error
+
+    name = first.partition("=")[0]
+    close = difflib.get_close_matches(name, options, n=1)
+    if close:
+        return f"unrecognized option {name}; did you mean {close[0]}?"
+    return f"unrecognized option {name}; `{prog} --help` lists the options"
 
 
 def _terminal_columns() -> int:
@@ -13294,7 +13405,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
 
     With argv, only the parser of the command it runs is built; without
     one, or for a name that is no command, every command is (for --help, and
-    for the list of commands a mistyped name is answered with).
+    for the closest command a mistyped name is answered with).
     """
     run = next((a for a in argv if not a.startswith("-")), None) if argv is not None else None
     built: list[str] = []
@@ -13310,6 +13421,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
         doc = func.__doc__ or ""
         sp = sub.add_parser(name, help=help_, description=_help_text(doc))
         sp.set_defaults(func=func)
+        p.commands[name] = sp
         return sp
 
     def add_json(sp, listing: bool = False):

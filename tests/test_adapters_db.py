@@ -613,6 +613,24 @@ def test_cursor_jsonl_transcript_events_with_approximate_times():
     assert state.get("unknown", 0) == 0
 
 
+def test_cursor_transcripts_of_a_folder_not_on_disk_take_the_project_from_the_slug(tmp_path, user_home):
+    gone = tmp_path / "elsewhere" / "src" / "shop"  # never made: moved, deleted, or of another machine
+    chats = user_home / ".cursor" / "projects" / slug_of(gone) / "agent-transcripts"
+    chats.mkdir(parents=True)
+    shutil.copyfile(TRANSCRIPTS / "small.jsonl", chats / "6f9b1c2e-5555-4a4a-9b9b-000000000005.jsonl")
+    (chats / "6f9b1c2e-6666-4a4a-9b9b-000000000006.txt").write_text(TXT_TRANSCRIPT)
+    found = sorted(adapters.Cursor().discover({}, user_home), key=lambda f: f.path)
+    assert [f.meta for f in found] == [
+        {"session": "6f9b1c2e-5555-4a4a-9b9b-000000000005", "project": "shop", "format": "jsonl"},
+        {"session": "6f9b1c2e-6666-4a4a-9b9b-000000000006", "project": "shop", "format": "txt"},
+    ]
+    for f in found:
+        records, _, _ = parse_log(adapters.Cursor(), f)
+        assert records and {(r.project, r.cwd) for r in records} == {("shop", None)}
+    assert adapters._cursor_slug_name("home-me-src-app") == "app"
+    assert adapters._cursor_slug_name("--") is None
+
+
 def test_cursor_subagent_transcript_names_its_parent():
     f = transcript(TRANSCRIPTS / "subagent" / "subagents" / "child.jsonl", "jsonl", session="child-1",
                    parent="parent-1")

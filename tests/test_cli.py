@@ -118,6 +118,22 @@ def test_abbreviated_long_options_are_refused(cli, capsys):
     assert "--lim" in capsys.readouterr().err
 
 
+def test_a_mistyped_option_names_the_closest_option_with_the_commands_own_usage(cli, capsys):
+    for argv, wrong, right in ((["search", "foo", "--projet", "x"], "--projet", "--project"),
+                               (["search", "--projet=x", "foo"], "--projet", "--project"),
+                               (["timeline", "--sesion", "x"], "--sesion", "--session")):
+        with pytest.raises(SystemExit) as e:
+            origin.main(argv)
+        assert e.value.code == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"usage: origin {argv[0]} ")
+        assert f"unrecognized option {wrong}; did you mean {right}?" in err
+    with pytest.raises(SystemExit):
+        origin.main(["timeline", "stray"])
+    err = capsys.readouterr().err
+    assert err.startswith("usage: origin timeline ") and "unrecognized arguments: stray" in err
+
+
 def test_json_errors_are_one_json_object_on_stderr(cli, capsys):
     code, out = cli("show", "claude-code:nope", "--json")
     assert code == 3 and out == ""
@@ -319,3 +335,65 @@ def test_listings_print_one_json_object_per_line_with_nl(claude_root, cli):
             assert rows == whole["entries"] + whole["events"] and len(rows) == 4
         else:
             assert rows == whole[key] and rows, argv
+
+
+def test_a_search_of_a_store_never_synced_says_to_sync_while_logs_are_on_disk(claude_root, cli):
+    code, out = cli("search", "CLAUDE.md")
+    assert code == 0 and out == "nothing archived yet: run `origin sync`\n"
+    code, res = cli("search", "CLAUDE.md", "--json")
+    assert res["note"] == "nothing archived yet: run `origin sync`" and not res["events"]
+    code, out = cli("ask", "what did I decide in Demo?")
+    assert out.splitlines()[-1] == "nothing archived yet: run `origin sync`"
+    cli("sync")
+    code, out = cli("search", "zqxjvw")
+    assert out == "no matches\n"
+    code, res = cli("search", "zqxjvw", "--json")
+    assert "note" not in res
+
+
+def test_a_search_of_an_empty_store_on_a_machine_without_logs_finds_no_matches(cli):
+    code, out = cli("search", "CLAUDE.md")
+    assert code == 0 and out == "no matches\n"
+
+
+def test_show_of_a_session_id_points_to_its_timeline(claude_root, cli):
+    cli("sync")
+    sid = "5c0375b4-57a5-4f26-b12d-d022ee4e51b7"
+    code, _ = cli("show", sid)
+    assert code == 3
+    assert f"'{sid}' is a session, not an event or an entry" in cli.err
+    assert f"`origin timeline --session {sid}`" in cli.err
+    code, _ = cli("show", f"claude-code:{sid}")
+    assert code == 3 and f"`origin timeline --session {sid} --source claude-code`" in cli.err
+    code, res = cli("timeline", "--session", sid, "--source", "claude-code", "--json")
+    assert code == 0 and res["events"]
+    code, _ = cli("show", "claude-code:nope")
+    assert code == 3 and "no event 'claude-code:nope'" in cli.err
+
+
+def test_token_create_without_a_public_url_warns_that_its_lines_work_only_here(cli, monkeypatch):
+    monkeypatch.delenv("ORIGIN_PUBLIC_URL", raising=False)
+    code, out = cli("token", "create", "laptop")
+    assert code == 0 and "origin hub connect http://127.0.0.1:7077 " in out
+    assert "http://127.0.0.1:7077, which reaches the hub only from this machine" in cli.err
+    assert "--url" in cli.err and "ORIGIN_PUBLIC_URL" in cli.err
+    code, res = cli("token", "create", "phone", "--json")
+    assert "only from this machine" in res["warning"] and cli.err == ""
+    code, out = cli("token", "create", "desk", "--url", "https://hub.example.org")
+    assert code == 0 and cli.err == "" and "origin hub connect https://hub.example.org " in out
+    monkeypatch.setenv("ORIGIN_PUBLIC_URL", "https://hub.example.org")
+    code, res = cli("token", "create", "tablet", "--json")
+    assert "warning" not in res and cli.err == ""
+
+
+def test_cursor_transcripts_of_a_folder_not_on_disk_are_filed_under_its_name(cli, user_home, tmp_path):
+    slug = (tmp_path / "gone" / "shop").as_posix().lstrip("/").replace("/", "-")
+    chats = user_home / ".cursor" / "projects" / slug / "agent-transcripts"
+    chats.mkdir(parents=True)
+    (chats / "6f9b1c2e-5555-4a4a-9b9b-000000000005.jsonl").write_bytes(
+        (ROOT / "tests" / "fixtures" / "cursor" / "agent-sessions" / "small.jsonl").read_bytes())
+    cli("sync")
+    code, res = cli("projects", "--json")
+    assert [p["project"] for p in res["projects"]] == ["shop"]
+    code, res = cli("search", "files", "--project", "shop", "--json")
+    assert code == 0 and {e["project"] for e in res["events"]} == {"shop"}

@@ -102,12 +102,16 @@ def test_every_command_is_listed_by_help_and_each_runs_with_its_own_parser(capsy
         assert {a.dest for a in one[name]._actions} == {a.dest for a in commands[name]._actions}
 
 
-def test_a_mistyped_command_is_answered_with_the_list_of_commands(capsys):
+def test_a_mistyped_command_is_answered_with_the_closest_command_or_the_list_of_commands(capsys):
     with pytest.raises(SystemExit) as exc:
         origin.main(["serch", "x"])
     assert exc.value.code == 2
+    assert "unknown command 'serch'; did you mean `origin search`?" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        origin.main(["xyzzy"])
+    assert exc.value.code == 2
     err = capsys.readouterr().err
-    assert "invalid choice: 'serch'" in err and "search" in err and "timeline" in err
+    assert "unknown command 'xyzzy'" in err and "search" in err and "timeline" in err
 
 
 def test_the_cli_knows_every_adapter_by_name_without_importing_them():

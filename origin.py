@@ -9528,6 +9528,11 @@ ADMIN_ASSETS = os.path.join(os.path.dirname(os.path.realpath(__file__)), "admin_
 #: Failed password checks allowed per client and in all, per ADMIN_FAIL_WINDOW.
 ADMIN_FAIL_CLIENT = 10
 ADMIN_FAIL_TOTAL = 100
+#: Owner-password checks the hub runs at once (each scrypt check holds
+#: about 32 MiB), and how long a login waits for a turn before it is told
+#: to come back (s).
+ADMIN_CHECKS_AT_ONCE = 2
+ADMIN_CHECK_WAIT = 10.0
 #: A raw line is shown cut to this many characters.
 ADMIN_RAW_MAX = 4000
 ADMIN_BODY_MAX = 64 << 10
@@ -9777,6 +9782,7 @@ class AdminApp:
         self._lock = threading.Lock()
         self._fails: dict[str, list[float]] = {}
         self._all_fails: list[float] = []
+        self._checks = threading.BoundedSemaphore(ADMIN_CHECKS_AT_ONCE)
         self._flusher: Any = None  # the timer that writes folded failures
         self._closed = False
         self.home: Path | None = None  # set by the hub that mounts the page
@@ -9879,30 +9885,76 @@ class AdminApp:
 
     def limited(self, client: str) -> int | None:
         """Seconds to wait if client (or everyone) used up the failed checks, else None."""
-        now = time.monotonic()
         with self._lock:
-            mine = [t for t in self._fails.pop(client, []) if now - t < ADMIN_FAIL_WINDOW]
-            if mine:  # (a client with none is not kept: many addresses must not grow this)
-                self._fails[client] = mine
-            self._all_fails = [t for t in self._all_fails if now - t < ADMIN_FAIL_WINDOW]
-            for seen, cap in ((mine, ADMIN_FAIL_CLIENT), (self._all_fails, ADMIN_FAIL_TOTAL)):
-                if len(seen) >= cap:
-                    return int(ADMIN_FAIL_WINDOW - (now - seen[-cap])) + 1
+            return self._wait_of(client, time.monotonic())
+
+    def _wait_of(self, client: str, now: float) -> int | None:
+        """limited(), with self._lock held: also drops the failures out of the window."""
+        mine = [t for t in self._fails.pop(client, []) if now - t < ADMIN_FAIL_WINDOW]
+        if mine:  # (a client with none is not kept: many addresses must not grow this)
+            self._fails[client] = mine
+        self._all_fails = [t for t in self._all_fails if now - t < ADMIN_FAIL_WINDOW]
+        for seen, cap in ((mine, ADMIN_FAIL_CLIENT), (self._all_fails, ADMIN_FAIL_TOTAL)):
+            if len(seen) >= cap:
+                return int(ADMIN_FAIL_WINDOW - (now - seen[-cap])) + 1
         return None
 
-    def password_ok(self, store: Store, req: Any, password: Any) -> bool:
-        """Check the owner password, counting a failure against the client."""
-        client = self.client_of(req)
-        wait = self.limited(client)
-        if wait is not None:
-            raise AdminDenied(429, f"too many wrong passwords; try again in {wait} s",
-                              [("Retry-After", str(wait))])
-        if check_owner_password(store, password):
-            return True
+    def reserve(self, client: str) -> float:
+        """Count a password check of client as failed before it runs; return its stamp.
+
+        The limit is read and the failure counted under one lock, so
+        requests sent at once cannot all pass the limit before the first of
+        them fails: at most ADMIN_FAIL_CLIENT checks of a client (and
+        ADMIN_FAIL_TOTAL in all) run per window.  Raises AdminDenied (429)
+        when they are used up; ``refund`` gives the stamp back.
+        """
+        now = time.monotonic()
         with self._lock:
-            t = time.monotonic()
-            self._fails.setdefault(client, []).append(t)
-            self._all_fails.append(t)
+            wait = self._wait_of(client, now)
+            if wait is not None:
+                raise AdminDenied(429, f"too many wrong passwords; try again in {wait} s",
+                                  [("Retry-After", str(wait))])
+            self._fails.setdefault(client, []).append(now)
+            self._all_fails.append(now)
+        return now
+
+    def refund(self, client: str, stamp: float) -> None:
+        """Take back a check reserve() counted (it was right, or never ran)."""
+        with self._lock:
+            mine = self._fails.get(client, [])
+            if stamp in mine:
+                mine.remove(stamp)
+            if not mine:
+                self._fails.pop(client, None)
+            if stamp in self._all_fails:
+                self._all_fails.remove(stamp)
+
+    def password_ok(self, store: Store, req: Any, password: Any) -> bool:
+        """Check the owner password, counting a failure against the client.
+
+        The check is counted as failed before scrypt runs and refunded when
+        the password is right (``reserve``), and at most
+        ADMIN_CHECKS_AT_ONCE checks run at once in the whole hub, so memory
+        stays bounded whatever arrives: a login that gets no turn within
+        ADMIN_CHECK_WAIT is a 503 with Retry-After, and nothing is counted.
+        """
+        client = self.client_of(req)
+        stamp = self.reserve(client)
+        if not self._checks.acquire(timeout=ADMIN_CHECK_WAIT):
+            self.refund(client, stamp)
+            wait = max(1, int(ADMIN_CHECK_WAIT))
+            raise AdminDenied(503, f"the hub is busy checking other passwords; try again in {wait} s",
+                              [("Retry-After", str(wait))])
+        try:
+            ok = check_owner_password(store, password)
+        except BaseException:
+            self.refund(client, stamp)
+            raise
+        finally:
+            self._checks.release()
+        if ok:
+            self.refund(client, stamp)
+            return True
         # On disk before the 401 is sent: a killed hub loses no failure.
         if not record_login_failure(store, client, req.headers.get("user-agent")):
             self._flush_later()
@@ -11187,6 +11239,10 @@ def make_hub_server(hub: Hub, host: str, port: int):
         daemon_threads = False  # in-flight requests finish before exit
         block_on_close = True
         allow_reuse_address = True
+        # Connections waiting to be accepted: socketserver's 5 makes a burst
+        # of clients (agents starting at once, or a guesser) wait for SYN
+        # retries or be reset.
+        request_queue_size = 128
         address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
 
         def __init__(self, *a, **kw):

@@ -7014,6 +7014,25 @@ def verify_token(store: Store, authorization: str | None) -> Token:
     return Token(found["id"], found["name"], found["device"])
 
 
+#: The request header a trusted proxy writes the client's address in; the
+#: token and password limits count per that address (unset: the connection's).
+ENV_CLIENT_IP_HEADER = "ORIGIN_CLIENT_IP_HEADER"
+
+
+def client_address(headers: dict, header: str | None, peer: str) -> str:
+    """The client a request is counted against: the header's last value, else peer.
+
+    headers has lower-case names; header is the configured name (any case)
+    or None.  The last value is the one the proxy in front appended; those
+    before it are whatever the client chose to send.
+    """
+    if header:
+        last = headers.get(header.strip().lower(), "").split(",")[-1].strip()
+        if last:
+            return last[:64]
+    return peer
+
+
 def bind_device(conn: sqlite3.Connection, token: Token, device: str) -> None:
     """Bind token to device on first use; refuse any other device after.
 
@@ -9536,7 +9555,6 @@ ADMIN_CHECK_WAIT = 10.0
 #: A raw line is shown cut to this many characters.
 ADMIN_RAW_MAX = 4000
 ADMIN_BODY_MAX = 64 << 10
-ENV_CLIENT_IP_HEADER = "ORIGIN_CLIENT_IP_HEADER"
 #: The page's Content-Security-Policy: nothing inline, nothing foreign, and
 #: Trusted Types required with no policy allowed, so no script can write HTML.
 ADMIN_CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; font-src 'self'; "
@@ -9810,12 +9828,7 @@ class AdminApp:
 
     def client_of(self, req: Any) -> str:
         """The client's address: the configured header's last value, else the connection's."""
-        if self.ip_header:
-            value = req.headers.get(self.ip_header, "")
-            last = value.split(",")[-1].strip()
-            if last:
-                return last[:64]
-        return req.client
+        return client_address(req.headers, self.ip_header, req.client)
 
     def check_host(self, req: Any) -> None:
         """Refuse a request addressed to a host the page is not served as.
@@ -10653,6 +10666,9 @@ HUB_READ_TIMEOUT = 30.0
 #: Failed authentications allowed per client address in HUB_FAIL_WINDOW s.
 HUB_FAIL_MAX = 20
 HUB_FAIL_WINDOW = 60.0
+#: Past this many addresses with failures kept, the ones out of the window
+#: are dropped, so addresses that fail once each cannot grow the table.
+HUB_FAIL_CLIENTS = 4096
 #: Largest body of a request that is not an ingest.
 SMALL_BODY_MAX = 64 << 10
 
@@ -10849,8 +10865,9 @@ class Hub:
     """A running hub: the store's home, its routes, mounts and limits."""
 
     def __init__(self, home: Path, *, index: bool = True, log=None, public_url: str | None = None,
-                 workers: int = 0):
+                 workers: int = 0, client_ip_header: str | None = None):
         self.home = Path(home)
+        self.ip_header = (client_ip_header or "").strip().lower() or None
         self.names = set(LOOPBACK_NAMES)
         self.origins: set[str] = set()
         if public_url:
@@ -10964,29 +10981,40 @@ class Hub:
             return r
         return error_response(404, f"no such endpoint {path}")
 
-    def _rate_limited(self, client: str) -> Response | None:
+    def _failed(self, client: str) -> Response | None:
+        """Count a failed authentication of client; return the 429 once it has used up HUB_FAIL_MAX."""
         now = time.monotonic()
         with self._lock:
-            fails = [t for t in self._fails.get(client, []) if now - t < HUB_FAIL_WINDOW]
+            if len(self._fails) > HUB_FAIL_CLIENTS:
+                self._fails = {c: ts for c, ts in self._fails.items() if now - ts[-1] < HUB_FAIL_WINDOW}
+            fails = [t for t in self._fails.pop(client, []) if now - t < HUB_FAIL_WINDOW]
+            if len(fails) < HUB_FAIL_MAX:
+                fails.append(now)
+                self._fails[client] = fails
+                return None
             self._fails[client] = fails
-            if len(fails) >= HUB_FAIL_MAX:
-                wait = int(HUB_FAIL_WINDOW - (now - fails[0])) + 1
-                return Response(429, {"ok": False, "error": "too many failed authentications; wait and retry",
-                                      "status": 429}, [("Retry-After", str(wait))])
-        return None
+            wait = int(HUB_FAIL_WINDOW - (now - fails[-HUB_FAIL_MAX])) + 1
+        return Response(429, {"ok": False, "error": f"too many failed authentications from {client}; "
+                                                    f"check the token and retry in {wait} s",
+                              "status": 429}, [("Retry-After", str(wait))])
 
     def authenticate(self, route: Route, headers: dict, client: str, store: Store) -> Token | Response | None:
-        """Check the bearer token a route needs; return it or the refusal."""
+        """Check the bearer token a route needs; return it or the refusal.
+
+        The token is checked first (a hash and one index probe): a token
+        that verifies is never refused for anyone's failures, its client's
+        included.  A failed check counts against the client (behind a proxy
+        the address in ORIGIN_CLIENT_IP_HEADER, else every internet client
+        would share the proxy's count), and only that client gets the 429.
+        """
         if not route.auth:
             return None
-        limited = self._rate_limited(client)
-        if limited is not None:
-            return limited
         try:
             return verify_token(store, headers.get("authorization"))
         except Unauthorized as e:
-            with self._lock:
-                self._fails.setdefault(client, []).append(time.monotonic())
+            limited = self._failed(client_address(headers, self.ip_header, client))
+            if limited is not None:
+                return limited
             r = error_response(401, str(e))
             r.headers.append(("WWW-Authenticate", 'Bearer realm="origin"'))
             return r
@@ -11321,7 +11349,8 @@ def serve_hub(home: Path, listen: str = HUB_LISTEN, *, ready: Callable[[str], No
     else:
         open_store(home).close()  # fail early on an unusable store
     hub = Hub(home, public_url=check_hub_url(public_url) if public_url else None,
-              workers=hub_tool_slots() if workers is None else workers)
+              workers=hub_tool_slots() if workers is None else workers,
+              client_ip_header=os.environ.get(ENV_CLIENT_IP_HEADER))
     hub.add_name(host)
     servers = [make_hub_server(hub, host, port)]
     url = _url_of(servers[0])

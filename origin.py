@@ -539,6 +539,15 @@ def has_surrogate(text: str) -> bool:
     return False
 
 
+def ascii_number(text: Any, most: int) -> bool:
+    """True when text is 1 to most ASCII digits.
+
+    ``str.isdigit`` alone also takes '²' and other digits that ``int``
+    refuses, so a number read from a request is checked here first.
+    """
+    return isinstance(text, str) and 0 < len(text) <= most and text.isascii() and text.isdigit()
+
+
 def new_id(prefix: str) -> str:
     """Return a new, time-ordered random id such as ``ent_…``."""
     return f"{prefix}_{now_ms():011x}{secrets.token_hex(5)}"
@@ -8715,6 +8724,30 @@ def _schema_error(tool: McpTool, err) -> str:
     return f"argument {where!r}: {reason}"
 
 
+def _lone_surrogate_at(value: Any, where: str = "") -> str | None:
+    """Where in a tool's arguments a string holds a lone surrogate, or None.
+
+    A JSON ``"\\ud800"`` escape with no pair decodes to one; UTF-8 cannot
+    encode it, so no store, index or log could take it.
+    """
+    if isinstance(value, str):
+        return where if has_surrogate(value) else None
+    if isinstance(value, dict):
+        items = value.items()
+    elif isinstance(value, list):
+        items = ((f"[{i}]", v) for i, v in enumerate(value))
+    else:
+        return None
+    for key, v in items:
+        key = str(key)
+        if has_surrogate(key):
+            return where or "(a name)"
+        found = _lone_surrogate_at(v, key if not where else where + (key if key.startswith("[") else f".{key}"))
+        if found is not None:
+            return found
+    return None
+
+
 _VALIDATORS: dict = {}  # tool name -> its schema's jsonschema validator
 
 
@@ -8723,6 +8756,10 @@ def check_tool_args(tool: McpTool, arguments: dict | None) -> dict:
     import jsonschema  # installed with mcp; only the MCP section needs it
 
     args = {} if arguments is None else arguments
+    bad = _lone_surrogate_at(args)
+    if bad is not None:
+        raise UsageError(f"argument {bad!r} holds a lone UTF-16 surrogate (a \\ud800-\\udfff escape without its "
+                         "pair), which is not text: send it as valid Unicode")
     validator = _VALIDATORS.get(tool.name)
     if validator is None:  # built once per tool: a validator compiles its schema's patterns
         validator = _VALIDATORS[tool.name] = jsonschema.Draft202012Validator(tool.schema)
@@ -10626,8 +10663,8 @@ def _qs(**values: Any) -> str:
 
 def _int_arg(args: dict, name: str) -> int:
     raw = args.get(name) or "0"
-    if not raw.isdigit() or len(raw) > 9:
-        raise UsageError(f"{name} is a whole number")
+    if not ascii_number(raw, 9):
+        raise UsageError(f"{name} is a whole number (ASCII digits)")
     return int(raw)
 
 
@@ -10765,11 +10802,12 @@ def rpc_refusal(r: Response) -> Response:
 def api_get_tombstones(hub: "Hub", req: "Request") -> Response:
     raw = _one(req.query, "after", required=False, allowed=("limit",))
     after = 0 if raw is None else raw
-    if not isinstance(after, int) and not (isinstance(after, str) and after.isdigit() and len(after) <= 15):
+    if not isinstance(after, int) and not ascii_number(after, 15):
         raise UsageError("after must be a tombstone seq: a whole number of at most 15 digits")
     raw_limit = (req.query.get("limit") or [str(TOMBSTONE_PAGE)])[0]
-    if not raw_limit.isdigit() or not 1 <= int(raw_limit) <= TOMBSTONE_PAGE or len(req.query.get("limit") or []) > 1:
-        raise UsageError(f"limit is from 1 to {TOMBSTONE_PAGE}")
+    if not ascii_number(raw_limit, 9) or not 1 <= int(raw_limit) <= TOMBSTONE_PAGE \
+            or len(req.query.get("limit") or []) > 1:
+        raise UsageError(f"limit is a whole number from 1 to {TOMBSTONE_PAGE}")
     return Response(200, {"ok": True, **hub_tombstones(req.store, int(after), int(raw_limit))})
 
 
@@ -11026,8 +11064,8 @@ class Hub:
         raw = headers.get("content-length")
         if raw is None:
             return error_response(411, "send a Content-Length") if method == "POST" else None
-        if not raw.isdigit() or len(raw) > 15:
-            return error_response(400, "Content-Length is not a number")
+        if not ascii_number(raw, 15):
+            return error_response(400, "Content-Length must be a number of ASCII digits (at most 15)")
         if int(raw) > route.body_max:
             return error_response(413, f"the body is larger than {route.body_max} bytes")
         enc = headers.get("content-encoding", "identity").strip().lower()
@@ -11081,6 +11119,37 @@ class Hub:
             return r
         except OriginError as e:
             return error_response(_status_of(e), str(e))
+
+
+def log_safe(text: str) -> str:
+    """text with every unprintable character as a \\xNN or \\uNNNN escape.
+
+    A request path or method reaches the hub's log; raw, an escape
+    sequence in it would be run by the terminal that shows the log, and a
+    line break would forge a line.
+    """
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" if ord(c) < 256 else f"\\u{ord(c):04x}"
+                   for c in text)
+
+
+def framing_refusal(headers, version: str) -> str | None:
+    """Why a request's Host or Content-Length cannot be trusted, or None.
+
+    RFC 9112: an HTTP/1.1 request with no Host or more than one is a 400
+    (section 3.2), and so is one with two Content-Lengths, since a proxy in
+    front may have read the other one (section 6.3).  headers is the
+    message's own, where a repeated header is still seen.
+    """
+    hosts = headers.get_all("host") or []
+    if len(hosts) > 1:
+        return f"send one Host header; this request has {len(hosts)}"
+    if not hosts and version == "HTTP/1.1":
+        return "send a Host header: HTTP/1.1 requires one"
+    if len(headers.get_all("content-length") or []) > 1:
+        return "send one Content-Length header"
+    return None
 
 
 def _make_handler(hub: Hub):
@@ -11151,8 +11220,9 @@ def _make_handler(hub: Hub):
                 self.wfile.flush()
             finally:
                 ms = (time.monotonic() - getattr(self, "_t0", time.monotonic())) * 1000
-                path = (getattr(self, "path", "") or "").split("?", 1)[0][:200]
-                hub_log(hub, f"{getattr(self, 'command', '-') or '-'} {path or '-'} {r.status} {ms:.1f}ms {who}")
+                path = log_safe((getattr(self, "path", "") or "").split("?", 1)[0][:200])
+                method = log_safe((getattr(self, "command", "") or "-")[:20])
+                hub_log(hub, f"{method} {path or '-'} {r.status} {ms:.1f}ms {who}")
 
         def _drain_or_close(self, headers: dict) -> None:
             """Read an unread body so the kept-alive socket stays in step.
@@ -11162,7 +11232,7 @@ def _make_handler(hub: Hub):
             drain closes the connection instead.
             """
             raw = headers.get("content-length", "")
-            if "chunked" in headers.get("transfer-encoding", "").lower() or not raw.isdigit():
+            if "chunked" in headers.get("transfer-encoding", "").lower() or not ascii_number(raw, 15):
                 self.close_connection = True
                 return
             n = int(raw)
@@ -11188,6 +11258,10 @@ def _make_handler(hub: Hub):
                 if self._store is None:
                     self._store = open_store(hub.home)
                 path = self.path.split("?", 1)[0]
+                framing = framing_refusal(self.headers, self.request_version)
+                if framing is not None:
+                    self.close_connection = True  # where this request ends is unsure: read no more
+                    return self._send(error_response(400, framing), "-")
                 if not self.path.startswith("/"):
                     self._drain_or_close(headers)
                     return self._send(error_response(400, "the request target must be a path"), "-")

@@ -385,6 +385,54 @@ def test_behind_a_proxy_only_the_client_with_bad_tokens_is_limited(tmp_path):
     assert hub.stop() == 0
 
 
+def test_a_content_length_or_number_of_other_digits_is_a_400_not_a_500(hub):
+    """'²' (0xB2 in the Latin-1 a request line and headers are read as) passes str.isdigit, not int."""
+    code, out = hub.cli("token", "create", "digits", "--json")
+    token = json.loads(out)["token"].encode()
+    for req in (b"GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: \xb2\r\n\r\n",
+                b"POST /v1/ingest HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + token +
+                b"\r\nContent-Type: application/json\r\nContent-Length: \xb2\r\n\r\n",
+                b"GET /v1/tombstones?after=%C2%B2 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + token +
+                b"\r\n\r\n",
+                b"GET /v1/tombstones?limit=%C2%B2 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + token +
+                b"\r\n\r\n"):
+        out = _raw_exchange(hub.url, req)
+        assert out.startswith(b"HTTP/1.1 400 "), (req, out[:300])
+        assert b"ASCII digits" in out or b"a whole number" in out, out
+    out = _raw_exchange(hub.url, b"POST /v1/ingest HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ogn_wrong\r\n"
+                                 b"Content-Length: \xb2\r\n\r\n")
+    assert out.startswith(b"HTTP/1.1 401 ") and b"Connection: close" in out
+    assert "internal error" not in "".join(hub.log)
+
+
+def test_two_host_headers_or_none_or_two_content_lengths_are_a_400(hub):
+    for req, why in ((b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nHost: evil.example\r\n\r\n", b"one Host"),
+                     (b"GET /healthz HTTP/1.1\r\n\r\n", b"Host header"),
+                     (b"POST /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nContent-Length: 30\r\n\r\n"
+                      b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", b"one Content-Length")):
+        out = _raw_exchange(hub.url, req)
+        assert out.startswith(b"HTTP/1.1 400 ") and why in out and b"Connection: close" in out, out[:300]
+        assert b"HTTP/1.1 200" not in out  # nothing after it is read as a request
+    # HTTP/1.0 needs no Host, and one Host is served.
+    assert _raw_exchange(hub.url, b"GET /healthz HTTP/1.0\r\n\r\n").startswith(b"HTTP/1.1 200 ")
+    assert _raw_exchange(hub.url, b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+                         ).startswith(b"HTTP/1.1 200 ")
+
+
+def test_control_characters_of_a_request_reach_the_log_escaped(hub):
+    """An escape sequence in a path or method would be run by the terminal showing the log."""
+    _raw_exchange(hub.url, b"GET /\x1b[2J\x1b]0;owned\x07/\x9b31m HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    _raw_exchange(hub.url, b"G\x1b[31mET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    _raw_exchange(hub.url, b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    deadline = time.monotonic() + 60
+    while not any("/healthz 200" in line for line in hub.log) and time.monotonic() < deadline:
+        time.sleep(0.05)  # the log is read by a thread; the last request's line ends the wait
+    log = "".join(hub.log)
+    assert not any(c in log for c in "\x1b\x07\x9b"), log
+    assert "GET /\\x1b[2J\\x1b]0;owned\\x07/\\x9b31m 404 " in log, log
+    assert "G\\x1b[31mET / 501 " in log, log
+
+
 def test_a_client_that_stalls_mid_body_is_dropped_after_the_read_timeout(tmp_path, monkeypatch):
     monkeypatch.setattr(origin, "HUB_READ_TIMEOUT", 0.5)
     hub = origin.Hub(tmp_path / "h", index=False)

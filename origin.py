@@ -539,6 +539,15 @@ def has_surrogate(text: str) -> bool:
     return False
 
 
+def ascii_number(text: Any, most: int) -> bool:
+    """True when text is 1 to most ASCII digits.
+
+    ``str.isdigit`` alone also takes '²' and other digits that ``int``
+    refuses, so a number read from a request is checked here first.
+    """
+    return isinstance(text, str) and 0 < len(text) <= most and text.isascii() and text.isdigit()
+
+
 def new_id(prefix: str) -> str:
     """Return a new, time-ordered random id such as ``ent_…``."""
     return f"{prefix}_{now_ms():011x}{secrets.token_hex(5)}"
@@ -7048,6 +7057,25 @@ def verify_token(store: Store, authorization: str | None) -> Token:
     return Token(found["id"], found["name"], found["device"])
 
 
+#: The request header a trusted proxy writes the client's address in; the
+#: token and password limits count per that address (unset: the connection's).
+ENV_CLIENT_IP_HEADER = "ORIGIN_CLIENT_IP_HEADER"
+
+
+def client_address(headers: dict, header: str | None, peer: str) -> str:
+    """The client a request is counted against: the header's last value, else peer.
+
+    headers has lower-case names; header is the configured name (any case)
+    or None.  The last value is the one the proxy in front appended; those
+    before it are whatever the client chose to send.
+    """
+    if header:
+        last = headers.get(header.strip().lower(), "").split(",")[-1].strip()
+        if last:
+            return last[:64]
+    return peer
+
+
 def bind_device(conn: sqlite3.Connection, token: Token, device: str) -> None:
     """Bind token to device on first use; refuse any other device after.
 
@@ -8730,6 +8758,30 @@ def _schema_error(tool: McpTool, err) -> str:
     return f"argument {where!r}: {reason}"
 
 
+def _lone_surrogate_at(value: Any, where: str = "") -> str | None:
+    """Where in a tool's arguments a string holds a lone surrogate, or None.
+
+    A JSON ``"\\ud800"`` escape with no pair decodes to one; UTF-8 cannot
+    encode it, so no store, index or log could take it.
+    """
+    if isinstance(value, str):
+        return where if has_surrogate(value) else None
+    if isinstance(value, dict):
+        items = value.items()
+    elif isinstance(value, list):
+        items = ((f"[{i}]", v) for i, v in enumerate(value))
+    else:
+        return None
+    for key, v in items:
+        key = str(key)
+        if has_surrogate(key):
+            return where or "(a name)"
+        found = _lone_surrogate_at(v, key if not where else where + (key if key.startswith("[") else f".{key}"))
+        if found is not None:
+            return found
+    return None
+
+
 _VALIDATORS: dict = {}  # tool name -> its schema's jsonschema validator
 
 
@@ -8738,6 +8790,10 @@ def check_tool_args(tool: McpTool, arguments: dict | None) -> dict:
     import jsonschema  # installed with mcp; only the MCP section needs it
 
     args = {} if arguments is None else arguments
+    bad = _lone_surrogate_at(args)
+    if bad is not None:
+        raise UsageError(f"argument {bad!r} holds a lone UTF-16 surrogate (a \\ud800-\\udfff escape without its "
+                         "pair), which is not text: send it as valid Unicode")
     validator = _VALIDATORS.get(tool.name)
     if validator is None:  # built once per tool: a validator compiles its schema's patterns
         validator = _VALIDATORS[tool.name] = jsonschema.Draft202012Validator(tool.schema)
@@ -9562,10 +9618,14 @@ ADMIN_ASSETS = os.path.join(os.path.dirname(os.path.realpath(__file__)), "admin_
 #: Failed password checks allowed per client and in all, per ADMIN_FAIL_WINDOW.
 ADMIN_FAIL_CLIENT = 10
 ADMIN_FAIL_TOTAL = 100
+#: Owner-password checks the hub runs at once (each scrypt check holds
+#: about 32 MiB), and how long a login waits for a turn before it is told
+#: to come back (s).
+ADMIN_CHECKS_AT_ONCE = 2
+ADMIN_CHECK_WAIT = 10.0
 #: A raw line is shown cut to this many characters.
 ADMIN_RAW_MAX = 4000
 ADMIN_BODY_MAX = 64 << 10
-ENV_CLIENT_IP_HEADER = "ORIGIN_CLIENT_IP_HEADER"
 #: The page's Content-Security-Policy: nothing inline, nothing foreign, and
 #: Trusted Types required with no policy allowed, so no script can write HTML.
 ADMIN_CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; font-src 'self'; "
@@ -9811,6 +9871,7 @@ class AdminApp:
         self._lock = threading.Lock()
         self._fails: dict[str, list[float]] = {}
         self._all_fails: list[float] = []
+        self._checks = threading.BoundedSemaphore(ADMIN_CHECKS_AT_ONCE)
         self._flusher: Any = None  # the timer that writes folded failures
         self._closed = False
         self.home: Path | None = None  # set by the hub that mounts the page
@@ -9838,12 +9899,7 @@ class AdminApp:
 
     def client_of(self, req: Any) -> str:
         """The client's address: the configured header's last value, else the connection's."""
-        if self.ip_header:
-            value = req.headers.get(self.ip_header, "")
-            last = value.split(",")[-1].strip()
-            if last:
-                return last[:64]
-        return req.client
+        return client_address(req.headers, self.ip_header, req.client)
 
     def check_host(self, req: Any) -> None:
         """Refuse a request addressed to a host the page is not served as.
@@ -9913,30 +9969,76 @@ class AdminApp:
 
     def limited(self, client: str) -> int | None:
         """Seconds to wait if client (or everyone) used up the failed checks, else None."""
-        now = time.monotonic()
         with self._lock:
-            mine = [t for t in self._fails.pop(client, []) if now - t < ADMIN_FAIL_WINDOW]
-            if mine:  # (a client with none is not kept: many addresses must not grow this)
-                self._fails[client] = mine
-            self._all_fails = [t for t in self._all_fails if now - t < ADMIN_FAIL_WINDOW]
-            for seen, cap in ((mine, ADMIN_FAIL_CLIENT), (self._all_fails, ADMIN_FAIL_TOTAL)):
-                if len(seen) >= cap:
-                    return int(ADMIN_FAIL_WINDOW - (now - seen[-cap])) + 1
+            return self._wait_of(client, time.monotonic())
+
+    def _wait_of(self, client: str, now: float) -> int | None:
+        """limited(), with self._lock held: also drops the failures out of the window."""
+        mine = [t for t in self._fails.pop(client, []) if now - t < ADMIN_FAIL_WINDOW]
+        if mine:  # (a client with none is not kept: many addresses must not grow this)
+            self._fails[client] = mine
+        self._all_fails = [t for t in self._all_fails if now - t < ADMIN_FAIL_WINDOW]
+        for seen, cap in ((mine, ADMIN_FAIL_CLIENT), (self._all_fails, ADMIN_FAIL_TOTAL)):
+            if len(seen) >= cap:
+                return int(ADMIN_FAIL_WINDOW - (now - seen[-cap])) + 1
         return None
 
-    def password_ok(self, store: Store, req: Any, password: Any) -> bool:
-        """Check the owner password, counting a failure against the client."""
-        client = self.client_of(req)
-        wait = self.limited(client)
-        if wait is not None:
-            raise AdminDenied(429, f"too many wrong passwords; try again in {wait} s",
-                              [("Retry-After", str(wait))])
-        if check_owner_password(store, password):
-            return True
+    def reserve(self, client: str) -> float:
+        """Count a password check of client as failed before it runs; return its stamp.
+
+        The limit is read and the failure counted under one lock, so
+        requests sent at once cannot all pass the limit before the first of
+        them fails: at most ADMIN_FAIL_CLIENT checks of a client (and
+        ADMIN_FAIL_TOTAL in all) run per window.  Raises AdminDenied (429)
+        when they are used up; ``refund`` gives the stamp back.
+        """
+        now = time.monotonic()
         with self._lock:
-            t = time.monotonic()
-            self._fails.setdefault(client, []).append(t)
-            self._all_fails.append(t)
+            wait = self._wait_of(client, now)
+            if wait is not None:
+                raise AdminDenied(429, f"too many wrong passwords; try again in {wait} s",
+                                  [("Retry-After", str(wait))])
+            self._fails.setdefault(client, []).append(now)
+            self._all_fails.append(now)
+        return now
+
+    def refund(self, client: str, stamp: float) -> None:
+        """Take back a check reserve() counted (it was right, or never ran)."""
+        with self._lock:
+            mine = self._fails.get(client, [])
+            if stamp in mine:
+                mine.remove(stamp)
+            if not mine:
+                self._fails.pop(client, None)
+            if stamp in self._all_fails:
+                self._all_fails.remove(stamp)
+
+    def password_ok(self, store: Store, req: Any, password: Any) -> bool:
+        """Check the owner password, counting a failure against the client.
+
+        The check is counted as failed before scrypt runs and refunded when
+        the password is right (``reserve``), and at most
+        ADMIN_CHECKS_AT_ONCE checks run at once in the whole hub, so memory
+        stays bounded whatever arrives: a login that gets no turn within
+        ADMIN_CHECK_WAIT is a 503 with Retry-After, and nothing is counted.
+        """
+        client = self.client_of(req)
+        stamp = self.reserve(client)
+        if not self._checks.acquire(timeout=ADMIN_CHECK_WAIT):
+            self.refund(client, stamp)
+            wait = max(1, int(ADMIN_CHECK_WAIT))
+            raise AdminDenied(503, f"the hub is busy checking other passwords; try again in {wait} s",
+                              [("Retry-After", str(wait))])
+        try:
+            ok = check_owner_password(store, password)
+        except BaseException:
+            self.refund(client, stamp)
+            raise
+        finally:
+            self._checks.release()
+        if ok:
+            self.refund(client, stamp)
+            return True
         # On disk before the 401 is sent: a killed hub loses no failure.
         if not record_login_failure(store, client, req.headers.get("user-agent")):
             self._flush_later()
@@ -10595,8 +10697,8 @@ def _qs(**values: Any) -> str:
 
 def _int_arg(args: dict, name: str) -> int:
     raw = args.get(name) or "0"
-    if not raw.isdigit() or len(raw) > 9:
-        raise UsageError(f"{name} is a whole number")
+    if not ascii_number(raw, 9):
+        raise UsageError(f"{name} is a whole number (ASCII digits)")
     return int(raw)
 
 
@@ -10635,6 +10737,9 @@ HUB_READ_TIMEOUT = 30.0
 #: Failed authentications allowed per client address in HUB_FAIL_WINDOW s.
 HUB_FAIL_MAX = 20
 HUB_FAIL_WINDOW = 60.0
+#: Past this many addresses with failures kept, the ones out of the window
+#: are dropped, so addresses that fail once each cannot grow the table.
+HUB_FAIL_CLIENTS = 4096
 #: Largest body of a request that is not an ingest.
 SMALL_BODY_MAX = 64 << 10
 
@@ -10731,11 +10836,12 @@ def rpc_refusal(r: Response) -> Response:
 def api_get_tombstones(hub: "Hub", req: "Request") -> Response:
     raw = _one(req.query, "after", required=False, allowed=("limit",))
     after = 0 if raw is None else raw
-    if not isinstance(after, int) and not (isinstance(after, str) and after.isdigit() and len(after) <= 15):
+    if not isinstance(after, int) and not ascii_number(after, 15):
         raise UsageError("after must be a tombstone seq: a whole number of at most 15 digits")
     raw_limit = (req.query.get("limit") or [str(TOMBSTONE_PAGE)])[0]
-    if not raw_limit.isdigit() or not 1 <= int(raw_limit) <= TOMBSTONE_PAGE or len(req.query.get("limit") or []) > 1:
-        raise UsageError(f"limit is from 1 to {TOMBSTONE_PAGE}")
+    if not ascii_number(raw_limit, 9) or not 1 <= int(raw_limit) <= TOMBSTONE_PAGE \
+            or len(req.query.get("limit") or []) > 1:
+        raise UsageError(f"limit is a whole number from 1 to {TOMBSTONE_PAGE}")
     return Response(200, {"ok": True, **hub_tombstones(req.store, int(after), int(raw_limit))})
 
 
@@ -10831,8 +10937,9 @@ class Hub:
     """A running hub: the store's home, its routes, mounts and limits."""
 
     def __init__(self, home: Path, *, index: bool = True, log=None, public_url: str | None = None,
-                 workers: int = 0):
+                 workers: int = 0, client_ip_header: str | None = None):
         self.home = Path(home)
+        self.ip_header = (client_ip_header or "").strip().lower() or None
         self.names = set(LOOPBACK_NAMES)
         self.origins: set[str] = set()
         if public_url:
@@ -10946,29 +11053,40 @@ class Hub:
             return r
         return error_response(404, f"no such endpoint {path}")
 
-    def _rate_limited(self, client: str) -> Response | None:
+    def _failed(self, client: str) -> Response | None:
+        """Count a failed authentication of client; return the 429 once it has used up HUB_FAIL_MAX."""
         now = time.monotonic()
         with self._lock:
-            fails = [t for t in self._fails.get(client, []) if now - t < HUB_FAIL_WINDOW]
+            if len(self._fails) > HUB_FAIL_CLIENTS:
+                self._fails = {c: ts for c, ts in self._fails.items() if now - ts[-1] < HUB_FAIL_WINDOW}
+            fails = [t for t in self._fails.pop(client, []) if now - t < HUB_FAIL_WINDOW]
+            if len(fails) < HUB_FAIL_MAX:
+                fails.append(now)
+                self._fails[client] = fails
+                return None
             self._fails[client] = fails
-            if len(fails) >= HUB_FAIL_MAX:
-                wait = int(HUB_FAIL_WINDOW - (now - fails[0])) + 1
-                return Response(429, {"ok": False, "error": "too many failed authentications; wait and retry",
-                                      "status": 429}, [("Retry-After", str(wait))])
-        return None
+            wait = int(HUB_FAIL_WINDOW - (now - fails[-HUB_FAIL_MAX])) + 1
+        return Response(429, {"ok": False, "error": f"too many failed authentications from {client}; "
+                                                    f"check the token and retry in {wait} s",
+                              "status": 429}, [("Retry-After", str(wait))])
 
     def authenticate(self, route: Route, headers: dict, client: str, store: Store) -> Token | Response | None:
-        """Check the bearer token a route needs; return it or the refusal."""
+        """Check the bearer token a route needs; return it or the refusal.
+
+        The token is checked first (a hash and one index probe): a token
+        that verifies is never refused for anyone's failures, its client's
+        included.  A failed check counts against the client (behind a proxy
+        the address in ORIGIN_CLIENT_IP_HEADER, else every internet client
+        would share the proxy's count), and only that client gets the 429.
+        """
         if not route.auth:
             return None
-        limited = self._rate_limited(client)
-        if limited is not None:
-            return limited
         try:
             return verify_token(store, headers.get("authorization"))
         except Unauthorized as e:
-            with self._lock:
-                self._fails.setdefault(client, []).append(time.monotonic())
+            limited = self._failed(client_address(headers, self.ip_header, client))
+            if limited is not None:
+                return limited
             r = error_response(401, str(e))
             r.headers.append(("WWW-Authenticate", 'Bearer realm="origin"'))
             return r
@@ -10980,8 +11098,8 @@ class Hub:
         raw = headers.get("content-length")
         if raw is None:
             return error_response(411, "send a Content-Length") if method == "POST" else None
-        if not raw.isdigit() or len(raw) > 15:
-            return error_response(400, "Content-Length is not a number")
+        if not ascii_number(raw, 15):
+            return error_response(400, "Content-Length must be a number of ASCII digits (at most 15)")
         if int(raw) > route.body_max:
             return error_response(413, f"the body is larger than {route.body_max} bytes")
         enc = headers.get("content-encoding", "identity").strip().lower()
@@ -11035,6 +11153,37 @@ class Hub:
             return r
         except OriginError as e:
             return error_response(_status_of(e), str(e))
+
+
+def log_safe(text: str) -> str:
+    """text with every unprintable character as a \\xNN or \\uNNNN escape.
+
+    A request path or method reaches the hub's log; raw, an escape
+    sequence in it would be run by the terminal that shows the log, and a
+    line break would forge a line.
+    """
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" if ord(c) < 256 else f"\\u{ord(c):04x}"
+                   for c in text)
+
+
+def framing_refusal(headers, version: str) -> str | None:
+    """Why a request's Host or Content-Length cannot be trusted, or None.
+
+    RFC 9112: an HTTP/1.1 request with no Host or more than one is a 400
+    (section 3.2), and so is one with two Content-Lengths, since a proxy in
+    front may have read the other one (section 6.3).  headers is the
+    message's own, where a repeated header is still seen.
+    """
+    hosts = headers.get_all("host") or []
+    if len(hosts) > 1:
+        return f"send one Host header; this request has {len(hosts)}"
+    if not hosts and version == "HTTP/1.1":
+        return "send a Host header: HTTP/1.1 requires one"
+    if len(headers.get_all("content-length") or []) > 1:
+        return "send one Content-Length header"
+    return None
 
 
 def _make_handler(hub: Hub):
@@ -11105,8 +11254,9 @@ def _make_handler(hub: Hub):
                 self.wfile.flush()
             finally:
                 ms = (time.monotonic() - getattr(self, "_t0", time.monotonic())) * 1000
-                path = (getattr(self, "path", "") or "").split("?", 1)[0][:200]
-                hub_log(hub, f"{getattr(self, 'command', '-') or '-'} {path or '-'} {r.status} {ms:.1f}ms {who}")
+                path = log_safe((getattr(self, "path", "") or "").split("?", 1)[0][:200])
+                method = log_safe((getattr(self, "command", "") or "-")[:20])
+                hub_log(hub, f"{method} {path or '-'} {r.status} {ms:.1f}ms {who}")
 
         def _drain_or_close(self, headers: dict) -> None:
             """Read an unread body so the kept-alive socket stays in step.
@@ -11116,7 +11266,7 @@ def _make_handler(hub: Hub):
             drain closes the connection instead.
             """
             raw = headers.get("content-length", "")
-            if "chunked" in headers.get("transfer-encoding", "").lower() or not raw.isdigit():
+            if "chunked" in headers.get("transfer-encoding", "").lower() or not ascii_number(raw, 15):
                 self.close_connection = True
                 return
             n = int(raw)
@@ -11142,6 +11292,10 @@ def _make_handler(hub: Hub):
                 if self._store is None:
                     self._store = open_store(hub.home)
                 path = self.path.split("?", 1)[0]
+                framing = framing_refusal(self.headers, self.request_version)
+                if framing is not None:
+                    self.close_connection = True  # where this request ends is unsure: read no more
+                    return self._send(error_response(400, framing), "-")
                 if not self.path.startswith("/"):
                     self._drain_or_close(headers)
                     return self._send(error_response(400, "the request target must be a path"), "-")
@@ -11221,6 +11375,10 @@ def make_hub_server(hub: Hub, host: str, port: int):
         daemon_threads = False  # in-flight requests finish before exit
         block_on_close = True
         allow_reuse_address = True
+        # Connections waiting to be accepted: socketserver's 5 makes a burst
+        # of clients (agents starting at once, or a guesser) wait for SYN
+        # retries or be reset.
+        request_queue_size = 128
         address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
 
         def __init__(self, *a, **kw):
@@ -11299,7 +11457,8 @@ def serve_hub(home: Path, listen: str = HUB_LISTEN, *, ready: Callable[[str], No
     else:
         open_store(home).close()  # fail early on an unusable store
     hub = Hub(home, public_url=check_hub_url(public_url) if public_url else None,
-              workers=hub_tool_slots() if workers is None else workers)
+              workers=hub_tool_slots() if workers is None else workers,
+              client_ip_header=os.environ.get(ENV_CLIENT_IP_HEADER))
     hub.add_name(host)
     servers = [make_hub_server(hub, host, port)]
     url = _url_of(servers[0])

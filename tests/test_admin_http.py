@@ -15,6 +15,7 @@ import re
 import signal
 import sqlite3
 import subprocess
+import threading
 import time
 import urllib.parse
 from pathlib import Path
@@ -498,6 +499,111 @@ def test_password_failures_are_limited_per_client_with_retry_after(hub_home, tmp
     assert sum(json.loads(r["details"])["failures"] for r in mine) == 10
     assert 2 <= len(mine) <= 3 + int(took // origin.ADMIN_FAIL_FLUSH), (len(mine), took)
     assert "wrong password" not in json.dumps(rows)
+
+
+def test_wrong_passwords_sent_at_once_are_checked_no_more_than_the_limit(tmp_path):
+    """30 wrong passwords from one client at once: at most 10 scrypt checks run, the rest are 429."""
+    home = tmp_path / "hub"
+    h = Hub(home, "--listen", "127.0.0.1:0", "--admin",
+            env={"ORIGIN_ADMIN_PASSWORD": PASSWORD, "ORIGIN_CLIENT_IP_HEADER": "X-Forwarded-For"})
+    b = Browser(h.port)
+    page = b.get("/admin/login")
+    csrf = re.search(r'name="_csrf" value="([^"]+)"', page.text).group(1)
+    form = urllib.parse.urlencode({"_csrf": csrf, "password": "wrong password"}).encode()
+    headers = {"Host": f"127.0.0.1:{h.port}", "Origin": b.origin, "X-Forwarded-For": "203.0.113.50",
+               "Content-Type": "application/x-www-form-urlencoded",
+               "Cookie": "; ".join(f"{k}={v}" for k, v in b.cookies.items())}
+    start = threading.Barrier(30)
+    answers: list = []
+
+    def attempt():
+        conn = http.client.HTTPConnection("127.0.0.1", h.port, timeout=300)
+        conn.connect()
+        start.wait(60)  # all connected, then all sent at once
+        conn.request("POST", "/admin/login", body=form, headers=headers)
+        r = conn.getresponse()
+        r.read()
+        answers.append((r.status, r.getheader("Retry-After")))
+        conn.close()
+
+    threads = [threading.Thread(target=attempt) for _ in range(30)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    status = [s for s, _ in answers]
+    assert len(status) == 30 and set(status) <= {401, 429, 503}, (status, "".join(h.log))
+    assert 1 <= status.count(401) <= origin.ADMIN_FAIL_CLIENT, status
+    # A 503 (no turn to check in time) is given back, so it may let a later one through.
+    assert status.count(429) >= 30 - origin.ADMIN_FAIL_CLIENT - status.count(503), status
+    assert all(wait and int(wait) >= 1 for s, wait in answers if s != 401), answers
+    # The limit holds for the right password too (no check is made), another client logs in.
+    assert Browser(h.port).login().status == 303
+    assert b.post("/admin/login", {"_csrf": csrf, "password": PASSWORD}, csrf=False,
+                  headers={"X-Forwarded-For": "203.0.113.50"}).status == 429
+    h.stop()
+    audited, _records, waiting = _failure_counts(home)
+    # Each 401 was one scrypt check, on disk; none of the others was checked.
+    assert audited.get("203.0.113.50", 0) + waiting.get("203.0.113.50", 0) == status.count(401)
+
+
+def test_password_checks_run_two_at_once_and_a_login_without_a_turn_is_told_to_retry(hub_home, monkeypatch):
+    """In-process, with a password check that holds its turn until the test lets it go."""
+    monkeypatch.setattr(origin, "ADMIN_CHECK_WAIT", 0.0, raising=False)
+    inside = threading.Condition()
+    running = [0]
+    release = threading.Event()
+
+    def check(store, pw):
+        with inside:
+            running[0] += 1
+            inside.notify_all()
+        release.wait(30)
+        with inside:
+            running[0] -= 1
+        return pw == PASSWORD
+
+    monkeypatch.setattr(origin, "check_owner_password", check)
+    hub = origin.Hub(hub_home, index=False)
+    app = origin.AdminApp()
+    origin.mount_admin(hub, app)
+    stores = [origin.open_store(hub_home) for _ in range(3)]
+    got: dict = {}
+
+    def login(i: int, password: str):
+        r = hub.dispatch("POST", "/admin/login", *_login_request(app, password), client=f"127.0.1.{i}",
+                         store=stores[i])
+        got[i] = r
+
+    threads = [threading.Thread(target=login, args=(i, "nope")) for i in (0, 1)]
+    for t in threads:
+        t.start()
+    with inside:
+        assert inside.wait_for(lambda: running[0] == 2, 60)
+    busy = hub.dispatch("POST", "/admin/login", *_login_request(app, PASSWORD), client="127.0.1.2",
+                        store=stores[2])
+    release.set()
+    for t in threads:
+        t.join(60)
+    assert busy.status == 503 and b"busy checking other passwords" in busy.body
+    assert dict(busy.headers)["Retry-After"] == "1"
+    assert [got[i].status for i in (0, 1)] == [401, 401]
+    assert app.limited("127.0.1.2") is None and "127.0.1.2" not in app._fails  # nothing counted
+    # With the turns free again the same client logs in.
+    monkeypatch.setattr(origin, "ADMIN_CHECK_WAIT", 30.0)
+    assert hub.dispatch("POST", "/admin/login", *_login_request(app, PASSWORD), client="127.0.1.2",
+                        store=stores[2]).status == 303
+    for st in stores:
+        st.close()
+    hub.close()
+
+
+def test_a_right_password_gives_its_counted_check_back(hub_home, monkeypatch):
+    monkeypatch.setattr(origin, "check_owner_password", lambda store, pw: pw == PASSWORD)
+    attempts = ([("127.0.2.1", "nope", {})] * 9 + [("127.0.2.1", PASSWORD, {})] + [("127.0.2.1", "nope", {})]
+                + [("127.0.2.1", PASSWORD, {})])
+    # Nine failures, a login (refunded), the tenth failure: only then is the client limited.
+    assert _login_attempts(hub_home, origin.AdminApp(), attempts) == [401] * 9 + [303, 401, 429]
 
 
 def _failure_counts(home: Path) -> tuple[dict, dict, dict]:

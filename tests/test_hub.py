@@ -262,13 +262,34 @@ def test_a_token_is_bound_to_the_first_device_name_it_pushed_with(hub, token):
 
 
 def test_repeated_failed_authentication_is_rate_limited(hub, token):
+    def ask(tok, client, **headers):
+        return hub.dispatch("GET", "/v1/cursors?device=laptop", {"Authorization": f"Bearer {tok}", **headers},
+                            client=client)
+
     for _ in range(origin.HUB_FAIL_MAX):
-        assert hub.dispatch("GET", "/v1/cursors?device=laptop", {"Authorization": "Bearer nope"},
-                            client="10.0.0.9").status == 401
-    r = hub.dispatch("GET", "/v1/cursors?device=laptop", {"Authorization": f"Bearer {token}"}, client="10.0.0.9")
+        assert ask("nope", "10.0.0.9").status == 401
+    r = ask("nope", "10.0.0.9")
     assert r.status == 429 and any(k == "Retry-After" for k, _ in r.headers)
-    assert hub.dispatch("GET", "/v1/cursors?device=laptop", {"Authorization": f"Bearer {token}"},
-                        client="10.0.0.8").status == 200
+    assert ask(token, "10.0.0.9").status == 200  # the token is checked first: a good one is served
+    assert ask("nope", "10.0.0.8").status == 401
+    # Unset, the header is not read: a client cannot dodge its limit by naming another address.
+    assert ask("nope", "10.0.0.9", **{"X-Forwarded-For": "203.0.113.1"}).status == 429
+
+
+def test_with_a_client_ip_header_failures_count_per_forwarded_client(tmp_path):
+    hub = origin.Hub(tmp_path / "hubhome", index=False, client_ip_header="X-Forwarded-For")
+    token = origin.create_token(hub.default_store(), "laptop")
+
+    def ask(tok, forwarded):
+        return hub.dispatch("GET", "/v1/cursors?device=laptop",
+                            {"Authorization": f"Bearer {tok}", "X-Forwarded-For": forwarded}, client="127.0.0.1")
+
+    for _ in range(origin.HUB_FAIL_MAX):
+        assert ask("nope", "203.0.113.1").status == 401
+    assert ask("nope", "1.2.3.4, 203.0.113.1").status == 429  # the last value is the proxy's word
+    assert ask("nope", "203.0.113.1, 203.0.113.2").status == 401
+    assert ask(token, "203.0.113.1").status == 200
+    hub.close()
 
 
 def test_unknown_routes_methods_and_query_parameters_are_refused(hub, token):

@@ -259,6 +259,30 @@ def test_each_malformed_request_gets_its_status_and_a_json_rpc_error(hub, token)
         assert str(hub.home) not in json.dumps(reply)
 
 
+def test_a_lone_surrogate_in_an_argument_is_a_tool_error_naming_it_and_stores_nothing(hub, token):
+    """A JSON \\ud800 escape without its pair is valid JSON, but no text: refused, never U+FFFD."""
+    with sqlite3.connect(hub.home / "origin.db") as c:
+        entries = c.execute("SELECT count(*) FROM entry").fetchone()[0]
+    cases = [("remember", {"kind": "memory", "text": "tabs, not spaces\ud800", "sources": [{"quote": QUOTE}]},
+              "'text'"),
+             ("remember", {"kind": "memory", "text": DECISION, "sources": [{"quote": "npm run\udfff"}]},
+              "'sources[0].quote'"),
+             ("search", {"query": "type-check \udc80"}, "'query'")]
+    for name, arguments, where in cases:
+        body = rpc("tools/call", {"name": name, "arguments": arguments})
+        assert b"\\ud" in body  # sent as the escape itself
+        status, _, reply = raw(hub, "POST", body, wire_headers(token))
+        assert status == 200, reply
+        result = reply["result"]
+        text = result["content"][0]["text"]
+        assert result["isError"] is True and where in text and "lone UTF-16 surrogate" in text, text
+        assert "internal error" not in text
+    with sqlite3.connect(hub.home / "origin.db") as c:
+        assert c.execute("SELECT count(*) FROM entry").fetchone()[0] == entries
+        assert c.execute("SELECT count(*) FROM entry WHERE text LIKE ?", ("%\ufffd%",)).fetchone()[0] == 0
+    assert "Traceback" not in "".join(hub.log)
+
+
 def test_notifications_are_accepted_with_202_and_no_body(hub, token):
     status, headers, reply = raw(hub, "POST", rpc("notifications/initialized", rid=None), wire_headers(token))
     assert (status, reply) == (202, None)

@@ -9,6 +9,7 @@ keeps kept-alive sockets in step and shuts down cleanly.
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import random
@@ -73,9 +74,10 @@ class HubLog:
 class HubProcess:
     """`origin serve` on 127.0.0.1:<free port>, with its log collected."""
 
-    def __init__(self, home: Path, crash: str | None = None, *, args: tuple[str, ...] = (), port: int = 0):
+    def __init__(self, home: Path, crash: str | None = None, *, args: tuple[str, ...] = (), port: int = 0,
+                 env: dict | None = None):
         self.home = home
-        env = origin_env(home / "hostenv", home, crash=crash)
+        env = origin_env(home / "hostenv", home, env, crash=crash)
         (home / "hostenv").mkdir(parents=True, exist_ok=True)
         self.proc = subprocess.Popen(origin_argv("serve", "--listen", f"127.0.0.1:{port}", *args), env=env,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -346,6 +348,89 @@ def test_a_body_too_large_is_refused_and_the_connection_closed_unread(hub):
            b"\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n")
     assert b"HTTP/1.1 411" in _raw_exchange(hub.url, req)
     assert b'"status":400' in _raw_exchange(hub.url, b"GARBAGE\r\n\r\n")
+
+
+def _status(url: str, path: str, headers: dict) -> tuple[int, dict]:
+    """GET path with headers on a connection of its own; return (status, headers)."""
+    host, port = url.rsplit("//", 1)[1].split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=60)
+    conn.request("GET", path, headers=headers)
+    r = conn.getresponse()
+    r.read()
+    conn.close()
+    return r.status, {k.lower(): v for k, v in r.getheaders()}
+
+
+def test_behind_a_proxy_only_the_client_with_bad_tokens_is_limited(tmp_path):
+    """ORIGIN_CLIENT_IP_HEADER set: bad tokens from A earn A a 429, and good tokens, A's own too, are served."""
+    hub = HubProcess(tmp_path / "hub", env={"ORIGIN_CLIENT_IP_HEADER": "X-Forwarded-For"})
+    code, out = hub.cli("token", "create", "laptop", "--json")
+    assert code == 0, out
+    good = json.loads(out)["token"]
+    path = "/v1/cursors?device=laptop"
+
+    def ask(token: str, client: str) -> tuple[int, dict]:
+        # What a proxy sends: the client's own claim first, the address it saw last.
+        return _status(hub.url, path, {"Authorization": f"Bearer {token}",
+                                       "X-Forwarded-For": f"10.9.9.9, {client}"})
+
+    for _ in range(origin.HUB_FAIL_MAX):
+        assert ask("ogn_guessed", "203.0.113.7")[0] == 401
+    status, headers = ask("ogn_guessed", "203.0.113.7")
+    assert status == 429 and 1 <= int(headers["retry-after"]) <= 61
+    assert ask(good, "198.51.100.4")[0] == 200  # another client behind the same proxy
+    assert ask(good, "203.0.113.7")[0] == 200  # a token that verifies is never refused
+    assert ask("ogn_guessed", "198.51.100.4")[0] == 401  # only the failing client is limited
+    assert ask("ogn_guessed", "203.0.113.7")[0] == 429
+    assert hub.stop() == 0
+
+
+def test_a_content_length_or_number_of_other_digits_is_a_400_not_a_500(hub):
+    """'²' (0xB2 in the Latin-1 a request line and headers are read as) passes str.isdigit, not int."""
+    code, out = hub.cli("token", "create", "digits", "--json")
+    token = json.loads(out)["token"].encode()
+    for req in (b"GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: \xb2\r\n\r\n",
+                b"POST /v1/ingest HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + token +
+                b"\r\nContent-Type: application/json\r\nContent-Length: \xb2\r\n\r\n",
+                b"GET /v1/tombstones?after=%C2%B2 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + token +
+                b"\r\n\r\n",
+                b"GET /v1/tombstones?limit=%C2%B2 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + token +
+                b"\r\n\r\n"):
+        out = _raw_exchange(hub.url, req)
+        assert out.startswith(b"HTTP/1.1 400 "), (req, out[:300])
+        assert b"ASCII digits" in out or b"a whole number" in out, out
+    out = _raw_exchange(hub.url, b"POST /v1/ingest HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ogn_wrong\r\n"
+                                 b"Content-Length: \xb2\r\n\r\n")
+    assert out.startswith(b"HTTP/1.1 401 ") and b"Connection: close" in out
+    assert "internal error" not in "".join(hub.log)
+
+
+def test_two_host_headers_or_none_or_two_content_lengths_are_a_400(hub):
+    for req, why in ((b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nHost: evil.example\r\n\r\n", b"one Host"),
+                     (b"GET /healthz HTTP/1.1\r\n\r\n", b"Host header"),
+                     (b"POST /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nContent-Length: 30\r\n\r\n"
+                      b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", b"one Content-Length")):
+        out = _raw_exchange(hub.url, req)
+        assert out.startswith(b"HTTP/1.1 400 ") and why in out and b"Connection: close" in out, out[:300]
+        assert b"HTTP/1.1 200" not in out  # nothing after it is read as a request
+    # HTTP/1.0 needs no Host, and one Host is served.
+    assert _raw_exchange(hub.url, b"GET /healthz HTTP/1.0\r\n\r\n").startswith(b"HTTP/1.1 200 ")
+    assert _raw_exchange(hub.url, b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+                         ).startswith(b"HTTP/1.1 200 ")
+
+
+def test_control_characters_of_a_request_reach_the_log_escaped(hub):
+    """An escape sequence in a path or method would be run by the terminal showing the log."""
+    _raw_exchange(hub.url, b"GET /\x1b[2J\x1b]0;owned\x07/\x9b31m HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    _raw_exchange(hub.url, b"G\x1b[31mET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    _raw_exchange(hub.url, b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    deadline = time.monotonic() + 60
+    while not any("/healthz 200" in line for line in hub.log) and time.monotonic() < deadline:
+        time.sleep(0.05)  # the log is read by a thread; the last request's line ends the wait
+    log = "".join(hub.log)
+    assert not any(c in log for c in "\x1b\x07\x9b"), log
+    assert "GET /\\x1b[2J\\x1b]0;owned\\x07/\\x9b31m 404 " in log, log
+    assert "G\\x1b[31mET / 501 " in log, log
 
 
 def test_a_client_that_stalls_mid_body_is_dropped_after_the_read_timeout(tmp_path, monkeypatch):

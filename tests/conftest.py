@@ -6,6 +6,7 @@ import json
 import shutil
 import sqlite3
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -144,3 +145,12 @@ def write_session(home: Path, session: str, cwd: str, records: list[tuple]) -> P
     p = folder / f"{session}.jsonl"
     p.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return p
+
+
+def run_at_once(target, n: int, timeout: float) -> None:
+    """Run target in n threads started together; wait up to timeout seconds for each."""
+    threads = [threading.Thread(target=target) for _ in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout)

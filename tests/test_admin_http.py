@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 import origin
+from conftest import run_at_once
 from reliability_tools import origin_argv, origin_env, run_sync
 from test_hub_processes import _STARTED, HubLog, _no_hub_left_running  # noqa: F401 - the autouse fixture
 from test_sources import LAYOUTS
@@ -526,11 +527,7 @@ def test_wrong_passwords_sent_at_once_are_checked_no_more_than_the_limit(tmp_pat
         answers.append((r.status, r.getheader("Retry-After")))
         conn.close()
 
-    threads = [threading.Thread(target=attempt) for _ in range(30)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(300)
+    run_at_once(attempt, 30, 300)
     status = [s for s, _ in answers]
     assert len(status) == 30 and set(status) <= {401, 429, 503}, (status, "".join(h.log))
     assert 1 <= status.count(401) <= origin.ADMIN_FAIL_CLIENT, status

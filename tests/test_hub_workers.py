@@ -19,6 +19,7 @@ import psutil
 import pytest
 
 import origin
+from conftest import run_at_once
 from reliability_tools import origin_argv, origin_env
 from test_hub_mcp import DECISION, Serve, hub_home  # noqa: F401 (a fixture)
 from test_hub_processes import _no_hub_left_running  # noqa: F401 (a fixture)
@@ -96,11 +97,7 @@ def test_the_hub_runs_no_more_workers_than_it_was_given_and_stops_them_with_itse
             finally:
                 tools.close()
 
-        threads = [threading.Thread(target=one_agent) for _ in range(8)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(120)
+        run_at_once(one_agent, 8, 120)
         assert errors == [] and len(answers) == 8 * 3 * len(todo)
         started = workers_of(hub)
         assert 1 <= len(started) <= 2

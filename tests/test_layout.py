@@ -1,9 +1,9 @@
 """The layout rule of origin.py, checked mechanically.
 
-origin.py is one module in banner-marked sections (style.md §2.2): a section
-may use only names defined in the sections above it, the sections come in
-one fixed order, and the module docstring's section map lists exactly the
-banners.  These tests read the source with ``ast``; nothing is imported.
+origin.py is one module in banner-marked sections (the table at the top of
+ARCHITECTURE.md): a section may use only names defined in the sections
+above it, the sections come in one fixed order, and the module docstring's
+section map lists exactly the banners.  These tests read the source with ``ast``; nothing is imported.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SOURCE = ROOT / "origin.py"
 
 #: Every section origin.py may have, in the only order allowed.  A new
-#: section is added here at its place in style.md §2.2 before it lands.
+#: section is added here at its place in the table of ARCHITECTURE.md before it lands.
 ORDER = ("Imports and constants", "Errors", "Helpers", "Storage", "Ingest", "Entries", "Forget", "Queries",
          "Access", "Replication", "MCP", "Admin", "Hub server", "Agent setup", "CLI")
 
@@ -233,11 +233,11 @@ def order_problems(source: str) -> list[str]:
     problems = []
     unknown = [n for n in names if n not in ORDER]
     if unknown:
-        problems.append(f"sections {unknown} are not in the section order of style.md §2.2 {list(ORDER)}: "
+        problems.append(f"sections {unknown} are not in the section order of ARCHITECTURE.md {list(ORDER)}: "
                         "add a new section to ORDER in tests/test_layout.py at its place")
     known = [n for n in names if n in ORDER]
     if known != sorted(known, key=ORDER.index):
-        problems.append(f"the banners come in the order {known}; style.md §2.2 wants "
+        problems.append(f"the banners come in the order {known}; ARCHITECTURE.md wants "
                         f"{sorted(known, key=ORDER.index)}")
     if len(set(names)) != len(names):
         problems.append(f"a section has two banners: {names}")
@@ -339,7 +339,7 @@ def test_a_new_section_in_style_order_is_accepted_and_out_of_order_is_refused():
     ok = _module("Queries   Access   MCP", ("Queries", "a = 1\n"), ("Access", "b = a\n"), ("MCP", "c = b\n"))
     assert order_problems(ok) == [] and layering_violations(ok) == []
     swapped = _module("Access   Queries", ("Access", "a = 1\n"), ("Queries", "b = a\n"))
-    assert any("style.md §2.2 wants ['Queries', 'Access']" in p for p in order_problems(swapped))
+    assert any("ARCHITECTURE.md wants ['Queries', 'Access']" in p for p in order_problems(swapped))
     stranger = _module("Queries   Plugins", ("Queries", "a = 1\n"), ("Plugins", "b = a\n"))
     assert any("['Plugins'] are not in the section order" in p for p in order_problems(stranger))
 

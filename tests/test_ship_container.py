@@ -234,7 +234,7 @@ def test_a_device_pushes_to_the_hub_in_the_image_and_the_store_survives_a_restar
 
 
 def _podman_run_flags() -> list[str]:
-    """What `podman run` needs on a machine like CI's (see "Deploy a hub" in README.md).
+    """What `podman run` needs on a machine like CI's (see docs/hub.md).
 
     crun cannot start containers here (it refuses cgroup v1/v2 hybrid
     mounts), so Debian's runc runs them; and the machine withholds

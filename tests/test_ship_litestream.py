@@ -1,11 +1,11 @@
-"""The Litestream recipe of the README, run for real (marked slow).
+"""The Litestream recipe of docs/hub.md, run for real (marked slow).
 
 A store is written continuously while ``litestream replicate`` runs with
 packaging/litestream.yml and packaging/origin-raw-sync copies raw/: once by
 syncs and entries, once by a device's real `origin push` runs against a real
 `origin serve`.  Then every process is SIGKILLed, as if the machine died
 (the hub in the middle of a push), and the store is rebuilt in a fresh
-folder from the replica alone, as the README says.
+folder from the replica alone, as docs/hub.md says.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def _restore(exe: str, replica: Path, out: Path, *extra: str) -> subprocess.Comp
 
 
 def _replication(exe: str, home: Path, replica: Path, logs: Path) -> dict:
-    """Start Litestream and origin-raw-sync on a store, as the README's sidecar does."""
+    """Start Litestream and origin-raw-sync on a store, as the sidecar of docs/hub.md does."""
     renv = {**os.environ, "ORIGIN_HOME": str(home), "ORIGIN_REPLICA_URL": f"file://{replica}/db",
             "ORIGIN_REPLICA_FILES": str(replica / "files"), "ORIGIN_RAW_SYNC_INTERVAL": "1",
             "PATH": f"{Path(exe).parent}:{os.environ['PATH']}"}
@@ -72,7 +72,7 @@ def _kill_all(procs: dict) -> None:
 
 
 def _restore_recipe(exe: str, replica: Path, fresh: Path) -> Path:
-    """The README's restore into a new folder: the database up to the transaction
+    """The restore of docs/hub.md into a new folder: the database up to the transaction
     the last raw/ copy covers, then the copied files beside it; return the database."""
     fresh.mkdir()
     txid = (replica / "files" / "SYNCED_TXID").read_text().strip()

@@ -1848,13 +1848,13 @@ def _log_encoder():
     return _LOG_ENCODER[0]
 
 
-def _log_append(home: Path, records: list[dict]) -> int:
-    """Append records to the tombstone log and fsync it; return its new size.
+def _log_append(home: Path, records: list[dict], name: str = TOMBSTONE_LOG) -> int:
+    """Append records to a journal (the tombstone log unless named) and fsync it; return its new size.
 
     Called inside the write transaction that records them, before COMMIT,
     so a forget is on disk in the log before it exists in the tables.
     """
-    path = tombstone_log_path(home)
+    path = Path(home) / name
     encode = _log_encoder().encode
     data = "".join(encode(r) + "\n" for r in records).encode("utf-8")
     new = not path.exists()
@@ -1878,8 +1878,8 @@ def _log_append(home: Path, records: list[dict]) -> int:
     return size + len(data)
 
 
-def _log_records(home: Path, start: int) -> tuple[list[dict], int]:
-    """Return the complete records of the log from byte start on, and where they end.
+def _log_records(home: Path, start: int, name: str = TOMBSTONE_LOG) -> tuple[list[dict], int]:
+    """Return the complete records of a journal from byte start on, and where they end.
 
     A line that is not a JSON object (torn by a crash) is skipped; a last
     line without its newline is left for later.  A log shorter than start
@@ -1887,7 +1887,7 @@ def _log_records(home: Path, start: int) -> tuple[list[dict], int]:
     records are applied by uid, so reading one twice changes nothing.
     """
     try:
-        fh = open(tombstone_log_path(home), "rb")
+        fh = open(Path(home) / name, "rb")
     except FileNotFoundError:
         return [], 0
     with fh:

@@ -4871,18 +4871,27 @@ def plan_forget(store: Store, target: str, *, same_text: bool = False) -> dict:
         fps.update((tuple(f), None) for f in text_fingerprints(ring, text))
     return {"target": target, "kind": kind, "entries": entries, "events": events, "echoes": echoes,
             "same_text": {} if same_text else same, "same_text_included": bool(same_text and same),
-            "fingerprints": [list(f) for f in fps]}
+            "copies": same, "fingerprints": [list(f) for f in fps]}
 
 
 def plan_digest(plan: dict) -> str:
-    """Return a short digest of a forget plan (plan_forget): its target and ids.
+    """Return a short digest of a forget plan (plan_forget): what a person chose.
 
-    A preview shows it and a confirmation sends it back; forget() with
-    ``expect_digest`` refuses (409) when the plan changed in between, so a
-    person never forgets more, or other, than what they were shown.
+    It covers the target, the entries, the events other than echoes, and
+    which visible copies of their text exist (kept or hidden): a copy that
+    arrives after the preview decides whether the text gets a fingerprint,
+    so it changes the digest.  A preview shows it and a confirmation sends
+    it back; forget() with ``expect_digest`` refuses (409) when it changed.
     """
+    echoes = set(plan.get("echoes") or ())
+    # Invariant 2 (sticky forget): echoes are Origin's own tool calls naming
+    # what goes, hidden whenever they arrive, before the forget or after it.
+    # They stay out of the digest, so an agent's own logged preview and
+    # confirm calls, ingested in between, never move the plan it confirms.
+    copies = sorted([evid, other] for evid, others in (plan.get("copies") or {}).items() for other in others)
     body = json.dumps({"target": plan["target"], "kind": plan["kind"], "entries": sorted(plan["entries"]),
-                       "events": sorted(plan["events"]), "same_text": bool(plan.get("same_text_included"))},
+                       "events": sorted(e for e in plan["events"] if e not in echoes), "copies": copies,
+                       "same_text": bool(plan.get("same_text_included"))},
                       sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(body.encode("utf-8")).hexdigest()[:32]
 

@@ -4915,14 +4915,49 @@ def preview_forget(store: Store, target: str, *, same_text: bool = False) -> dic
 
     out = {"target": plan["target"], "kind": plan["kind"], "would_forget_entries": entries,
            "would_exclude_events": [brief(e) for e in plan["events"]], "digest": plan_digest(plan)}
+    copies = list(dict.fromkeys(o for v in plan["copies"].values() for o in v))
+    if copies:
+        reach = same_text_reach(conn, [e for e in plan["events"] if e not in set(copies)], copies)
+        out["same_text_reach"] = reach
+        where = (f"{_many(reach['sessions'], 'other session')} and {_many(reach['projects'], 'other project')}")
+        if plan["same_text_included"]:
+            out["same_text_note"] = (f"same_text also hides {_many(len(copies), 'other event')} with the same text, "
+                                     f"in {where}, and every copy of that text that arrives later, anywhere")
     others = list(dict.fromkeys(o for v in plan["same_text"].values() for o in v))
     if others:
         out["same_text_events"] = [brief(o) for o in others[:SAME_TEXT_MAX]]
         out["same_text_count"] = len(others)
-        out["same_text_note"] = (f"{len(others)} other visible events have the same text; they stay visible, and "
-                                 "so will new copies of that text, unless you forget with same_text "
-                                 "(CLI: --same-text)")
+        out["same_text_note"] = (f"{len(others)} other visible events have the same text, in {where}; they stay "
+                                 "visible, and so will new copies of that text, unless you forget with same_text "
+                                 "(CLI: --same-text), which hides them all and every later copy anywhere")
     return out
+
+
+def _many(n: int, one: str) -> str:
+    return f"{n} {one}" if n == 1 else f"{n} {one}s"
+
+
+def same_text_reach(conn: sqlite3.Connection, own: list[str], copies: list[str]) -> dict:
+    """Count the copies of a forget's text, and the sessions and projects they reach beyond its own.
+
+    What `same_text` would hide (or hides) besides the target: the other
+    events, the sessions other than those of the target's own events, and
+    the projects other than theirs (an event with no project counts as one).
+    """
+    def places(ids: list[str]) -> tuple[set, set]:
+        sessions, projects = set(), set()
+        for start in range(0, len(ids), 500):
+            part = ids[start:start + 500]
+            for r in conn.execute(f"SELECT source, session, project FROM event WHERE id IN ({','.join('?' * len(part))})",
+                                  part):
+                sessions.add((r[0], r[1]))
+                projects.add(r[2] or "")
+        return sessions, projects
+
+    own_sessions, own_projects = places(own)
+    sessions, projects = places(copies)
+    return {"events": len(copies), "sessions": len(sessions - own_sessions),
+            "projects": len(projects - own_projects)}
 
 
 def _forget_reason(reason: Any) -> str | None:
@@ -8486,7 +8521,6 @@ _CORRECT_SCHEMA = _schema({
 _FORGET_SCHEMA = _schema({
     "id": _text_arg(None, 300),
     "reason": _text_arg("Why, in the user's words.", MAX_REASON),
-    "preview": _flag("Only show what would go."),
     "same_text": _flag(None),
     "digest": _text_arg(None, 64),
 }, ("id",))
@@ -8648,19 +8682,27 @@ def mcp_correct(store: Store, args: dict, author: str) -> dict:
                              valid_from=args.get("valid_from"), valid_to=args.get("valid_to"))}
 
 
-def mcp_forget(store: Store, args: dict, author: str) -> dict:
-    """Run the `forget` tool, or only preview it.
+#: What a forget preview tells the agent to do next.
+_FORGET_NEXT = ("nothing is forgotten yet: show this to the user, and only if they confirm, call forget again "
+                "with this digest")
 
-    The CLI previews unless --yes; this tool forgets unless ``preview``.
-    Both run the same checks and the same plan (``plan_forget``).  A
-    preview's ``digest``, sent back with the forget, makes it refuse a plan
-    that changed in between (the CLI's --yes against a hub does so).
+
+def mcp_forget(store: Store, args: dict, author: str) -> dict:
+    """Run the `forget` tool: a preview, or with a preview's digest the forget.
+
+    As the CLI (--yes) and the admin page do, it forgets only the plan of a
+    preview it was shown: called without ``digest`` it returns the preview
+    and its digest; called with it, ``forget`` refuses a plan that changed
+    in between.  Both run the same checks and plan (``plan_forget``).
     """
     same = bool(args.get("same_text"))
-    if not args.get("preview"):
-        return {"done": True, **forget(store, args["id"], reason=args.get("reason"), same_text=same,
-                                       expect_digest=args.get("digest"))}
-    return {"done": False, **preview_forget(store, args["id"], same_text=same)}
+    _forget_reason(args.get("reason"))  # a reason the forget would refuse is refused at the preview
+    digest = args.get("digest")
+    if digest is None:
+        return {"done": False, **preview_forget(store, args["id"], same_text=same), "note": _FORGET_NEXT}
+    # Invariant 2 (sticky forget): only the plan the preview showed is forgotten.
+    return {"done": True, **forget(store, args["id"], reason=args.get("reason"), same_text=same,
+                                   expect_digest=digest)}
 
 
 @record
@@ -8726,7 +8768,8 @@ MCP_TOOLS = {t.name: t for t in (
         "forget",
         "Forget an entry, event or session for good, ONLY when the user explicitly asks; never to tidy up or "
         "fix a mistake (use `correct`). An entry takes its versions and cited events; an event, the entries "
-        "citing it. No undo: preview first (`same_text` also hides events with the same text).",
+        "citing it. No undo: a call without `digest` previews; show it to the user, then call with its `digest`. "
+        "`same_text` also hides copies.",
         _FORGET_SCHEMA, mcp_forget, read_only=False, destructive=True),
 )}
 
@@ -9600,7 +9643,7 @@ class McpProxy(McpService):
             with self._lock:
                 self._refresh(always=tool.writes)
                 text, is_error = self.remote.call(tool.name, args, client=author)
-                if tool.name == "forget" and not args.get("preview") and not is_error:
+                if tool.name == "forget" and args.get("digest") is not None and not is_error:
                     self._refresh(always=True)  # Invariant 2 (sticky forget): pull the hub's forget down now
             if is_error:
                 raise ToolError(text)
@@ -10585,7 +10628,20 @@ class AdminApp:
     def page_forget(self, req, sess, args, *, status: int = 200, note: str = "") -> AdminReply:
         used: set = set()
         target = args.get("id") or ""
-        pv = readout(preview_forget(req.store, target))
+        same = args.get("same_text") == "1"
+        pv = readout(preview_forget(req.store, target, same_text=same))
+        reach = pv.get("same_text_reach")
+        copies = Markup("")
+        if reach:
+            where = (f"{_plural(reach['events'], 'other event', 'other events')} with the same text, in "
+                     f"{_plural(reach['sessions'], 'other session', 'other sessions')} and "
+                     f"{_plural(reach['projects'], 'other project', 'other projects')}")
+            copies = tpl('<section class="card same-text"><h2>The same text elsewhere</h2><p>$msg</p>'
+                         '<p><a href="$pre/forget?$q">$link</a></p></section>', pre=ADMIN_PREFIX,
+                         msg=(f"Also hides {where}, and every copy of that text that arrives later, anywhere."
+                              if same else f"{where[0].upper()}{where[1:]} stay visible, and so will new copies."),
+                         q=_qs(id=target, same_text=None if same else "1"),
+                         link="Keep those copies visible" if same else "Preview hiding them too")
         ents = html_join(tpl('<li><span class="badge">$k</span> <code>$id</code> $s</li>', k=e["kind"], id=e["id"],
                         s=e["snippet"]) for e in pv["would_forget_entries"])
         evs = html_join(tpl('<li><code>$id</code> <span class="muted">$src</span> $s</li>', id=e["id"], src=e["source"],
@@ -10594,8 +10650,8 @@ class AdminApp:
             '<h1>$ic Forget <code>$t</code></h1>$note<section class="card warn"><p>Forgetting is permanent: what is '
             'listed here disappears from every search, page and agent, and copies that arrive later stay hidden.</p>'
             '<h2>Entries that will be forgotten ($ne)</h2><ul>$ents</ul><h2>Events that will be hidden ($nv)</h2>'
-            '<ul>$evs</ul></section><section class="card"><form method="post" action="$pre/forget">$h'
-            '<input type="hidden" name="id" value="$t"><input type="hidden" name="digest" value="$dg">'
+            '<ul>$evs</ul></section>$copies<section class="card"><form method="post" action="$pre/forget">$h'
+            '<input type="hidden" name="id" value="$t"><input type="hidden" name="digest" value="$dg">$st'
             '<label for="f-confirm">Type the id again to confirm</label><input id="f-confirm" name="confirm" '
             'required autocomplete="off" spellcheck="false"><label for="f-reason">Reason (optional, kept with '
             'the forget)</label><input id="f-reason" name="reason" maxlength="200">$pw'
@@ -10604,7 +10660,8 @@ class AdminApp:
             nv=len(pv["would_exclude_events"]), ents=ents or Markup("<li>none</li>"),
             evs=evs or Markup("<li>none</li>"), pre=ADMIN_PREFIX, h=self.hidden(sess), dg=pv["digest"],
             pw=self.password_field(sess), note=tpl('<p class="alert" role="alert">$n</p>', n=note) if note
-            else Markup(""))
+            else Markup(""), copies=copies,
+            st=Markup('<input type="hidden" name="same_text" value="1">') if same else Markup(""))
         return self.page("Forget", content, sess=sess, used=used, status=status)
 
     def post_forget(self, req, sess, f) -> AdminReply:
@@ -10612,11 +10669,14 @@ class AdminApp:
         target = f.get("id", "")
         if not target or f.get("confirm", "").strip() != target:
             raise UsageError("type the id exactly as shown to confirm; nothing was forgotten")
+        same = f.get("same_text") == "1"
         try:
             # Invariant 2 (sticky forget): the core forget, and only the plan the owner was shown.
-            out = forget(req.store, target, reason=f.get("reason") or None, expect_digest=f.get("digest") or "-")
+            out = forget(req.store, target, reason=f.get("reason") or None, same_text=same,
+                         expect_digest=f.get("digest") or "-")
         except Conflict as e:
-            return self.page_forget(req, sess, {"id": target}, status=409, note=str(e))
+            return self.page_forget(req, sess, {"id": target, "same_text": "1" if same else None}, status=409,
+                                    note=str(e))
         self.audit(req, "forget", tombstone=out["tombstone"], target=target,
                    entries=len(out["forgotten_entries"]), events=len(out["excluded_events"]))
         content = tpl('<h1>Forgotten</h1><section class="card"><p>Forgot $ne and hid $nv (forget #$t). '
@@ -12826,7 +12886,7 @@ def cmd_forget(args) -> int:
         store = stack.enter_context(_open(args)) if hub is None else None
         if not args.yes:
             if hub is not None:
-                preview = _on_hub(hub, "forget", {"id": args.id, "preview": True, "same_text": args.same_text})
+                preview = _on_hub(hub, "forget", {"id": args.id, "same_text": args.same_text})
                 preview.pop("done", None)
             else:
                 preview = readout(preview_forget(store, args.id, same_text=args.same_text))
@@ -12841,16 +12901,24 @@ def cmd_forget(args) -> int:
                     print(f"  entry {e['id']} ({e['kind']}): {e['snippet']}")
                 for e in preview["would_exclude_events"]:
                     print(f"  event {e['id']} ({e['source']}): {e['snippet']}")
+                reach = preview.get("same_text_reach")
                 if preview.get("same_text_events"):
-                    print(f"{_n(preview['same_text_count'], 'other visible event')} with the same text would stay "
-                          "visible (add --same-text to hide them too):")
+                    print(f"{_n(preview['same_text_count'], 'other visible event')} with the same text, in "
+                          f"{_n(reach['sessions'], 'other session')} and {_n(reach['projects'], 'other project')}, "
+                          "would stay visible (add --same-text to hide them too, and every later copy anywhere):")
                     for e in preview["same_text_events"]:
                         print(f"  event {e['id']} ({e['source']}, session {e['session']}): {e['snippet']}")
+                elif reach:
+                    print(f"--same-text: {_n(reach['events'], 'event')} of these have the same text, in "
+                          f"{_n(reach['sessions'], 'other session')} and {_n(reach['projects'], 'other project')}; "
+                          "every later copy of that text, anywhere, will be hidden too")
                 print("this cannot be undone; run again with --yes to forget")
             return 1
         digest = _saved_plan(args.id, args.same_text)
         try:
             if hub is not None:
+                if digest is None:  # --yes with no preview kept: forget the plan as it stands, as here
+                    digest = _on_hub(hub, "forget", {"id": args.id, "same_text": args.same_text})["digest"]
                 res = _on_hub(hub, "forget", {"id": args.id, "reason": args.reason, "same_text": args.same_text,
                                               "digest": digest})
                 res.pop("done", None)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 import origin
 from test_entries import ClaudeLog
 
@@ -90,12 +92,12 @@ def test_invariant_2_an_agents_preview_and_confirm_hold_still_while_its_own_call
     try:
         digests, logged = [], []
         for attempt in range(3):
-            text, is_error = service.call("forget", {"id": secret, "preview": True}, "claude-code")
+            text, is_error = service.call("forget", {"id": secret}, "claude-code")
             assert not is_error, text
             preview = json.loads(text)
             digests.append(preview["digest"])
             # The agent's log records its call and the preview it was shown; the next catch-up ingests them.
-            logged.append(log.origin_call(f"c-prev{attempt}", "forget", {"id": secret, "preview": True}))
+            logged.append(log.origin_call(f"c-prev{attempt}", "forget", {"id": secret}))
             logged.append(log.origin_result(f"r-prev{attempt}", text))
             log.write()
         logged.append(log.origin_call("c-yes", "forget", {"id": secret, "digest": digests[-1]}))
@@ -108,3 +110,69 @@ def test_invariant_2_an_agents_preview_and_confirm_hold_still_while_its_own_call
     done = json.loads(text)
     assert done["done"] is True and set(done["excluded_events"]) == {secret, *logged}
     assert origin.search_events(store, "heron deploy key", include_tools=True) == []
+
+
+def test_the_forget_tool_forgets_only_with_the_digest_of_a_preview(store, user_home, origin_home):
+    log = ClaudeLog(user_home, session="sess-heron", cwd="/home/dev/heron")
+    secret = log.assistant("a-2", SECRET)
+    log.write()
+    origin.sync(store)
+    service = origin.McpService(origin_home, lambda st, **kw: None)
+    try:
+        text, is_error = service.call("forget", {"id": secret, "reason": "asked to"}, "claude-code")
+        shown = json.loads(text)
+        # Before, this call forgot at once.
+        assert not is_error and shown["done"] is False and len(shown["digest"]) == 32
+        assert [e["id"] for e in shown["would_exclude_events"]] == [secret]
+        assert "only if they confirm" in shown["note"] and "digest" in shown["note"]
+        assert tombstones(store) == 0 and origin.search_events(store, "heron deploy key")
+        text, is_error = service.call("forget", {"id": secret, "digest": "0" * 32}, "claude-code")
+        assert is_error and text.startswith("conflict: ") and "preview it again" in text
+        assert tombstones(store) == 0
+        text, is_error = service.call("forget", {"id": secret, "digest": shown["digest"]}, "claude-code")
+        assert not is_error and json.loads(text)["done"] is True
+    finally:
+        service.close()
+    assert tombstones(store) == 1 and origin.search_events(store, "heron deploy key") == []
+
+
+BOILERPLATE = "Let me look at the project structure first, then run the tests."
+
+
+@pytest.fixture
+def boilerplate(store, user_home):
+    """The same assistant line in four sessions of three projects, once twice in one session."""
+    heron = ClaudeLog(user_home, session="sess-heron", cwd="/home/dev/heron")
+    target = heron.assistant("a-1", BOILERPLATE)
+    heron.user("u-2", "Go on.")
+    heron.assistant("a-3", BOILERPLATE)
+    heron.write()
+    for session, cwd, uuid in (("sess-heron2", "/home/dev/heron", "b-1"), ("sess-egret", "/home/dev/egret", "c-1"),
+                               ("sess-kite", "/home/dev/kite", "d-1")):
+        log = ClaudeLog(user_home, session=session, cwd=cwd)
+        log.assistant(uuid, BOILERPLATE)
+        log.write()
+    origin.sync(store)
+    return target
+
+
+def test_a_same_text_forget_previews_the_sessions_and_projects_it_reaches(store, boilerplate, cli, origin_home):
+    code, preview = cli("forget", boilerplate, "--json")
+    # Before, the preview listed the copies but not how far they reach.
+    assert preview["same_text_reach"] == {"events": 4, "sessions": 3, "projects": 2}
+    assert "in 3 other sessions and 2 other projects" in preview["same_text_note"]
+    code, preview = cli("forget", boilerplate, "--same-text", "--json")
+    assert code == 1 and len(preview["would_exclude_events"]) == 5
+    assert preview["same_text_reach"] == {"events": 4, "sessions": 3, "projects": 2}
+    assert "every copy of that text that arrives later" in preview["same_text_note"]
+    code, out = cli("forget", boilerplate)
+    assert "4 other visible events with the same text, in 3 other sessions and 2 other projects" in out
+    code, out = cli("forget", boilerplate, "--same-text")
+    assert "--same-text: 4 events of these have the same text, in 3 other sessions and 2 other projects" in out
+    service = origin.McpService(origin_home, lambda st, **kw: None)
+    try:
+        text, is_error = service.call("forget", {"id": boilerplate, "same_text": True}, "claude-code")
+    finally:
+        service.close()
+    assert not is_error and json.loads(text)["same_text_reach"] == {"events": 4, "sessions": 3, "projects": 2}
+    assert tombstones(store) == 0

@@ -593,13 +593,17 @@ def test_the_mcp_forget_tool_takes_sessions_and_same_text(store, cursor):
         "SELECT text FROM event WHERE source = 'cursor' AND role = 'assistant' AND text LIKE "
         "'I''ll help you create a Copilot page%' GROUP BY text HAVING count(DISTINCT session) = 4").fetchone()[0]
     copies = [r[0] for r in store.conn.execute("SELECT id FROM event WHERE text = ? ORDER BY id", (text,))]
-    args = origin.check_tool_args(tool, {"id": copies[0], "preview": True})
+    args = origin.check_tool_args(tool, {"id": copies[0]})
     preview = origin.mcp_forget(store, args, "test-agent")
     assert preview["done"] is False and preview["same_text_count"] == 3
     with pytest.raises(origin.OriginError):
         origin.check_tool_args(tool, {"id": copies[0], "same_text": "yes"})
-    done = origin.mcp_forget(store, origin.check_tool_args(tool, {"id": copies[0], "same_text": True}), "test-agent")
+    shown = origin.mcp_forget(store, origin.check_tool_args(tool, {"id": copies[0], "same_text": True}), "test-agent")
+    done = origin.mcp_forget(store, origin.check_tool_args(
+        tool, {"id": copies[0], "same_text": True, "digest": shown["digest"]}), "test-agent")
     assert done["done"] is True and sorted(done["excluded_events"]) == copies
     session = store.conn.execute("SELECT session FROM event WHERE id = ?", (copies[1],)).fetchone()[0]
-    gone = origin.mcp_forget(store, origin.check_tool_args(tool, {"id": f"cursor:{session}"}), "test-agent")
+    shown = origin.mcp_forget(store, origin.check_tool_args(tool, {"id": f"cursor:{session}"}), "test-agent")
+    gone = origin.mcp_forget(store, origin.check_tool_args(
+        tool, {"id": f"cursor:{session}", "digest": shown["digest"]}), "test-agent")
     assert gone["kind"] == "session" and session not in titles(store)

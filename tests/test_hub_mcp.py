@@ -179,7 +179,8 @@ def test_bad_arguments_unknown_and_forgotten_ids_are_tool_errors(hub, token, mod
         out["unknown_id"] = failed(await c.call_tool("get", {"ids": ["claude-code:nope"]}))
         out["unknown_entry"] = failed(await c.call_tool("correct", {"id": "mem_nope", "text": "x"}))
         entry = ok(await c.call_tool("search", {"scope": "entries"}))["entries"][0]
-        ok(await c.call_tool("forget", {"id": entry["id"]}))
+        shown = ok(await c.call_tool("forget", {"id": entry["id"]}))
+        ok(await c.call_tool("forget", {"id": entry["id"], "digest": shown["digest"]}))
         out["forgotten"] = failed(await c.call_tool("get", {"ids": [entry["id"]]}))
         out["forgotten_again"] = failed(await c.call_tool("forget", {"id": entry["id"]}))
         return out

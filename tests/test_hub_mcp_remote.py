@@ -51,7 +51,8 @@ def test_token_create_prints_registrations_a_cloud_client_uses_as_printed(hub):
         new = ok(await c.call_tool("remember", {"kind": "knowledge", "text": "Demo has no type-check script.",
                                                 "sources": [{"event": cited}]}))["entry"]
         fixed = ok(await c.call_tool("correct", {"id": new["id"], "text": "Demo defines no type-check script."}))
-        gone = ok(await c.call_tool("forget", {"id": fixed["entry"]["id"]}))
+        shown = ok(await c.call_tool("forget", {"id": fixed["entry"]["id"]}))
+        gone = ok(await c.call_tool("forget", {"id": fixed["entry"]["id"], "digest": shown["digest"]}))
         return names, new, gone
 
     auth = cursor["headers"]["Authorization"].split(" ", 1)[1]

@@ -4948,8 +4948,8 @@ def same_text_reach(conn: sqlite3.Connection, own: list[str], copies: list[str])
         sessions, projects = set(), set()
         for start in range(0, len(ids), 500):
             part = ids[start:start + 500]
-            for r in conn.execute(f"SELECT source, session, project FROM event WHERE id IN ({','.join('?' * len(part))})",
-                                  part):
+            marks = ",".join("?" * len(part))
+            for r in conn.execute(f"SELECT source, session, project FROM event WHERE id IN ({marks})", part):
                 sessions.add((r[0], r[1]))
                 projects.add(r[2] or "")
         return sessions, projects
@@ -8663,11 +8663,22 @@ def mcp_sources(store: Store, args: dict, author: str) -> dict:
     return out
 
 
+def audit_tool(store: Store, author: str, action: str, **details: Any) -> None:
+    """Audit a write a tool made: on stdio, and on the hub's /mcp for a device or an agent token.
+
+    The record names the author (``<client>@<token name>`` on the hub) and
+    holds ids and counts only, as the admin page's and the CLI's do.
+    """
+    with transaction(store.conn) as conn:
+        audit(conn, author, action, channel="mcp", **details)
+
+
 def mcp_remember(store: Store, args: dict, author: str) -> dict:
     """Run the `remember` tool; name active entries that already say nearly the same."""
     entry = remember(store, kind=args["kind"], text=args["text"], sources=args["sources"], author=author,
                      confidence=args.get("confidence", 1.0), project=args.get("project"),
                      valid_from=args.get("valid_from"), valid_to=args.get("valid_to"))
+    audit_tool(store, author, "entry_written", entry=entry["id"], sources=len(args["sources"]))
     similar = entry.pop("similar", None)
     if not similar:
         return {"entry": entry}
@@ -8677,9 +8688,11 @@ def mcp_remember(store: Store, args: dict, author: str) -> dict:
 
 def mcp_correct(store: Store, args: dict, author: str) -> dict:
     """Run the `correct` tool."""
-    return {"entry": correct(store, args["id"], text=args["text"], author=author, sources=args.get("sources"),
-                             confidence=args.get("confidence"), kind=args.get("kind"), project=args.get("project"),
-                             valid_from=args.get("valid_from"), valid_to=args.get("valid_to"))}
+    entry = correct(store, args["id"], text=args["text"], author=author, sources=args.get("sources"),
+                    confidence=args.get("confidence"), kind=args.get("kind"), project=args.get("project"),
+                    valid_from=args.get("valid_from"), valid_to=args.get("valid_to"))
+    audit_tool(store, author, "entry_corrected", entry=entry["id"], supersedes=args["id"])
+    return {"entry": entry}
 
 
 #: What a forget preview tells the agent to do next.
@@ -8701,8 +8714,10 @@ def mcp_forget(store: Store, args: dict, author: str) -> dict:
     if digest is None:
         return {"done": False, **preview_forget(store, args["id"], same_text=same), "note": _FORGET_NEXT}
     # Invariant 2 (sticky forget): only the plan the preview showed is forgotten.
-    return {"done": True, **forget(store, args["id"], reason=args.get("reason"), same_text=same,
-                                   expect_digest=digest)}
+    out = forget(store, args["id"], reason=args.get("reason"), same_text=same, expect_digest=digest)
+    audit_tool(store, author, "forget", tombstone=out["tombstone"], target=out["target"],
+               entries=len(out["forgotten_entries"]), events=len(out["excluded_events"]))
+    return {"done": True, **out}
 
 
 @record
@@ -12825,6 +12840,8 @@ def cmd_remember(args) -> int:
         e = remember(store, kind=args.kind, text=args.text, sources=_cli_sources(args), author="user",
                      confidence=args.confidence, project=args.project, valid_from=args.valid_from,
                      valid_to=args.valid_to)
+        with transaction(store.conn) as conn:
+            audit(conn, "user", "entry_written", channel="cli", entry=e["id"], sources=len(_cli_sources(args)))
     _print_entry(e, args.json)
     return 0
 
@@ -12852,6 +12869,8 @@ def cmd_correct(args) -> int:
         e = correct(store, args.id, text=args.text, author="user", sources=_cli_sources(args) or None,
                     confidence=args.confidence, kind=args.kind, project=args.project, valid_from=args.valid_from,
                     valid_to=args.valid_to)
+        with transaction(store.conn) as conn:
+            audit(conn, "user", "entry_corrected", channel="cli", entry=e["id"], supersedes=args.id)
     _print_entry(e, args.json)
     return 0
 
@@ -12924,6 +12943,9 @@ def cmd_forget(args) -> int:
                 res.pop("done", None)
             else:
                 res = forget(store, args.id, reason=args.reason, same_text=args.same_text, expect_digest=digest)
+                with transaction(store.conn) as conn:
+                    audit(conn, "user", "forget", channel="cli", tombstone=res["tombstone"], target=res["target"],
+                          entries=len(res["forgotten_entries"]), events=len(res["excluded_events"]))
         finally:
             _save_plan(args.id, args.same_text, None)  # a changed plan needs a new preview
     if hub is not None:

@@ -6794,7 +6794,25 @@ def status(store: Store, *, gone: bool = True) -> dict:
         "last_sync": iso_local(max((r.get("at") or 0 for r in runs.values() if isinstance(r, dict)), default=None)),
         "sources": sources,
         "files_gone": sum(len(ids) for ids in files_gone(conn).values()) if gone else None,
+        "devices": device_pushes(conn),
     }
+
+
+def device_pushes(conn: sqlite3.Connection) -> dict[str, dict]:
+    """Return, per device that pushed to this store (a hub), its files and its last push.
+
+    A hub holds the devices' files under ``@<device>:<path>``; their
+    originals are on the devices, so a hub reports these instead of
+    calling them gone from disk.  Empty on a device.
+    """
+    out: dict[str, list] = {}
+    for r in conn.execute("SELECT device, count(*), max(last_sync) FROM raw_file WHERE device IS NOT NULL "
+                          "GROUP BY device"):
+        out[r[0]] = [r[1], r[2]]
+    for r in conn.execute("SELECT device, max(last_push) FROM token_device GROUP BY device"):
+        d = out.setdefault(r[0], [0, None])
+        d[1] = max((t for t in (d[1], r[1]) if t is not None), default=None)
+    return {name: {"files": n, "last_push": iso_local(last)} for name, (n, last) in sorted(out.items())}
 
 
 #: Compression suffixes an agent may add when it moves a log away.
@@ -6819,9 +6837,11 @@ def files_gone(conn: sqlite3.Connection) -> dict[str, set[int]]:
 
     A file counts as gone when nothing exists at its path any more and no
     file of the same agent still on disk carries its name (a log moved and
-    compressed, as Codex does, is not gone).
+    compressed, as Codex does, is not gone).  Files a device pushed to this
+    hub are never gone from here: their originals are on the device
+    (``device_pushes`` reports them).
     """
-    rows = conn.execute("SELECT id, source, path FROM raw_file").fetchall()
+    rows = conn.execute("SELECT id, source, path FROM raw_file WHERE device IS NULL").fetchall()
     here: dict[str, bool] = {}
     for r in rows:
         if r["path"] not in here:
@@ -6868,7 +6888,7 @@ def preserved(store: Store, *, list_sessions: bool = False) -> dict:
             agents[source]["session_list"] = sessions
     return {"agents": agents, "files": sum(a["files"] for a in agents.values()),
             "events": sum(a["events"] for a in agents.values()),
-            "sessions": sum(a["sessions"] for a in agents.values())}
+            "sessions": sum(a["sessions"] for a in agents.values()), "devices": device_pushes(conn)}
 
 
 #: The file an export folder holds to say Origin wrote it, and what.
@@ -12278,12 +12298,21 @@ def cmd_status(args) -> int:
     if st["files_gone"]:
         print(f"preserved {st['files_gone']} archived files are gone from disk; Origin still holds them "
               "(`origin preserved`)")
+    _print_devices(st["devices"])
     agents = [f"{n} ({a['state']})" for n, a in sorted(st["agents"].items()) if a["installed"]]
     print("agents    " + (", ".join(agents) if agents else "none found; `origin setup` registers Origin with them"))
     for n, a in sorted(st["agents"].items()):
         if a.get("stale"):
             print(f"  {n:12} stale: {a['stale']}")
     return 0
+
+
+def _print_devices(devices: dict) -> None:
+    """Print the devices that pushed to this hub, with their files and last push."""
+    if devices:
+        print("devices")
+        for name, d in devices.items():
+            print(f"  {name:12} {d['files']:6} files   last push {d['last_push'] or '-'}")
 
 
 def cmd_preserved(args) -> int:
@@ -12301,8 +12330,13 @@ def cmd_preserved(args) -> int:
     if args.json:
         _print_json(res)
         return 0
+    if res["devices"]:
+        print("this store is a hub: the devices' files are kept for them, and what their agents deleted is "
+              "reported on each device (`origin preserved` there)")
+        _print_devices(res["devices"])
     if not res["agents"]:
-        print("every archived file is still on disk")
+        print("every archived file is still on disk" if not res["devices"] else
+              "every file this hub archived itself is still on disk")
         return 0
     for name, a in res["agents"].items():
         print(f"{name:12} {a['files']:6} files gone {a['sessions']:6} sessions {a['events']:9} events held only here")

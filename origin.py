@@ -10370,8 +10370,9 @@ class AdminApp:
                      for k, v in (("Events", f"{st['events']:,}"), ("Sessions", f"{st['sessions']:,}"),
                                   ("Entries", f"{st['entries']:,}"), ("Forgets", f"{st['tombstones']:,}"),
                                   ("Store", _size(st["db_bytes"])), ("Index", _size(st["index_bytes"]))))
-        rows = html_join(tpl('<tr><td><span class="swatch a-$cls"></span>$src</td><td class="num">$s</td>'
-                        '<td class="num">$e</td><td class="num">$f</td><td class="num $bad">$pe</td><td>$last</td></tr>',
+        rows = html_join(tpl('<tr><td><span class="swatch a-$cls"></span>$src</td><td class="num" data-label="Sessions">$s'
+                        '</td><td class="num" data-label="Events">$e</td><td class="num" data-label="Files">$f</td>'
+                        '<td class="num $bad" data-label="Parse errors">$pe</td><td data-label="Last sync">$last</td></tr>',
                         cls=_agent_class(src), src=src, s=f"{v['sessions']:,}", e=f"{v['events']:,}",
                         f=f"{v['files']:,}", pe=v["parse_errors"], bad="warn" if v["parse_errors"] else "",
                         last=_shown_at(v.get("last_sync")))
@@ -10383,7 +10384,7 @@ class AdminApp:
         content = tpl(
             '<h1>Overview</h1><div class="stats">$stats</div>'
             '<section class="card"><h2>$ic Sessions per day, last 90 days</h2>$chart</section>'
-            '<div class="grid2"><section class="card"><h2>Agents</h2><div class="scroll"><table><thead><tr>'
+            '<div class="grid2"><section class="card"><h2>Agents</h2><div class="scroll"><table class="agents"><thead><tr>'
             '<th>Agent</th><th class="num">Sessions</th><th class="num">Events</th><th class="num">Files</th>'
             '<th class="num">Parse errors</th><th>Last sync</th></tr></thead><tbody>$rows</tbody></table></div></section>'
             '<section class="card"><h2>Devices</h2><div class="scroll"><table><thead><tr><th>Device</th><th>Token</th>'
@@ -10592,29 +10593,40 @@ class AdminApp:
 
     def page_entries(self, req, sess, args) -> AdminReply:
         kind = args.get("kind") or None
+        project = args.get("project") or None
         history = bool(args.get("history"))
-        rows = readout(list_entries(req.store, kind=kind, history=history, offset=_int_arg(args, "offset")))
+        rows = readout(list_entries(req.store, kind=kind, project=project, history=history,
+                                    offset=_int_arg(args, "offset")))
         items = html_join(tpl('<li class="entry"><a href="$h"><span class="badge">$k</span><span class="text">$t</span>'
-                         '<span class="muted small">$st · $a · $c</span></a></li>',
+                         '<span class="muted small">$st · $p$a · $c</span></a></li>',
                          h=f"{ADMIN_PREFIX}/entry?" + _qs(id=e["id"]), k=e["kind"], t=e.get("text") or e.get("snippet"),
-                         st=e.get("status", ""), a=e.get("author", ""), c=_shown_at(e.get("created"))) for e in rows)
+                         st=e.get("status", ""), p=f"{e['project']} · " if e.get("project") else "",
+                         a=e.get("author", ""), c=_shown_at(e.get("created"))) for e in rows)
         kinds = html_join(tpl('<option value="$k"$s>$k</option>', k=k, s=Markup(" selected") if kind == k else Markup(""))
                      for k in ENTRY_KINDS)
+        named = [p["project"] for p in projects(req.store, limit=MAX_LIMIT)["projects"] if p["entries"]]
+        if project and project not in named:
+            named.append(project)
+        projs = html_join(tpl('<option value="$p"$s>$p</option>', p=p, s=Markup(" selected") if project == p
+                              else Markup("")) for p in sorted(named, key=str.casefold))
         content = tpl('<h1>Entries</h1><form class="filters card" method="get" action="$pre/entries"><div>'
                       '<label for="e-kind">Kind</label><select id="e-kind" name="kind"><option value="">any</option>'
-                      '$kinds</select></div><div class="check"><input id="e-h" type="checkbox" name="history" value="1"$hc>'
+                      '$kinds</select></div><div><label for="e-project">Project</label><select id="e-project" '
+                      'name="project"><option value="">any</option>$projs</select></div><div class="check">'
+                      '<input id="e-h" type="checkbox" name="history" value="1"$hc>'
                       '<label for="e-h">Every version</label></div><button type="submit">Show</button></form>'
                       '<section class="card"><ul class="entries">$items</ul></section>', pre=ADMIN_PREFIX, kinds=kinds,
-                      hc=Markup(" checked") if history else Markup(""),
-                      items=items or Markup('<li class="muted">No entries yet. Remember one from an event page.</li>'))
+                      projs=projs, hc=Markup(" checked") if history else Markup(""),
+                      items=items or (Markup('<li class="muted">No entries match.</li>') if kind or project else
+                                      Markup('<li class="muted">No entries yet. Remember one from an event page.</li>')))
         return self.page("Entries", content, sess=sess, active="entries")
 
     def page_entry(self, req, sess, args, *, status: int = 200) -> AdminReply:
         used: set = set()
         e = readout(get_entry(req.store, args.get("id") or ""))
-        srcs = html_join(tpl('<li>$state <a href="$h"><code>$ev</code></a></li>', state=s["state"], ev=s["event"],
-                        h=f"{ADMIN_PREFIX}/event?" + _qs(id=s["event"])) if s["state"] == "visible"
-                    else tpl('<li>$state <code>$ev</code></li>', state=s["state"], ev=s["event"])
+        srcs = html_join(tpl('<li>$state <a href="$h"><code>$ev</code></a>$q</li>', state=s["state"], ev=s["event"],
+                        h=f"{ADMIN_PREFIX}/event?" + _qs(id=s["event"]), q=self.quote(s)) if s["state"] == "visible"
+                    else tpl('<li>$state <code>$ev</code>$q</li>', state=s["state"], ev=s["event"], q=self.quote(s))
                     for s in e.get("sources", []))
         hist = html_join(tpl('<li><a href="$h"><code>$id</code></a> $st</li>', h=f"{ADMIN_PREFIX}/entry?" + _qs(id=v["id"]),
                         id=v["id"], st=v.get("status", "")) if isinstance(v, dict) else tpl('<li><code>$v</code></li>', v=v)
@@ -10639,6 +10651,25 @@ class AdminApp:
                       or Markup("<li>this is the only version</li>"), form=form, fq=_qs(id=e["id"]),
                       fic=self.icon("eraser", used))
         return self.page("Entry", content, sess=sess, active="entries", used=used, status=status)
+
+    def quote(self, source: dict) -> Markup:
+        """A source's quoted words, as the CLI's `show` gives them (a forgotten source has none)."""
+        if not source.get("quote"):
+            return Markup("")
+        lost = Markup(' <span class="muted small">(no longer found in the event)</span>') \
+            if source.get("quote_found") is False else Markup("")
+        return tpl('<blockquote class="quote">$q$lost</blockquote>', q=source["quote"], lost=lost)
+
+    def front(self, req: Any) -> AdminReply:
+        """Answer the hub's / while the admin page is on: a small page that links to it."""
+        try:
+            self.check_host(req)
+        except AdminDenied as e:
+            return self.error_page(e.status, str(e), e.headers)
+        content = tpl('<section class="card login"><h1>Origin hub</h1><p>This hub keeps the archive of its '
+                      'owner\'s coding agents and serves it to them.</p><p><a class="button" href="$pre/">'
+                      'Open the admin page</a></p></section>', pre=ADMIN_PREFIX)
+        return self.page("Hub", content)
 
     def post_remember(self, req, sess, f) -> AdminReply:
         event = f.get("event", "")
@@ -11512,11 +11543,17 @@ def make_hub_server(hub: Hub, host: str, port: int):
 
 
 def mount_admin(hub: Hub, app: AdminApp) -> None:
-    """Serve the admin page (app) under ADMIN_PREFIX on hub."""
+    """Serve the admin page (app) under ADMIN_PREFIX on hub, and a front page at / that links to it."""
 
     def handler(hub: Hub, req: Request) -> Response:
         r = app.handle(req)
         return Response(r.status, r.body, r.headers, ctype=r.ctype)
+
+    def front(hub: Hub, req: Request) -> Response:
+        r = app.front(req)
+        return Response(r.status, r.body, r.headers, ctype=r.ctype)
+
+    hub.routes[("GET", "/")] = Route(front, auth=False)
 
     def wrap(r: Response) -> Response:
         message = r.body.get("error", "refused") if isinstance(r.body, dict) else "refused"

@@ -580,12 +580,46 @@ def discover_guarded(adapter: "Adapter", env: Mapping[str, str], home: Path) -> 
 ###############################################################################
 
 
+@dataclass(frozen=True, slots=True)
+class McpConfig:
+    """Where an agent reads its MCP servers, for ``origin setup``.
+
+    ``fmt`` is ``"json"`` or ``"toml"`` (edited in place, keys kept) or
+    ``"yaml"`` (never edited: setup prints the lines to add).  ``keys`` is
+    the path to the servers table in the file; ``entry`` the shape of one
+    server (``"command"``: command, args and env; ``"command-list"``: the
+    command and its arguments as one list, with ``environment``);
+    ``stdio_type`` adds ``"type": "stdio"`` for agents whose own tools
+    write it.  ``files`` and ``homes`` name the configuration files and the
+    folders whose presence says the agent is installed (default: its roots),
+    ``programs`` the commands that say so too.
+    """
+
+    fmt: str
+    keys: tuple[str, ...]
+    files: Callable[[Mapping[str, str], Path], list[Path]]
+    programs: tuple[str, ...]
+    homes: Callable[[Mapping[str, str], Path], list[Path]] | None = None
+    stdio_type: bool = False
+    entry: str = "command"
+    note: str | None = None
+
+
 class Adapter:
-    """Base of every adapter; subclasses set ``name`` and override methods."""
+    """Base of every adapter; subclasses set ``name`` and override methods.
+
+    The class attributes are the agent's row in the table of agents: every
+    list of agents in Origin (discovery, ``--source``, ``origin setup``,
+    the variables setup registers, the docs' checks) is read from them.
+    """
 
     name = ""
     display = ""
     kind = "log"
+    #: Environment variables that move the agent's folders (comma lists).
+    env_vars: tuple[str, ...] = ()
+    #: Where the agent reads its MCP servers; None when it reads none.
+    mcp: McpConfig | None = None
 
     def roots(self, env: Mapping[str, str], home: Path) -> list[Path]:
         """Return the directories this adapter looks in."""
@@ -672,6 +706,13 @@ class ClaudeCode(Adapter):
 
     name = "claude-code"
     display = "Claude Code"
+    env_vars = ("CLAUDE_CONFIG_DIR",)
+    # Claude Code keeps user-scope servers in .claude.json beside (not in)
+    # its config dir: ~/.claude.json, or $CLAUDE_CONFIG_DIR/.claude.json.
+    mcp = McpConfig("json", ("mcpServers",),
+                    lambda env, home: [d / ".claude.json" for d in env_dirs(env, "CLAUDE_CONFIG_DIR", [home])],
+                    ("claude",), homes=lambda env, home: env_dirs(env, "CLAUDE_CONFIG_DIR", [home / ".claude"]),
+                    stdio_type=True)
 
     def roots(self, env: Mapping[str, str], home: Path) -> list[Path]:
         """Return ``CLAUDE_CONFIG_DIR`` (comma list), else both defaults."""
@@ -963,6 +1004,10 @@ class Codex(Adapter):
 
     name = "codex"
     display = "Codex"
+    env_vars = ("CODEX_HOME",)
+    mcp = McpConfig("toml", ("mcp_servers",),
+                    lambda env, home: [d / "config.toml" for d in env_dirs(env, "CODEX_HOME", [home / ".codex"])],
+                    ("codex",))
 
     def roots(self, env: Mapping[str, str], home: Path) -> list[Path]:
         """Return ``CODEX_HOME`` (comma list allowed), else ``~/.codex``."""
@@ -1412,6 +1457,11 @@ class Grok(Adapter):
 
     name = "grok"
     display = "Grok Build"
+    env_vars = ("GROK_HOME",)
+    # Grok Build documents [mcp_servers.<name>] in $GROK_HOME/config.toml.
+    mcp = McpConfig("toml", ("mcp_servers",),
+                    lambda env, home: [d / "config.toml" for d in env_dirs(env, "GROK_HOME", [home / ".grok"])],
+                    ("grok",))
 
     def roots(self, env: Mapping[str, str], home: Path) -> list[Path]:
         """Return ``GROK_HOME`` (comma list allowed), else ``~/.grok``."""
@@ -2117,6 +2167,9 @@ class Cursor(Adapter):
     name = "cursor"
     display = "Cursor"
     kind = "db"
+    env_vars = ("ORIGIN_CURSOR_USER_DIR", "ORIGIN_CURSOR_HOME")
+    mcp = McpConfig("json", ("mcpServers",), lambda env, home: [home / ".cursor" / "mcp.json"],
+                    ("cursor", "cursor-agent"), homes=lambda env, home: [home / ".cursor"])
 
     def roots(self, env: Mapping[str, str], home: Path) -> list[Path]:
         """Return the editor's User folders, then the ``~/.cursor`` folders."""
@@ -3105,6 +3158,12 @@ class ZCode(Adapter):
     name = "zcode"
     display = "ZCode"
     kind = "db"
+    env_vars = ("ORIGIN_ZCODE_HOME",)
+    # ZCode publishes no reference for this file; its CLI (0.16) was seen to
+    # read servers from "mcp" -> "servers" in ~/.zcode/cli/config.json.
+    mcp = McpConfig("json", ("mcp", "servers"), lambda env, home: [home / ".zcode" / "cli" / "config.json"],
+                    ("zcode",), homes=lambda env, home: [home / ".zcode"], stdio_type=True,
+                    note="ZCode does not document this file; the mcp.servers key was observed on its CLI 0.16")
 
     def roots(self, env: Mapping[str, str], home: Path) -> list[Path]:
         """Return ``ORIGIN_ZCODE_HOME`` (comma list), else ``~/.zcode``."""

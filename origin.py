@@ -5801,8 +5801,10 @@ RELAXED_RANK_ROWS = 10_000
 #: Newest events a CJK word of two characters is looked for in, by LIKE
 #: (the trigram index holds no shorter terms).
 RELAXED_SCAN_ROWS = 10_000
-#: The agents' names as people say them.
-AGENT_WORDS = {"claude": "claude-code", "codex": "codex", "cursor": "cursor", "grok": "grok", "zcode": "zcode"}
+#: The agents' names as people say them: each name, and "claude" for
+#: claude-code (a name's first part when the rest is "code" or "cli").
+AGENT_WORDS = {**{n.rsplit("-", 1)[0]: n for n in SOURCES if n.endswith(("-code", "-cli"))},
+               **{n: n for n in SOURCES}}
 
 
 def _cjk_concepts(segment: str) -> list[str]:
@@ -5824,7 +5826,7 @@ def metadata_words(store: Store) -> dict[str, tuple[tuple[str, str], ...]]:
     names: dict[str, list] = {}
     for project, _cwd in _project_candidates(store.conn):
         names.setdefault(project.casefold(), []).append(("project", project))
-    for word, source in [*AGENT_WORDS.items(), *((s, s) for s in SOURCES)]:
+    for word, source in AGENT_WORDS.items():
         names.setdefault(word, []).append(("source", source))
     for (branch,) in store.conn.execute("SELECT DISTINCT branch FROM session WHERE branch IS NOT NULL"):
         if len(branch) >= 3:
@@ -11550,6 +11552,7 @@ class AgentTarget:
     programs: tuple[str, ...]
     stdio_type: bool = False
     note: str | None = None
+    entry: str = "command"  # "command" (command, args, env) or "command-list" (OpenCode's shape)
 
     def installed(self, env: dict, home: Path) -> bool:
         """Tell whether the agent is on this machine (its data or its program)."""
@@ -11557,30 +11560,11 @@ class AgentTarget:
                 or any(shutil.which(p, path=env.get("PATH", "")) for p in self.programs))
 
 
-AGENT_TARGETS = {t.name: t for t in (
-    # Claude Code keeps user-scope servers in .claude.json beside (not in)
-    # its config dir: ~/.claude.json, or $CLAUDE_CONFIG_DIR/.claude.json.
-    AgentTarget("claude-code", "json", ("mcpServers",),
-                lambda env, home: [d / ".claude.json" for d in adapters.env_dirs(env, "CLAUDE_CONFIG_DIR", [home])],
-                lambda env, home: adapters.env_dirs(env, "CLAUDE_CONFIG_DIR", [home / ".claude"]),
-                ("claude",), stdio_type=True),
-    AgentTarget("codex", "toml", ("mcp_servers",),
-                lambda env, home: [d / "config.toml" for d in adapters.env_dirs(env, "CODEX_HOME", [home / ".codex"])],
-                lambda env, home: adapters.env_dirs(env, "CODEX_HOME", [home / ".codex"]), ("codex",)),
-    AgentTarget("cursor", "json", ("mcpServers",),
-                lambda env, home: [home / ".cursor" / "mcp.json"],
-                lambda env, home: [home / ".cursor"], ("cursor", "cursor-agent")),
-    # Grok Build documents [mcp_servers.<name>] in $GROK_HOME/config.toml.
-    AgentTarget("grok", "toml", ("mcp_servers",),
-                lambda env, home: [d / "config.toml" for d in adapters.env_dirs(env, "GROK_HOME", [home / ".grok"])],
-                lambda env, home: adapters.env_dirs(env, "GROK_HOME", [home / ".grok"]), ("grok",)),
-    # ZCode publishes no reference for this file; its CLI (0.16) was seen to
-    # read servers from "mcp" -> "servers" in ~/.zcode/cli/config.json.
-    AgentTarget("zcode", "json", ("mcp", "servers"),
-                lambda env, home: [home / ".zcode" / "cli" / "config.json"],
-                lambda env, home: [home / ".zcode"], ("zcode",), stdio_type=True,
-                note="ZCode does not document this file; the mcp.servers key was observed on its CLI 0.16"),
-)}
+def agent_targets() -> dict[str, AgentTarget]:
+    """Return the agents that read an MCP configuration, from the adapters' table."""
+    return {name: AgentTarget(name, m.fmt, m.keys, m.files, m.homes or a.roots, m.programs, m.stdio_type,
+                              m.note, m.entry)
+            for name, a in adapters.ADAPTERS.items() if (m := a.mcp) is not None}
 
 
 def origin_command(env: dict | None = None) -> list[str]:
@@ -11613,12 +11597,13 @@ def _is_origin_script(path: Path) -> bool:
         return False
 
 
-#: Variables a registration carries when setup ran with them pointing
-#: somewhere other than their default: the store, and the agents' folders.
-#: Agents start `origin mcp` with their own environment, so without them the
-#: server would read another store (or look for logs elsewhere).
-REGISTERED_VARS = (ENV_HOME, "CLAUDE_CONFIG_DIR", "CODEX_HOME", "GROK_HOME", "ORIGIN_CURSOR_USER_DIR",
-                   "ORIGIN_CURSOR_HOME", "ORIGIN_ZCODE_HOME")
+# Variables a registration carries when setup ran with them pointing
+# somewhere other than their default: the store, and the agents' folders.
+# Agents start `origin mcp` with their own environment, so without them the
+# server would read another store (or look for logs elsewhere).
+def registered_vars() -> tuple[str, ...]:
+    """Return ORIGIN_HOME and every agent-folder variable of the adapters' table."""
+    return (ENV_HOME, *dict.fromkeys(v for a in adapters.ADAPTERS.values() for v in a.env_vars))
 
 
 def registered_env(env: dict, home: Path) -> dict[str, str]:
@@ -11634,7 +11619,7 @@ def registered_env(env: dict, home: Path) -> dict[str, str]:
         if store != (home / ".origin").absolute():
             out[ENV_HOME] = str(store)
     roots = looked_in(env, home)
-    for var in REGISTERED_VARS[1:]:
+    for var in registered_vars()[1:]:
         if env.get(var) and looked_in({k: v for k, v in env.items() if k != var}, home) != roots:
             out[var] = ",".join(str(p.absolute()) for p in adapters.env_dirs(env, var, []))
     return out
@@ -11648,7 +11633,7 @@ def _entry_for(target: AgentTarget, command: list[str], old: Any = None, reg_env
     """
     old, reg_env = (old if isinstance(old, dict) else {}), reg_env or {}
     env = {k: reg_env.get(k, v) for k, v in _dict_or_empty(old.get("env")).items()
-           if k not in REGISTERED_VARS or k in reg_env}
+           if k not in registered_vars() or k in reg_env}
     env.update({k: v for k, v in reg_env.items() if k not in env})
     entry = {**old, "command": command[0], "args": command[1:]}
     if target.stdio_type:
@@ -11662,7 +11647,7 @@ def _dict_or_empty(value: Any) -> dict:
 
 
 def _managed_env(entry: dict) -> dict:
-    return {k: v for k, v in _dict_or_empty(entry.get("env")).items() if k in REGISTERED_VARS}
+    return {k: v for k, v in _dict_or_empty(entry.get("env")).items() if k in registered_vars()}
 
 
 def _is_current(entry: Any, command: list[str], reg_env: dict | None = None) -> bool:
@@ -11898,7 +11883,7 @@ def plan_setup(env: dict, home: Path, command: list[str], agents: list[str] | No
     """
     plans = []
     reg_env = registered_env(env, home)
-    for name, target in AGENT_TARGETS.items():
+    for name, target in agent_targets().items():
         if agents and name not in agents:
             continue
         if not target.installed(env, home):
@@ -12005,7 +11990,7 @@ def connected_agents(env: dict, home: Path, command: list[str] | None = None) ->
     command = origin_command(env) if command is None else command
     reg_env = registered_env(env, home)
     out = {}
-    for name, target in AGENT_TARGETS.items():
+    for name, target in agent_targets().items():
         info: dict = {"installed": target.installed(env, home), "registered": False,
                       "configs": [str(p) for p in target.configs(env, home)], "state": "not connected"}
         for path in target.configs(env, home):
@@ -12162,8 +12147,7 @@ def cmd_sync(args) -> int:
         print("no agent logs found; looked in:")
         for name, dirs in looked_in().items():
             print(f"  {name:12} {', '.join(dirs) or '-'}")
-        print("point Origin elsewhere with CLAUDE_CONFIG_DIR, CODEX_HOME, GROK_HOME, "
-              "ORIGIN_CURSOR_USER_DIR, ORIGIN_CURSOR_HOME, ORIGIN_ZCODE_HOME (or HOME)")
+        print(f"point Origin elsewhere with {', '.join(registered_vars()[1:])} (or HOME)")
     return 0
 
 
@@ -13017,13 +13001,12 @@ def cmd_mcp(args) -> int:
 def cmd_setup(args) -> int:
     """Register `origin mcp` with every installed agent, then sync.
 
-    Claude Code (~/.claude.json), Codex ($CODEX_HOME/config.toml), Cursor
-    (~/.cursor/mcp.json), Grok Build ($GROK_HOME/config.toml) and ZCode
-    (~/.zcode/cli/config.json) get an "origin" server entry; nothing else in
-    those files changes.  Each changed file is first copied to
+    Each installed agent that reads an MCP configuration (the list is in
+    `origin path`) gets an "origin" server entry in its file; nothing else
+    in those files changes.  Each changed file is first copied to
     <file>.origin-backup-<time>, and a file that cannot be parsed is left
-    alone.  Running it again changes nothing.  ZCode does not document its
-    file: Origin writes the mcp.servers key its CLI 0.16 was seen to read.
+    alone.  A format Origin does not edit (YAML) is not written: the lines
+    to add are printed.  Running it again changes nothing.
 
     Example: origin setup --dry-run
     """
@@ -13070,7 +13053,7 @@ def add_mcp_commands(sub, command, add_json) -> None:
     command("mcp", cmd_mcp, "serve the archive to an agent over MCP (stdio)")
     sp = command("setup", cmd_setup, "register `origin mcp` with the installed agents")
     sp.add_argument("--dry-run", action="store_true", help="show what would change; write nothing")
-    sp.add_argument("--agent", action="append", choices=sorted(AGENT_TARGETS),
+    sp.add_argument("--agent", action="append", choices=sorted(agent_targets()),
                     help="only this agent (repeatable)")
     add_json(sp)
 

@@ -108,10 +108,14 @@ def json_lines(path: Path) -> list[dict]:
 ###############################################################################
 
 
-def test_registry_holds_the_three_log_adapters():
-    for name in ("claude-code", "codex", "grok"):
-        assert ADAPTERS[name].name == name
-        assert ADAPTERS[name].kind == "log"
+@pytest.mark.parametrize("name", sorted(ADAPTERS))
+def test_each_registry_row_names_its_agent_and_its_kind(name):
+    adapter = ADAPTERS[name]
+    assert adapter.name == name and re.fullmatch(r"[a-z][a-z0-9]*(-[a-z0-9]+)*", name)
+    assert adapter.display and adapter.kind in ("log", "db")
+    assert all(re.fullmatch(r"[A-Z][A-Z0-9_]+", v) for v in adapter.env_vars)
+    if adapter.mcp is not None:
+        assert adapter.mcp.fmt in ("json", "toml", "yaml") and adapter.mcp.keys
 
 
 ###############################################################################
@@ -350,11 +354,12 @@ HOSTILE_LINES = [
 ]
 
 
-@pytest.mark.parametrize("name", ["claude-code", "codex", "grok"])
+@pytest.mark.parametrize("name", sorted(ADAPTERS))
 def test_hostile_lines_raise_nothing_but_parse_error(name):
     adapter = ADAPTERS[name]
-    files = [SourceFile("/x/updates.jsonl", "x/updates.jsonl", meta={"format": "updates"}),
-             SourceFile("/x/chat_history.jsonl", "x/chat_history.jsonl", meta={"format": "chat"})]
+    files = [SourceFile("/x/updates.jsonl", "x/updates.jsonl", kind=adapter.kind, meta={"format": "updates"}),
+             SourceFile("/x/chat_history.jsonl", "x/chat_history.jsonl", kind=adapter.kind, meta={"format": "chat"}),
+             SourceFile("/x/store", "x/store", kind=adapter.kind)]
     for f in files:
         state = adapter.new_state(f)
         for lineno, line in enumerate(HOSTILE_LINES, 1):

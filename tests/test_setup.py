@@ -90,7 +90,7 @@ def servers(agent: str, data: dict) -> dict:
 def statuses(out: str) -> list[str]:
     """Return the status column of setup's report, one per agent line."""
     rows = [line.split() for line in out.splitlines() if line.startswith("  ")]
-    return [row[1] for row in rows if row[0] in origin.AGENT_TARGETS]
+    return [row[1] for row in rows if row[0] in origin.agent_targets()]
 
 
 def run_cli(capsys, *argv: str) -> tuple[int, str, str]:

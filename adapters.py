@@ -3306,6 +3306,8 @@ def _zcode_message(obj: dict, ctx: Context) -> list:
     data = _dict(obj.get("data"))
     row = _dict(obj.get("row"))
     role = data.get("role") or row.get("role")
+    if role == "meta":  # a legacy OpenCode record that is no turn (a model switch)
+        return []
     if role not in ("user", "assistant", "system"):
         return _unknown(ctx)
     session = obj["session"]
@@ -3325,6 +3327,12 @@ def _zcode_message(obj: dict, ctx: Context) -> list:
             out.append(Record(id=f"{obj['id']}:m:{short_hash(text, n=8)}", kind="message", role=role, text=text,
                               ts=created, indexed=visible, **common))
     return out
+
+
+def _recent(value: Any) -> int | None:
+    """Return epoch ms like _ts, but None before 2000 (a tool's duration counter, not a time)."""
+    ms = _ts(value)
+    return ms if ms is not None and ms >= 946_684_800_000 else None
 
 
 def _zcode_part_events(part: dict, role: str, visible: bool, created: int | None, common: dict,
@@ -3349,12 +3357,12 @@ def _zcode_part_events(part: dict, role: str, visible: bool, created: int | None
         stime = _dict(state.get("time"))
         call = _tool_call_text(d.get("tool"), state.get("input"))
         out = [Record(id=f"{pid}:c:{short_hash(call, n=8)}", kind="tool_call", role="assistant", text=call,
-                      ts=_ts(stime.get("start")) or ts, indexed=visible, **common)]
+                      ts=_recent(stime.get("start")) or ts, indexed=visible, **common)]
         result = state.get("output") if state.get("output") is not None else state.get("error")
         if state.get("status") in ("completed", "error") and result is not None:
             text = truncate(_output_text(result), TOOL_RESULT_MAX)
             out.append(Record(id=f"{pid}:r:{short_hash(text, n=8)}", kind="tool_result", role="tool", text=text,
-                              ts=_ts(stime.get("end")) or ts, indexed=visible, **common))
+                              ts=_recent(stime.get("end")) or ts, indexed=visible, **common))
         return out
     if kind == "tool_use":
         call = _tool_call_text(d.get("name") or d.get("tool"), d.get("input"))
@@ -3367,6 +3375,169 @@ def _zcode_part_events(part: dict, role: str, visible: bool, created: int | None
     if kind in _ZCODE_QUIET_PARTS:
         return []
     return _unknown(ctx)
+
+
+###############################################################################
+# OpenCode ####################################################################
+###############################################################################
+
+#: Legacy message types that are not a turn of the conversation.
+_OPENCODE_LEGACY_QUIET = frozenset({"model-switched"})
+#: Largest legacy JSON file read, in bytes.
+OPENCODE_JSON_MAX = 16 << 20
+
+
+def _opencode_data_dirs(env: Mapping[str, str], home: Path) -> list[Path]:
+    """Return OpenCode's data folders: ``$XDG_DATA_HOME/opencode`` and ``~/.local/share/opencode``."""
+    dirs = [Path(env["XDG_DATA_HOME"]) / "opencode"] if env.get("XDG_DATA_HOME") else []
+    return dirs + [home / ".local" / "share" / "opencode"]
+
+
+class OpenCode(ZCode):
+    """Read OpenCode's session store (kind "db"): the database and the legacy tree.
+
+    OpenCode 1.x keeps every project's sessions in one SQLite database,
+    ``~/.local/share/opencode/opencode.db`` (``opencode-<channel>.db`` for
+    the other release channels), in the schema ZCode took from it:
+    ``session`` (``directory`` is the cwd, ``parent_id`` a sub-agent's
+    parent), ``message`` and ``part`` with JSON ``data``; the newer tables
+    are not read.  It is read as ZCode's is, from the same snapshot, into
+    the same exported lines.  Fixture: ``opencode/lantern-sqlite``
+    (OpenCode 1.18.13).
+
+    Before the database, OpenCode kept a JSON tree,
+    ``storage/session/<project>/<session>.json``,
+    ``storage/message/<session>/*.json`` and ``storage/part/<message>/*.json``
+    (fixtures ``opencode/lantern-legacy-json`` and
+    ``opencode/agent-sessions-v2``), which its migration copies into the
+    database and leaves behind.  Each legacy session is one source whose
+    export reads its messages and parts into the same lines; ids are the
+    part ids, which the migration keeps, so a session found in both places
+    is archived once.  Older message shapes (``type`` instead of ``role``,
+    text or parts inline, a ``shell`` command) are read as parts; a file
+    that does not parse (cut off mid-write) waits for the next sync.
+    """
+
+    name = "opencode"
+    display = "OpenCode"
+    kind = "db"
+    env_vars = ("ORIGIN_OPENCODE_HOME",)
+    mcp = McpConfig("json", ("mcp",),
+                    lambda env, home: [home / ".config" / "opencode" / "opencode.json"], ("opencode",),
+                    homes=lambda env, home: (env_dirs(env, "ORIGIN_OPENCODE_HOME", _opencode_data_dirs(env, home))
+                                             + [home / ".config" / "opencode"]),
+                    entry="command-list")
+
+    def roots(self, env: Mapping[str, str], home: Path) -> list[Path]:
+        """Return ``ORIGIN_OPENCODE_HOME`` (comma list), else OpenCode's data folders."""
+        return env_dirs(env, "ORIGIN_OPENCODE_HOME", _opencode_data_dirs(env, home))
+
+    def discover(self, env: Mapping[str, str], home: Path) -> Iterator[SourceFile]:
+        """Yield each root's databases, then each session of its legacy tree."""
+        for prefix, root in _labelled(self.roots(env, home), home):
+            for db in _files(root, ".db"):
+                if db.name == "opencode.db" or db.name.startswith("opencode-"):
+                    yield SourceFile(str(db), _rel(prefix, root, db), kind="db")
+            storage = root / "storage"
+            sessions = storage / "session"
+            if not _is_dir(sessions):
+                continue
+            for project in _subdirs(sessions):
+                for path in _files(project, ".json"):
+                    yield SourceFile(str(path), _rel(prefix, root, path), kind="db",
+                                     meta={"storage": str(storage), "project": project.name})
+
+    def export(self, f: SourceFile, known: Mapping[str, str], now_ms: int) -> Iterator[tuple[str, str, str]]:
+        """Yield (key, hash, line) for changed sessions and finished messages."""
+        if f.meta.get("storage"):
+            yield from _opencode_legacy_lines(f, known, now_ms)
+        else:
+            yield from super().export(f, known, now_ms)
+
+
+def _read_json_object(path: Path) -> dict | None:
+    """Return a JSON file's object, or None when it is missing or does not parse."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(OPENCODE_JSON_MAX + 1)
+    except OSError:
+        return None
+    if len(data) > OPENCODE_JSON_MAX:
+        return None
+    try:
+        obj = json.loads(data.decode("utf-8", "replace"))
+    except (ValueError, RecursionError):
+        return None
+    return scrub_surrogates(obj) if isinstance(obj, dict) else None
+
+
+def _opencode_legacy_lines(f: SourceFile, known: Mapping[str, str], now_ms: int) -> Iterator:
+    """Yield export tuples for one session of OpenCode's legacy JSON tree."""
+    storage = Path(f.meta["storage"])
+    session = _read_json_object(Path(f.path))
+    if session is None or not _str(session.get("id")):
+        return
+    sid = session["id"]
+    project = _read_json_object(storage / "project" / f"{_str(session.get('projectID')) or f.meta['project']}.json")
+    worktree = _str((project or {}).get("worktree"))
+    times = _dict(session.get("time"))
+    line = {"t": "session", "id": sid, "title": _str(session.get("title")),
+            "directory": _str(session.get("directory")) or (worktree if worktree != "/" else None),
+            "version": _str(session.get("version")), "parent": _str(session.get("parentID")),
+            "project": _str(session.get("projectID")), "created": _ts(times.get("created"))}
+    line = {k: v for k, v in line.items() if v is not None}
+    if known.get(f"session:{sid}") != _digest(line):
+        yield (f"session:{sid}", _digest(line), _line(line))
+    messages = []
+    for path in _files(storage / "message" / sid, ".json"):
+        m = _read_json_object(path)
+        if m is not None and _str(m.get("id")):
+            messages.append(m)
+    messages.sort(key=lambda m: (_ts(_dict(m.get("time")).get("created")) or 0, m["id"]))
+    for m in messages:
+        mid = m["id"]
+        parts = [p for p in (_read_json_object(path) for path in _files(storage / "part" / mid, ".json"))
+                 if p is not None and _str(p.get("id"))]
+        digest = _digest(_line(m), *(_line(p) for p in parts))
+        if known.get(f"msg:{mid}") == digest:
+            continue
+        data, parts = _opencode_legacy_message(m, parts)
+        rows = [{"id": p["id"]} for p in parts]
+        if not _zcode_finished(data, {}, rows, parts, {"time_updated": _ts(times.get("updated"))}, now_ms):
+            continue
+        out = {"t": "message", "id": mid, "session": sid, "cwd": line.get("directory"),
+               "row": {"time_created": _ts(_dict(m.get("time")).get("created"))}, "data": data,
+               "parts": [{"id": p["id"], "data": p} for p in parts]}
+        yield (f"msg:{mid}", digest, _line(out))
+
+
+def _opencode_legacy_message(m: dict, parts: list[dict]) -> tuple[dict, list[dict]]:
+    """Return a legacy message as (data with a role, its parts), inline parts included."""
+    data = dict(m)
+    kind = _str(m.get("type"))
+    if not _str(data.get("role")) and kind in ("user", "assistant", "system"):
+        data["role"] = kind
+    mid = m["id"]
+    inline = []
+    if _str(m.get("text")) and not parts:
+        inline.append({"id": f"{mid}:text", "type": "text", "text": m["text"]})
+    if kind == "shell":
+        data["role"] = "user"
+        inline.append({"id": f"{mid}:{_str(m.get('callID')) or 'shell'}", "type": "tool", "tool": "shell",
+                       "state": {"status": "completed", "input": {"command": m.get("command")},
+                                 "output": m.get("output")}})
+    elif kind in _OPENCODE_LEGACY_QUIET:
+        data["role"] = "meta"
+    for i, item in enumerate(_list(m.get("content"))):
+        if isinstance(item, dict):
+            part = {**item, "id": f"{mid}:{_str(item.get('id')) or i}"}
+            if part.get("type") == "tool" and "tool" not in part:
+                part["tool"] = item.get("name")
+            inline.append(part)
+    data.pop("content", None)
+    if inline:
+        data.pop("text", None)
+    return data, parts + inline
 
 
 ###############################################################################
@@ -3484,4 +3655,4 @@ class ClaudeMemory(Adapter):
 # Registry ####################################################################
 ###############################################################################
 
-ADAPTERS = {a.name: a for a in (ClaudeCode(), Codex(), Cursor(), ZCode(), Grok(), ClaudeMemory())}
+ADAPTERS = {a.name: a for a in (ClaudeCode(), Codex(), Cursor(), ZCode(), Grok(), ClaudeMemory(), OpenCode())}

@@ -107,7 +107,7 @@ __version__ = "0.1.0"
 
 #: The names of the agents in ``adapters.ADAPTERS`` (a test keeps them
 #: equal), so commands that read no logs never import the adapters.
-SOURCES = ("claude-code", "claude-memory", "codex", "cursor", "grok", "zcode")
+SOURCES = ("claude-code", "claude-memory", "codex", "cursor", "grok", "opencode", "zcode")
 #: Environment variable naming the data directory.
 ENV_HOME = "ORIGIN_HOME"
 #: Default data directory when ORIGIN_HOME is unset.
@@ -11642,6 +11642,31 @@ def _entry_for(target: AgentTarget, command: list[str], old: Any = None, reg_env
     return {**entry, "env": env} if env else entry
 
 
+def _standard_entry(target: AgentTarget, entry: Any) -> Any:
+    """Read an entry of OpenCode's shape (command as a list) as command, args and env."""
+    if target.entry != "command-list" or not isinstance(entry, dict) or not isinstance(entry.get("command"), list):
+        return entry
+    cmd = entry["command"]
+    out = {k: v for k, v in entry.items() if k not in ("type", "command", "environment")}
+    out.update(command=cmd[0] if cmd else None, args=cmd[1:])
+    if "environment" in entry:
+        out["env"] = entry["environment"]
+    if entry.get("type") not in (None, "local"):
+        out["type"] = entry["type"]  # a remote server is not ours to call current
+    return out
+
+
+def _agent_entry(target: AgentTarget, entry: dict) -> dict:
+    """Write a command, args and env entry in the agent's own shape."""
+    if target.entry != "command-list":
+        return entry
+    out = {"type": "local", "command": [entry["command"], *entry["args"]],
+           **{k: v for k, v in entry.items() if k not in ("type", "command", "args", "env")}}
+    if "env" in entry:
+        out["environment"] = entry["env"]
+    return out
+
+
 def _dict_or_empty(value: Any) -> dict:
     return value if isinstance(value, dict) else {}
 
@@ -11714,7 +11739,7 @@ def _parse_config(target: AgentTarget, text: str, path: Path) -> dict:
 def _our_entry(target: AgentTarget, data: dict, path: Path) -> Any:
     """Return Origin's entry in parsed configuration data, or None."""
     servers = _servers_of(data, target.keys, path, create=False)
-    return None if servers is None else servers.get(MCP_SERVER_NAME)
+    return None if servers is None else _standard_entry(target, servers.get(MCP_SERVER_NAME))
 
 
 def _plan_json(target: AgentTarget, text: str, data: dict, path: Path, command: list[str],
@@ -11722,7 +11747,8 @@ def _plan_json(target: AgentTarget, text: str, data: dict, path: Path, command: 
     """Return the file's new text with our entry set to command."""
     servers = _servers_of(data, target.keys, path, create=True)
     # Keep any keys the user added to our entry (env, timeouts), in place.
-    servers[MCP_SERVER_NAME] = _entry_for(target, command, servers.get(MCP_SERVER_NAME), reg_env)
+    old = _standard_entry(target, servers.get(MCP_SERVER_NAME))
+    servers[MCP_SERVER_NAME] = _agent_entry(target, _entry_for(target, command, old, reg_env))
     return json.dumps(data, indent=_json_indent(text), ensure_ascii=False) + "\n"
 
 

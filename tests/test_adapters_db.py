@@ -933,3 +933,89 @@ def test_rels_stay_unique_across_default_user_dirs(user_home):
     rels = sorted(f.rel for f in adapters.Cursor().discover({}, user_home))
     assert rels == [".config/Cursor/User/globalStorage/state.vscdb",
                     "Library/Application Support/Cursor/User/globalStorage/state.vscdb"]
+
+
+###############################################################################
+# OpenCode ####################################################################
+###############################################################################
+
+OPENCODE = Path(__file__).with_name("fixtures") / "opencode"
+OPENCODE_DB = OPENCODE / "lantern-sqlite" / "opencode.db"
+OPENCODE_LEGACY = OPENCODE / "lantern-legacy-json"
+OPENCODE_V2 = OPENCODE / "agent-sessions-v2"
+
+
+def opencode_files(*roots: Path) -> list[SourceFile]:
+    return list(adapters.OpenCode().discover({"ORIGIN_OPENCODE_HOME": ",".join(map(str, roots))}, Path("/nonexistent")))
+
+
+def test_opencode_database_sessions_messages_reasoning_and_tools():
+    (f,) = opencode_files(OPENCODE_DB.parent)
+    out, recs, infos, state = export_parse(adapters.OpenCode(), f)
+    conn = sqlite3.connect(f"file:{OPENCODE_DB}?mode=ro&immutable=1", uri=True)
+    sessions = dict(conn.execute("SELECT id, title FROM session"))
+    conn.close()
+    assert {i.session: i.title for i in infos} == sessions
+    assert all(i.cwd == "/work" and i.agent_version == "1.18.13" for i in infos)
+    assert state == {}  # nothing unknown
+    users = [r.text for r in recs if r.role == "user"]
+    assert users[0] == '"What does average_item_price do? One sentence."'
+    assert len(users) == 3
+    (call,) = [r for r in recs if r.kind == "tool_call"]
+    (result,) = [r for r in recs if r.kind == "tool_result"]
+    assert call.text.startswith("write ") and "average_item_price" in call.text and call.id.startswith("prt_")
+    assert result.text == "Wrote file successfully." and result.ts >= call.ts
+    thinking = [r for r in recs if r.kind == "message" and not r.indexed]
+    assert len(thinking) == 4 and all(t.role == "assistant" and t.model == "qwen3:0.6b" for t in thinking)
+    # The second read of an unchanged database exports nothing.
+    assert list(adapters.OpenCode().export(f, {k: d for k, d, _ in out}, NOW)) == []
+
+
+def test_opencode_database_is_left_untouched_and_channel_databases_are_found(tmp_path):
+    root = tmp_path / "opencode"
+    root.mkdir()
+    shutil.copyfile(OPENCODE_DB, root / "opencode.db")
+    shutil.copyfile(OPENCODE_DB, root / "opencode-beta.db")
+    (root / "other.db").write_bytes(b"")
+    before = listing(root)
+    files = opencode_files(root)
+    assert [f.rel for f in files] == ["opencode-beta.db", "opencode.db"]
+    for f in files:
+        assert list(adapters.OpenCode().export(f, {}, NOW))
+    assert listing(root) == before
+
+
+def test_opencode_legacy_tree_reads_every_message_shape():
+    files = {f.rel: f for f in opencode_files(OPENCODE_LEGACY)}
+    assert sorted(files) == ["storage/session/prj_infra/ses_02.json", "storage/session/prj_legacy/ses_03.json",
+                             "storage/session/prj_orders/ses_01.json"]
+    _, recs, infos, state = export_parse(adapters.OpenCode(), files["storage/session/prj_orders/ses_01.json"])
+    assert [(i.title, i.cwd) for i in infos] == [("Empty carts 500", "/home/demo/orders-api")]
+    texts = [(r.kind, r.role, r.text) for r in recs]
+    assert ("message", "user", "The orders endpoint 500s on empty carts") in texts
+    assert ("tool_call", "assistant", 'grep {"pattern":"def create_order"}') in texts
+    assert ("tool_result", "tool", "app/orders.py:42:def create_order(cart):") in texts
+    assert ("tool_call", "assistant", 'shell {"command":"pytest -k empty_cart"}') in texts  # a `!` command
+    assert not any("cut off" in r.text for r in recs)  # the half-written file waits
+    _, recs, _, state = export_parse(adapters.OpenCode(), files["storage/session/prj_infra/ses_02.json"])
+    assert [r.text for r in recs] == ["Why did the nightly deploy stall?", "The lock file was held by a cancelled job."]
+    assert state == {"unknown": 1}  # the part type no version knows is counted
+    _, recs, _, _ = export_parse(adapters.OpenCode(), files["storage/session/prj_legacy/ses_03.json"])
+    (call,) = [r for r in recs if r.kind == "tool_call"]
+    assert call.ts == 1784100001000  # the part's duration counter is no time
+
+
+def test_opencode_legacy_sub_agent_and_synthetic_text(tmp_path):
+    files = {f.rel: f for f in opencode_files(OPENCODE_V2)}
+    _, recs, infos, _ = export_parse(adapters.OpenCode(), files["storage/session/proj_test/ses_s_stage0_large.json"])
+    assert infos[0].cwd == "/tmp/large" and infos[0].agent_version == "1.3.17"
+    synthetic = next(r for r in recs if r.text == "Command failed with exit code 1.")
+    assert not synthetic.indexed
+    # A sub-agent session names its parent.
+    storage = tmp_path / "oc" / "storage"
+    shutil.copytree(OPENCODE_V2 / "storage", storage)
+    small = storage / "session" / "proj_test" / "ses_s_stage0_small.json"
+    small.write_text(json.dumps({**json.loads(small.read_text()), "parentID": "s_stage0_large"}))
+    f = next(f for f in opencode_files(tmp_path / "oc") if f.path == str(small))
+    _, _, infos, _ = export_parse(adapters.OpenCode(), f)
+    assert infos[0].parent == "s_stage0_large"

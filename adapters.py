@@ -3541,6 +3541,260 @@ def _opencode_legacy_message(m: dict, parts: list[dict]) -> tuple[dict, list[dic
 
 
 ###############################################################################
+# Gemini CLI ##################################################################
+###############################################################################
+
+#: Largest session document of Gemini CLI's first era read, in bytes.
+GEMINI_JSON_MAX = 64 << 20
+#: Gemini message types shown to the user as notices, not turns.
+_GEMINI_NOTICES = frozenset({"info", "error", "warning"})
+
+
+def _gemini_projects(root: Path) -> dict[str, str]:
+    """Return project folder name -> project path, from ``projects.json``.
+
+    The folder is the slug ``projects.json`` lists (Gemini CLI from February
+    2026) or, before, the SHA-256 of the path, so both names map to it.
+    """
+    data = _read_json_file(root / "projects.json")
+    out: dict[str, str] = {}
+    for path, slug in _dict(_dict(data).get("projects")).items():
+        if isinstance(path, str) and path:
+            out[hashlib.sha256(path.encode("utf-8", "surrogatepass")).hexdigest()] = path
+            if _str(slug):
+                out[slug] = path
+    return out
+
+
+def _gemini_root_of(folder: Path) -> str | None:
+    """Return the path in a project folder's ``.project_root``, if any."""
+    path = folder / ".project_root"
+    try:
+        if _is_file(path) and path.stat().st_size <= 65536:
+            return _str(path.read_text(encoding="utf-8", errors="replace").strip())
+    except OSError:
+        return None
+    return None
+
+
+class Gemini(Adapter):
+    """Read Gemini CLI's chats: ``~/.gemini/tmp/<project>/chats/``.
+
+    Two eras.  Until April 2026 a session is one JSON document,
+    ``session-<time>-<id>.json``: ``{sessionId, projectHash, startTime,
+    lastUpdated, messages, summary?, kind?}``, rewritten whole as the session
+    grows; it is read like a database (kind "db"): each export appends the
+    session's facts and every new or changed message as one line, so every
+    version is archived.  Since then a session is append-only JSONL,
+    ``session-….jsonl`` (sub-agents: ``chats/<parent id>/<id>.jsonl``): the
+    first line is the metadata, then message records, ``{"$set": {…}}``
+    (metadata, or a whole ``messages`` checkpoint) and ``{"$rewindTo": id}``
+    (what follows was undone in the agent; what Origin archived stays).
+    Fixtures: ``gemini/agentsview-json`` and ``gemini/agent-sessions``.
+
+    Messages: ``type`` user, gemini, or info/error/warning (notices, role
+    system); ``content`` a string or parts; ``thoughts`` become one hidden
+    reasoning event; ``toolCalls`` a call and, once it has one, its result.
+    Event ids are ``<session>:<message id>:<tag>:<hash of the text>``, the
+    same in both eras, so a session rewritten as JSONL when resumed, or a
+    message re-recorded with the same id, adds only what changed.  The
+    files hold no cwd: it comes from ``~/.gemini/projects.json`` or the
+    folder's ``.project_root``.  Gemini CLI deletes sessions after 30 days
+    by default; Origin keeps them.
+    """
+
+    name = "gemini"
+    display = "Gemini CLI"
+    env_vars = ("ORIGIN_GEMINI_HOME",)
+    mcp = McpConfig("json", ("mcpServers",),
+                    lambda env, home: [d / "settings.json" for d in env_dirs(env, "ORIGIN_GEMINI_HOME",
+                                                                             [home / ".gemini"])],
+                    ("gemini",))
+
+    def roots(self, env: Mapping[str, str], home: Path) -> list[Path]:
+        """Return ``ORIGIN_GEMINI_HOME`` (comma list), else ``~/.gemini``."""
+        return env_dirs(env, "ORIGIN_GEMINI_HOME", [home / ".gemini"])
+
+    def discover(self, env: Mapping[str, str], home: Path) -> Iterator[SourceFile]:
+        """Yield every session file of every project folder under ``tmp/``."""
+        for prefix, root in _labelled(self.roots(env, home), home):
+            tmp = root / "tmp"
+            if not _is_dir(tmp):
+                continue
+            projects = _gemini_projects(root)
+            for folder in _subdirs(tmp):
+                chats = folder / "chats"
+                if not _is_dir(chats):
+                    continue
+                cwd = projects.get(folder.name) or _gemini_root_of(folder)
+                meta = {"cwd": cwd} if cwd else {"project": folder.name if len(folder.name) < 64 else None}
+                meta = {k: v for k, v in meta.items() if v}
+                for path in _files(chats, ".json"):
+                    yield SourceFile(str(path), _rel(prefix, root, path), kind="db", meta=meta)
+                for path in _files(chats, ".jsonl"):
+                    yield SourceFile(str(path), _rel(prefix, root, path), meta=meta)
+                for sub in _subdirs(chats):  # a sub-agent's session, in its parent's folder
+                    for path in _files(sub, ".jsonl"):
+                        yield SourceFile(str(path), _rel(prefix, root, path), meta={**meta, "parent": sub.name})
+
+    def export(self, f: SourceFile, known: Mapping[str, str], now_ms: int) -> Iterator[tuple[str, str, str]]:
+        """Yield (key, hash, line) for the session's facts and changed messages."""
+        try:
+            with open(f.path, "rb") as fh:
+                data = fh.read(GEMINI_JSON_MAX + 1)
+            mtime = int(os.stat(f.path).st_mtime * 1000)
+        except OSError as e:
+            raise UnreadableSource(f"cannot read {f.path}: {e.strerror}") from None
+        if len(data) > GEMINI_JSON_MAX:
+            raise UnreadableSource(f"{f.path} is larger than {GEMINI_JSON_MAX >> 20} MB; it was not read")
+        try:
+            doc = json.loads(data.decode("utf-8", "replace"))
+        except (ValueError, RecursionError):
+            return  # caught mid-rewrite: read again at the next sync
+        if not isinstance(doc, dict) or not _str(doc.get("sessionId")):
+            return
+        doc = scrub_surrogates(doc)
+        sid = doc["sessionId"]
+        facts = {"t": "session", **{k: v for k, v in doc.items() if k != "messages"}}
+        if known.get("session") != _digest(facts):
+            yield ("session", _digest(facts), _line(facts))
+        messages = [m for m in _list(doc.get("messages")) if isinstance(m, dict) and _str(m.get("id"))]
+        for i, m in enumerate(messages):
+            if i == len(messages) - 1 and not _settled(mtime, now_ms):
+                break  # the newest message may still gain its tool results
+            key = f"msg:{m['id']}"
+            if known.get(key) != _digest(m):
+                yield (key, _digest(m), _line({"t": "message", "session": sid, "message": m}))
+
+    @_guarded
+    def parse(self, line: str, ctx: Context) -> list:
+        """Return the events and session facts of one line (exported or JSONL).
+
+        The state holds a JSONL session's id, once its first line named it,
+        and whether its first prompt already titled it.
+        """
+        if not line.strip():
+            return []
+        obj = _load_object(line)
+        if ctx.file.kind == "db":
+            if obj.get("t") == "session" and _str(obj.get("sessionId")):
+                return _gemini_session(obj, ctx)
+            if obj.get("t") == "message" and _str(obj.get("session")) and isinstance(obj.get("message"), dict):
+                return _gemini_message(obj["session"], obj["message"], ctx)
+            return _unknown(ctx)
+        if "$rewindTo" in obj:
+            return []  # undone in the agent; what was archived stays (Invariant 3)
+        if isinstance(obj.get("$set"), dict):
+            sid = _str(ctx.state.get("session"))
+            if not sid:
+                raise ParseError("a $set record before the session's first line")
+            update = obj["$set"]
+            out = _gemini_session({**update, "sessionId": sid}, ctx) if "summary" in update else []
+            for m in _list(update.get("messages")):
+                if isinstance(m, dict) and _str(m.get("id")):
+                    out += _gemini_message(sid, m, ctx)
+            return out
+        if _str(obj.get("sessionId")) and "type" not in obj:
+            ctx.state["session"] = obj["sessionId"]
+            return _gemini_session(obj, ctx)
+        sid = _str(ctx.state.get("session"))
+        if _str(obj.get("id")) and _str(obj.get("type")):
+            if not sid:
+                raise ParseError("a message before the session's first line")
+            return _gemini_message(sid, obj, ctx)
+        return _unknown(ctx)
+
+
+def _gemini_session(obj: dict, ctx: Context) -> list:
+    """Return the SessionInfo of a session's metadata (or an update of it)."""
+    sid = obj["sessionId"]
+    summary = _title_of(obj.get("summary"), RANK_SUMMARY)
+    title, rank = summary or (None, 0)
+    if title is None and not ctx.file.meta.get("cwd") and not any(
+            k in obj for k in ("startTime", "projectHash", "kind")):
+        return []
+    return [SessionInfo(sid, title=title, title_rank=rank, cwd=_str(ctx.file.meta.get("cwd")),
+                        parent=_str(ctx.file.meta.get("parent")))]
+
+
+def _gemini_text(value: Any) -> str:
+    """Return a message's content (a string or Gemini parts) as text."""
+    if isinstance(value, list):
+        return "\n".join(t for t in (_gemini_text(v) for v in value) if t)
+    if isinstance(value, dict):
+        if isinstance(value.get("text"), str):
+            return "" if value.get("thought") else value["text"]
+        if isinstance(value.get("functionResponse"), dict):
+            return _gemini_result(value["functionResponse"].get("response"))
+        return "[image]" if "inlineData" in value else ""
+    return value if isinstance(value, str) else ""
+
+
+def _gemini_result(response: Any) -> str:
+    """Return a function response's text: its output, else its error, else the JSON."""
+    response = _unjson(response)
+    if isinstance(response, dict):
+        for key in ("output", "error", "llmContent"):
+            if response.get(key) not in (None, ""):
+                return _plain(response[key])
+    return _plain(response)
+
+
+def _gemini_message(sid: str, m: dict, ctx: Context) -> list:
+    """Return the events of one Gemini CLI message record."""
+    mid, kind = m["id"], _str(m.get("type"))
+    ts = _ts(m.get("timestamp"))
+    common = dict(session=sid, cwd=_str(ctx.file.meta.get("cwd")), project=_str(ctx.file.meta.get("project")))
+    base = f"{sid}:{mid}"
+    out: list = []
+    if kind == "user":
+        shown = m.get("displayContent")
+        text = shown if isinstance(shown, str) and shown.strip() else _gemini_text(m.get("content"))
+        if text.strip():
+            out.append(Record(id=f"{base}:m:{short_hash(text, n=8)}", kind="message", role="user", text=text,
+                              ts=ts, **common))
+            title = _title_of(text, RANK_PROMPT)
+            if title and not ctx.state.get("titled"):
+                ctx.state["titled"] = True
+                out.append(SessionInfo(sid, title=title[0], title_rank=RANK_PROMPT, cwd=common["cwd"]))
+        return out
+    if kind in _GEMINI_NOTICES:
+        text = _gemini_text(m.get("content"))
+        return [Record(id=f"{base}:n:{short_hash(text, n=8)}", kind="message", role="system", text=text, ts=ts,
+                       **common)] if text.strip() else []
+    if kind != "gemini":
+        return _unknown(ctx)
+    model = _str(m.get("model"))
+    thoughts = [t for t in _list(m.get("thoughts")) if isinstance(t, dict)]
+    thinking = "\n".join(": ".join(x for x in (_str(t.get("subject")), _str(t.get("description"))) if x)
+                         for t in thoughts).strip()
+    if thinking:
+        out.append(Record(id=f"{base}:k:{short_hash(thinking, n=8)}", kind="message", role="assistant",
+                          text=thinking, ts=_ts(thoughts[0].get("timestamp")) or ts, indexed=False, model=model,
+                          **common))
+    for i, call in enumerate(_list(m.get("toolCalls"))):
+        if not isinstance(call, dict):
+            continue
+        cid = _str(call.get("id")) or str(i)
+        when = _ts(call.get("timestamp")) or ts
+        text = _tool_call_text(call.get("name"), call.get("args"))
+        out.append(Record(id=f"{base}:c:{cid}:{short_hash(text, n=8)}", kind="tool_call", role="assistant",
+                          text=text, ts=when, model=model, **common))
+        result = call.get("result")
+        if result not in (None, [], "") or call.get("status") in ("error", "cancelled"):
+            body = _gemini_text(result) if result not in (None, [], "") else ""
+            body = body or _plain(call.get("resultDisplay")) or _str(call.get("status")) or ""
+            body = truncate(body, TOOL_RESULT_MAX)
+            out.append(Record(id=f"{base}:r:{cid}:{short_hash(body, n=8)}", kind="tool_result", role="tool",
+                              text=body, ts=when, model=model, **common))
+    text = _gemini_text(m.get("content"))
+    if text.strip():
+        out.append(Record(id=f"{base}:m:{short_hash(text, n=8)}", kind="message", role="assistant", text=text,
+                          ts=ts, model=model, **common))
+    return out
+
+
+###############################################################################
 # Native memory notes #########################################################
 ###############################################################################
 
@@ -3655,4 +3909,4 @@ class ClaudeMemory(Adapter):
 # Registry ####################################################################
 ###############################################################################
 
-ADAPTERS = {a.name: a for a in (ClaudeCode(), Codex(), Cursor(), ZCode(), Grok(), ClaudeMemory(), OpenCode())}
+ADAPTERS = {a.name: a for a in (ClaudeCode(), Codex(), Cursor(), ZCode(), Grok(), ClaudeMemory(), OpenCode(), Gemini())}

@@ -107,7 +107,7 @@ __version__ = "0.1.0"
 
 #: The names of the agents in ``adapters.ADAPTERS`` (a test keeps them
 #: equal), so commands that read no logs never import the adapters.
-SOURCES = ("claude-code", "claude-memory", "codex", "cursor", "grok", "opencode", "zcode")
+SOURCES = ("claude-code", "claude-memory", "codex", "cursor", "gemini", "grok", "opencode", "zcode")
 #: Environment variable naming the data directory.
 ENV_HOME = "ORIGIN_HOME"
 #: Default data directory when ORIGIN_HOME is unset.

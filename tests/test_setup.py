@@ -42,6 +42,7 @@ model = "gpt-5-mini"
 """
 OPENCODE = {"$schema": "https://opencode.ai/config.json", "theme": "system",
             "mcp": {"docs": {"type": "local", "command": ["docs-mcp", "--stdio"], "enabled": True}}}
+GEMINI = {"general": {"sessionRetention": {"enabled": False}}, "mcpServers": {"docs": {"command": "docs-mcp"}}}
 GROK = """\
 [models]
 default = "grok-build"
@@ -62,6 +63,7 @@ def agents(user_home) -> dict[str, Path]:
         "grok": user_home / ".grok" / "config.toml",
         "zcode": user_home / ".zcode" / "cli" / "config.json",
         "opencode": user_home / ".config" / "opencode" / "opencode.json",
+        "gemini": user_home / ".gemini" / "settings.json",
     }
     for f in files.values():
         f.parent.mkdir(parents=True, exist_ok=True)
@@ -69,6 +71,7 @@ def agents(user_home) -> dict[str, Path]:
     files["cursor"].write_text(json.dumps(CURSOR, indent=4))
     files["zcode"].write_text(json.dumps(ZCODE, indent=2))
     files["opencode"].write_text(json.dumps(OPENCODE, indent=2))
+    files["gemini"].write_text(json.dumps(GEMINI, indent=2))
     files["codex"].write_text(CODEX)
     files["grok"].write_text(GROK)
     os.chmod(files["zcode"], 0o600)

@@ -96,10 +96,24 @@ def _opencode(home: Path) -> dict:
     return {"ORIGIN_OPENCODE_HOME": f"{root},{home / 'oc-v2'}"}
 
 
+def _gemini(home: Path) -> None:
+    chats = home / ".gemini" / "tmp" / "gemini-demo" / "chats"
+    chats.mkdir(parents=True)
+    (home / ".gemini" / "projects.json").write_text(json.dumps({"projects": {"/home/dev/gemini-demo": "gemini-demo"}}))
+    for f in sorted((FIXTURES / "gemini" / "agentsview-json").glob("*.json")):
+        shutil.copy(f, chats / f"session-2024-01-01T10-00-{f.stem}.json")
+    shutil.copy(FIXTURES / "gemini" / "agent-sessions" / "small.json", chats / "session-2026-01-16T18-34-3739ef95.json")
+    shutil.copy(FIXTURES / "gemini" / "agent-sessions" / "jsonl_v040.jsonl",
+                chats / "session-2026-04-29T21-39-gemini_s.jsonl")
+    day_ago = time.time() - 86400
+    for f in chats.glob("*.json"):  # sessions finished a day ago: their newest message is final
+        os.utime(f, (day_ago, day_ago))
+
+
 #: Each function lays one agent's fixtures out under a HOME and returns the
 #: environment variables that point the agent's discovery at them, if any.
 LAYOUTS = {"claude-code": _claude, "codex": _codex, "cursor": _cursor, "zcode": _zcode, "grok": _grok,
-           "claude-memory": _claude_memory, "opencode": _opencode}
+           "claude-memory": _claude_memory, "opencode": _opencode, "gemini": _gemini}
 
 
 @pytest.fixture

@@ -3795,6 +3795,210 @@ def _gemini_message(sid: str, m: dict, ctx: Context) -> list:
 
 
 ###############################################################################
+# Goose #######################################################################
+###############################################################################
+
+#: Goose content parts that carry nothing to index.
+_GOOSE_QUIET_PARTS = frozenset({"redactedThinking", "toolConfirmationRequest", "frontendToolRequest",
+                                "systemNotification", "conversationCompacted", "summarizationRequested",
+                                "contextLengthExceeded", "actionRequired"})
+#: Session columns read, when the table has them.
+_GOOSE_SESSION_COLUMNS = ("id", "name", "description", "user_set_name", "session_type", "working_dir",
+                          "created_at", "updated_at", "parent_session_id", "model_config_json")
+
+
+def _goose_dirs(env: Mapping[str, str], home: Path) -> list[Path]:
+    """Return Goose's data folders: ``$GOOSE_PATH_ROOT/data``, else ``~/.local/share/goose``."""
+    if env.get("GOOSE_PATH_ROOT"):
+        return [Path(os.path.expanduser(env["GOOSE_PATH_ROOT"])) / "data"]
+    return [home / ".local" / "share" / "goose"]
+
+
+class Goose(Adapter):
+    """Read Goose's sessions: ``~/.local/share/goose/sessions/``.
+
+    Since Goose 1.20 they live in ``sessions.db`` (kind "db"; schema 15 in
+    Goose 1.45, fixture ``goose/lantern``): ``sessions`` (``name``,
+    ``working_dir``, ``parent_session_id``, the model) and ``messages``
+    (``role``, ``content_json``, ``created_timestamp`` in seconds,
+    ``metadata_json``); other tables and columns are tolerated.  Before, one
+    JSONL file per session (fixture ``goose/deja-vu-legacy``): a metadata
+    line (``working_dir``, ``description``), then ``{role, created,
+    content}`` lines.
+
+    Parts: ``text`` a message, ``thinking`` one hidden reasoning event (Goose
+    may store streamed reasoning one token per part: the parts are joined),
+    ``toolRequest`` a tool call, ``toolResponse`` (in a user message) its
+    result; bookkeeping parts are skipped, other types counted as unknown.
+    Event ids are ``<session>:<message id>:<tag>:<hash of the text>`` (tools:
+    ``<session>:<tool call id>:c`` and ``:r``), so Goose rewriting a
+    conversation (compaction re-inserts its rows) adds only what is new.
+    The newest message of a session is exported once the session has been
+    quiet for a minute.
+    """
+
+    name = "goose"
+    display = "Goose"
+    env_vars = ("ORIGIN_GOOSE_HOME",)
+    # Goose keeps extensions in YAML, which Origin does not rewrite:
+    # setup prints the lines to add.
+    mcp = McpConfig("yaml", ("extensions",),
+                    lambda env, home: [(Path(os.path.expanduser(env["GOOSE_PATH_ROOT"])) / "config"
+                                        if env.get("GOOSE_PATH_ROOT") else home / ".config" / "goose") / "config.yaml"],
+                    ("goose",))
+
+    def roots(self, env: Mapping[str, str], home: Path) -> list[Path]:
+        """Return ``ORIGIN_GOOSE_HOME`` (comma list), else Goose's data folder."""
+        return env_dirs(env, "ORIGIN_GOOSE_HOME", _goose_dirs(env, home))
+
+    def discover(self, env: Mapping[str, str], home: Path) -> Iterator[SourceFile]:
+        """Yield each root's ``sessions/sessions.db`` and legacy ``sessions/*.jsonl``."""
+        for prefix, root in _labelled(self.roots(env, home), home):
+            sessions = root / "sessions"
+            if not _is_dir(sessions):
+                continue
+            db = sessions / "sessions.db"
+            if _is_file(db):
+                yield SourceFile(str(db), _rel(prefix, root, db), kind="db")
+            for path in _files(sessions, ".jsonl"):
+                yield SourceFile(str(path), _rel(prefix, root, path), meta={"session": path.name[:-len(".jsonl")]})
+
+    def export(self, f: SourceFile, known: Mapping[str, str], now_ms: int) -> Iterator[tuple[str, str, str]]:
+        """Yield (key, hash, line) for changed sessions and finished messages."""
+        yield from iter_agent_db(f.path, lambda conn: _goose_lines(conn, known, now_ms))
+
+    @_guarded
+    def parse(self, line: str, ctx: Context) -> list:
+        """Return the events and session facts of one line (exported or legacy JSONL)."""
+        if not line.strip():
+            return []
+        obj = _load_object(line)
+        if ctx.file.kind == "db":
+            if obj.get("t") == "session" and _str(obj.get("id")):
+                return [_goose_session(obj["id"], obj)]
+            if obj.get("t") == "message" and _str(obj.get("session")):
+                return _goose_events(obj["session"], obj, ctx)
+            if obj.get("t") == "unreadable":
+                raise ParseError(f"row {obj.get('key')} could not be exported: {obj.get('reason')}")
+            return _unknown(ctx)
+        if "role" not in obj and "content" not in obj:  # the metadata line
+            sid = _str(obj.get("id")) or _str(ctx.file.meta.get("session"))
+            if not sid:
+                raise ParseError("a metadata line without a session id")
+            ctx.state["session"] = sid
+            ctx.state["cwd"] = _str(obj.get("working_dir"))
+            return [_goose_session(sid, {**obj, "name": obj.get("description")})]
+        sid = _str(ctx.state.get("session")) or _str(ctx.file.meta.get("session"))
+        if not sid:
+            raise ParseError("a message before the session's metadata")
+        return _goose_events(sid, {**obj, "cwd": ctx.state.get("cwd")}, ctx)
+
+
+def _goose_session(sid: str, obj: dict) -> SessionInfo:
+    """Return the SessionInfo of a session row or a legacy metadata line."""
+    manual = bool(obj.get("user_set_name"))
+    title = _title_of(obj.get("name"), RANK_MANUAL if manual else RANK_GENERATED) or \
+        _title_of(obj.get("description"), RANK_GENERATED)
+    model = _str(_dict(_unjson(obj.get("model_config_json"))).get("model_name"))
+    return SessionInfo(sid, title=title[0] if title else None, title_rank=title[1] if title else 0,
+                       cwd=_str(obj.get("working_dir")), model=model, parent=_str(obj.get("parent_session_id")))
+
+
+def _goose_lines(conn: sqlite3.Connection, known: Mapping[str, str], now_ms: int) -> Iterator:
+    """Yield export tuples for the sessions and messages of Goose's ``sessions.db``."""
+    tables = _tables(conn)
+    if "sessions" not in tables:
+        return
+    cols = [c for c in _GOOSE_SESSION_COLUMNS if c in _columns(conn, "sessions")]
+    if "id" not in cols:
+        return
+    sessions = {}
+    for r in conn.execute(f"SELECT {', '.join(cols)} FROM sessions ORDER BY id"):
+        row = {c: _scalar(v) for c, v in zip(cols, r)}
+        sessions[row["id"]] = row
+        line = {"t": "session", **{k: v for k, v in row.items() if v not in (None, "")}}
+        if known.get(f"session:{row['id']}") != _digest(line):
+            yield (f"session:{row['id']}", _digest(line), _line(line))
+    mcols = _columns(conn, "messages") if "messages" in tables else []
+    if not {"id", "session_id", "content_json"} <= set(mcols):
+        return
+    last = dict(conn.execute("SELECT session_id, max(id) FROM messages GROUP BY session_id"))
+    for r in conn.execute("SELECT * FROM messages ORDER BY id"):
+        m = {k: _scalar(v) for k, v in zip(mcols, r)}
+        key = f"msg:{m['id']}"
+        digest = _digest(*(f"{k}\x00{_as_str(v)}" for k, v in sorted(m.items())))
+        if known.get(key) == digest:
+            continue
+        session = sessions.get(m["session_id"], {})
+        if m["id"] == last.get(m["session_id"]) and not _settled(
+                max(filter(None, (_ts(m.get("created_timestamp")), _ts(session.get("updated_at")))), default=None),
+                now_ms):
+            continue  # the newest message of a live session may still be replaced
+        content = _loads(m.get("content_json"))
+        if not isinstance(content, list):
+            reason = "content_json is not a JSON list"
+            yield (key, _digest(reason), _line({"t": "unreadable", "key": key, "reason": reason}))
+            continue
+        line = {"t": "message", "session": m["session_id"], "id": _str(m.get("message_id")) or str(m["id"]),
+                "role": m.get("role"), "created": m.get("created_timestamp"), "content": content,
+                "metadata": _loads(m.get("metadata_json")), "cwd": session.get("working_dir")}
+        yield (key, digest, _line({k: v for k, v in line.items() if v is not None}))
+
+
+def _goose_events(sid: str, m: dict, ctx: Context) -> list:
+    """Return the events of one Goose message (a row's export or a legacy line)."""
+    role = m.get("role")
+    if role not in ("user", "assistant"):
+        return _unknown(ctx)
+    ts = _ts(m.get("created"))
+    visible = _dict(m.get("metadata")).get("userVisible", True) is not False
+    common = dict(session=sid, cwd=_str(m.get("cwd")))
+    base = f"{sid}:{_str(m.get('id')) or ts}"
+    out: list = []
+    thinking = []
+    for part in _list(m.get("content")):
+        if not isinstance(part, dict):
+            _unknown(ctx)
+            continue
+        kind = part.get("type")
+        if kind == "thinking":
+            thinking.append(_str(part.get("thinking")) or "")
+        elif kind == "text":
+            text = _str(part.get("text")) or ""
+            if text.strip():
+                out.append(Record(id=f"{base}:m:{short_hash(text, n=8)}", kind="message", role=role, text=text,
+                                  ts=ts, indexed=visible, **common))
+        elif kind == "toolRequest":
+            call = _dict(part.get("toolCall"))
+            value = _dict(call.get("value"))
+            text = (_tool_call_text(value.get("name"), value.get("arguments")) if value
+                    else f"tool call failed: {_plain(call.get('error'))}")
+            tid = _str(part.get("id")) or short_hash(text, n=8)
+            out.append(Record(id=f"{sid}:{tid}:c", kind="tool_call", role="assistant", text=text, ts=ts,
+                              indexed=visible, **common))
+        elif kind == "toolResponse":
+            result = _dict(part.get("toolResult"))
+            if result.get("status") == "error" or "error" in result:
+                text = f"error: {_plain(result.get('error'))}"
+            else:
+                value = result.get("value")
+                text = _plain(value.get("content") if isinstance(value, dict) else value)
+            text = truncate(text, TOOL_RESULT_MAX)
+            tid = _str(part.get("id")) or short_hash(text, n=8)
+            out.append(Record(id=f"{sid}:{tid}:r", kind="tool_result", role="tool", text=text, ts=ts,
+                              indexed=visible, **common))
+        elif kind == "image":
+            continue
+        elif kind not in _GOOSE_QUIET_PARTS:
+            _unknown(ctx)
+    reasoning = "".join(thinking).strip()
+    if reasoning:
+        out.insert(0, Record(id=f"{base}:k:{short_hash(reasoning, n=8)}", kind="message", role="assistant",
+                             text=reasoning, ts=ts, indexed=False, **common))
+    return out
+
+
+###############################################################################
 # Native memory notes #########################################################
 ###############################################################################
 
@@ -3909,4 +4113,4 @@ class ClaudeMemory(Adapter):
 # Registry ####################################################################
 ###############################################################################
 
-ADAPTERS = {a.name: a for a in (ClaudeCode(), Codex(), Cursor(), ZCode(), Grok(), ClaudeMemory(), OpenCode(), Gemini())}
+ADAPTERS = {a.name: a for a in (ClaudeCode(), Codex(), Cursor(), ZCode(), Grok(), ClaudeMemory(), OpenCode(), Gemini(), Goose())}

@@ -107,7 +107,7 @@ __version__ = "0.1.0"
 
 #: The names of the agents in ``adapters.ADAPTERS`` (a test keeps them
 #: equal), so commands that read no logs never import the adapters.
-SOURCES = ("claude-code", "claude-memory", "codex", "cursor", "gemini", "grok", "opencode", "zcode")
+SOURCES = ("claude-code", "claude-memory", "codex", "cursor", "gemini", "goose", "grok", "opencode", "zcode")
 #: Environment variable naming the data directory.
 ENV_HOME = "ORIGIN_HOME"
 #: Default data directory when ORIGIN_HOME is unset.
@@ -11892,6 +11892,12 @@ def _plan_file(target: AgentTarget, path: Path, command: list[str], reg_env: dic
         text = "" if raw is None else raw.decode("utf-8")
     except UnicodeDecodeError:
         raise _refuse(path, "it is not UTF-8 text") from None
+    if target.fmt == "yaml":
+        # Origin does not rewrite YAML (comments, anchors and layout would not
+        # survive a round trip): the lines to add are shown instead.
+        current = _yaml_registration(text, command, reg_env)[1]
+        return {"status": "unchanged" if current else "add by hand", "raw": raw, "new": None,
+                "lines": None if current else _yaml_lines(target, command, reg_env)}
     data = _parse_config(target, text, path)
     old = _our_entry(target, data, path)
     if _is_current(old, command, reg_env):
@@ -11899,6 +11905,26 @@ def _plan_file(target: AgentTarget, path: Path, command: list[str], reg_env: dic
     plan = _plan_json if target.fmt == "json" else _plan_toml
     status = "created" if raw is None else "updated" if old is not None else "added"
     return {"status": status, "raw": raw, "new": plan(target, text, data, path, command, reg_env)}
+
+
+def _yaml_lines(target: AgentTarget, command: list[str], reg_env: dict) -> str:
+    """Return the YAML that registers Origin, for a person to add (JSON strings are YAML)."""
+    def q(value: Any) -> str:
+        return json.dumps(value, ensure_ascii=False)
+
+    return (f"{target.keys[0]}:\n  {MCP_SERVER_NAME}:\n    name: {MCP_SERVER_NAME}\n    type: stdio\n"
+            f"    cmd: {q(command[0])}\n    args: {q(command[1:])}\n    envs: {q(reg_env)}\n"
+            "    enabled: true\n    timeout: 300\n")
+
+
+def _yaml_registration(text: str, command: list[str], reg_env: dict) -> tuple[bool, bool]:
+    """Tell whether a YAML file has an ``origin`` entry, and whether it starts this Origin on this store."""
+    registered = re.search(rf"^[ \t]+{MCP_SERVER_NAME}:[ \t]*$", text, re.M) is not None
+    cmd = json.dumps(command[0], ensure_ascii=False)
+    # Read without a YAML parser: the command, and the store, must be the ones this setup would write.
+    current = registered and (f"cmd: {cmd}" in text or f"cmd: {command[0]}\n" in text) and (
+        all(v in text for v in reg_env.values()) if reg_env else ENV_HOME not in text)
+    return registered, current
 
 
 def plan_setup(env: dict, home: Path, command: list[str], agents: list[str] | None = None) -> list[dict]:
@@ -11988,7 +12014,7 @@ def setup_agents(env: dict, home: Path, command: list[str], *, dry_run: bool = F
                     why = e if isinstance(e, Conflict) else f"{p['config']}: it cannot be written ({e.strerror})"
                     p.update(status="refused", error=str(why))
         report.append({k: v for k, v in p.items() if v is not None})
-    changed = sum(1 for p in report if p["status"] not in ("unchanged", "not installed", "refused"))
+    changed = sum(1 for p in report if p["status"] not in ("unchanged", "not installed", "refused", "add by hand"))
     refused = sum(1 for p in report if p["status"] == "refused")
     return {"command": command, "env": registered_env(env, home), "dry_run": dry_run, "changed": changed,
             "refused": refused, "agents": report}
@@ -12023,7 +12049,19 @@ def connected_agents(env: dict, home: Path, command: list[str] | None = None) ->
             try:
                 if not path.exists():
                     continue
-                data = _parse_config(target, path.read_text(encoding="utf-8"), path)
+                text = path.read_text(encoding="utf-8")
+                if target.fmt == "yaml":
+                    registered, current = _yaml_registration(text, command, reg_env)
+                    if registered:
+                        info["registered"] = True
+                        if current:
+                            info["state"] = "connected"
+                        elif info["state"] != "connected":
+                            info.update(state="stale", stale=f"{path}: its origin entry does not start this "
+                                                              "Origin on this store; run `origin setup --dry-run` "
+                                                              "for the lines to put there")
+                    continue
+                data = _parse_config(target, text, path)
                 entry = _our_entry(target, data, path)
             except (OriginError, OSError, UnicodeDecodeError) as e:
                 info["error"] = str(e)
@@ -13057,12 +13095,20 @@ def cmd_setup(args) -> int:
             print(f"  {'':12} note: {a['note']}")
         if a.get("diff"):
             print("".join(f"  {'':12} | {d}" for d in a["diff"].splitlines(keepends=True)), end="")
+        if a.get("lines"):
+            print(f"  {'':12} Origin does not rewrite YAML; add these lines to {a['config']}"
+                  " (the entry under an existing extensions: key):")
+            print("".join(f"  {'':12} | {d}" for d in a["lines"].splitlines(keepends=True)), end="")
     for a in result["agents"]:
         if a["status"] == "refused":
             print(f"origin: {a['error']}", file=sys.stderr)
+    manual = [a["agent"] for a in result["agents"] if a["status"] == "add by hand"]
+    if manual:
+        print(f"add the lines shown above by hand for {', '.join(manual)}; "
+              "`origin status` shows the agent connected once they are in")
     if not any(a["status"] != "not installed" for a in result["agents"]):
-        print("no supported agent found (Claude Code, Codex, Cursor, Grok Build, ZCode)")
-    elif not result["changed"] and not result["refused"]:
+        print("no supported agent found: " + ", ".join(adapters.ADAPTERS[a].display for a in agent_targets()))
+    elif not result["changed"] and not result["refused"] and not manual:
         print("nothing to change: Origin is already registered with every installed agent")
     elif result["changed"] and not args.dry_run:
         print("restart running agents so they start Origin")

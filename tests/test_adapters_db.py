@@ -1019,3 +1019,96 @@ def test_opencode_legacy_sub_agent_and_synthetic_text(tmp_path):
     f = next(f for f in opencode_files(tmp_path / "oc") if f.path == str(small))
     _, _, infos, _ = export_parse(adapters.OpenCode(), f)
     assert infos[0].parent == "s_stage0_large"
+
+
+###############################################################################
+# Goose #######################################################################
+###############################################################################
+
+GOOSE = Path(__file__).with_name("fixtures") / "goose"
+GOOSE_DB = GOOSE / "lantern" / "sessions.db"
+GOOSE_LEGACY = GOOSE / "deja-vu-legacy" / "20250724_1.jsonl"
+
+
+@pytest.fixture
+def goose_root(tmp_path) -> Path:
+    root = tmp_path / "goose"
+    (root / "sessions").mkdir(parents=True)
+    shutil.copyfile(GOOSE_DB, root / "sessions" / "sessions.db")
+    shutil.copyfile(GOOSE_LEGACY, root / "sessions" / GOOSE_LEGACY.name)
+    return root
+
+
+def goose_files(root: Path) -> dict[str, SourceFile]:
+    return {f.rel: f for f in adapters.Goose().discover({"ORIGIN_GOOSE_HOME": str(root)}, Path("/nonexistent"))}
+
+
+def test_goose_discovers_the_database_and_the_legacy_sessions(goose_root, tmp_path):
+    files = goose_files(goose_root)
+    assert sorted(files) == ["sessions/20250724_1.jsonl", "sessions/sessions.db"]
+    assert files["sessions/sessions.db"].kind == "db" and files["sessions/20250724_1.jsonl"].kind == "log"
+    home = tmp_path / "home"
+    (home / ".local" / "share" / "goose" / "sessions").mkdir(parents=True)
+    shutil.copyfile(GOOSE_DB, home / ".local" / "share" / "goose" / "sessions" / "sessions.db")
+    assert [f.rel for f in adapters.Goose().discover({}, home)] == ["sessions/sessions.db"]
+    assert [f.rel for f in adapters.Goose().discover({"GOOSE_PATH_ROOT": str(tmp_path / "gp")}, home)] == []
+
+
+def test_goose_database_sessions_messages_joined_reasoning_and_tools(goose_root):
+    before = listing(goose_root / "sessions")
+    out, recs, infos, state = export_parse(adapters.Goose(), goose_files(goose_root)["sessions/sessions.db"])
+    assert listing(goose_root / "sessions") == before  # read from a snapshot, nothing written beside it
+    assert state == {}
+    assert [(i.session, i.title, i.cwd, i.model) for i in infos] == [
+        ("20260805_1", "What does average_item_price do?", "/work", "qwen3:0.6b"),
+        ("20260805_2", "Division by Zero on Empty Cart", "/work", "qwen3:0.6b"),
+        ("20260805_3", "Cart Empty Average Price", "/work", "qwen3:0.6b"),
+        ("20260805_4", "Read file with absolute path", "/work", "qwen3:0.6b")]
+    conn = sqlite3.connect(f"file:{GOOSE_DB}?mode=ro&immutable=1", uri=True)
+    rows = conn.execute("SELECT count(*) FROM messages").fetchone()[0]
+    conn.close()
+    assert len([k for k, _, _ in out if k.startswith("msg:")]) == rows == 22
+    first = next(r for r in recs if r.kind == "message" and not r.indexed)
+    assert first.text.startswith("Okay, the user is asking what average_item_price does.")  # one part per token, joined
+    calls = [r for r in recs if r.kind == "tool_call"]
+    results = [r for r in recs if r.kind == "tool_result"]
+    assert len(calls) == len(results) == 8
+    assert {c.id[:-2] for c in calls} == {r.id[:-2] for r in results}  # each result joins its call
+    assert results[0].text.startswith("error: -32002: Tool 'average_item_price' not found")
+    assert [r.text for r in recs if r.role == "user"][0] == "What does average_item_price do? One sentence."
+    assert all(r.ts and r.cwd == "/work" for r in recs)
+    assert list(adapters.Goose().export(goose_files(goose_root)["sessions/sessions.db"],
+                                        {k: d for k, d, _ in out}, NOW)) == []
+
+
+def test_goose_newest_message_of_a_live_session_waits(goose_root):
+    f = goose_files(goose_root)["sessions/sessions.db"]
+    updated = 1785965633000  # the last session's updated_at, 2026-08-05 21:33:53 UTC
+    keys = [k for k, _, _ in adapters.Goose().export(f, {}, updated + 1000)]
+    assert "msg:22" not in keys and "msg:21" in keys
+    keys = [k for k, _, _ in adapters.Goose().export(f, {}, updated + adapters.DB_QUIET_MS)]
+    assert "msg:22" in keys
+
+
+def test_goose_rewritten_conversation_adds_only_what_is_new(goose_root):
+    f = goose_files(goose_root)["sessions/sessions.db"]
+    out, recs, _, _ = export_parse(adapters.Goose(), f)
+    ids = {r.id for r in recs}
+    # Compaction replaces a session's rows: the same messages come back under new row ids.
+    conn = sqlite3.connect(goose_root / "sessions" / "sessions.db")
+    conn.execute("INSERT INTO messages (message_id, session_id, role, content_json, created_timestamp, metadata_json) "
+                 "SELECT message_id, session_id, role, content_json, created_timestamp, metadata_json FROM messages "
+                 "WHERE session_id = '20260805_1'")
+    conn.execute("DELETE FROM messages WHERE session_id = '20260805_1' AND id <= 4")
+    conn.commit()
+    conn.close()
+    again, recs2, _, _ = export_parse(adapters.Goose(), f, {k: d for k, d, _ in out})
+    assert len(again) == 4 and {r.id for r in recs2} <= ids
+
+
+def test_goose_legacy_jsonl_session(goose_root):
+    recs, infos, state = parse_log(adapters.Goose(), goose_files(goose_root)["sessions/20250724_1.jsonl"], flush=False)
+    assert [(i.session, i.title, i.cwd) for i in infos] == [("20250724_1", "Synthetic Goose session", "/workspace/demo")]
+    assert [(r.role, r.text, r.ts) for r in recs] == [("user", "Say hello", 1784278801000),
+                                                      ("assistant", "Hello from Goose!", 1784278802000)]
+    assert all(r.cwd == "/workspace/demo" for r in recs)

@@ -101,7 +101,12 @@ def servers(agent: str, data: dict) -> dict:
 def statuses(out: str) -> list[str]:
     """Return the status column of setup's report, one per agent line."""
     rows = [line.split() for line in out.splitlines() if line.startswith("  ")]
-    return [row[1] for row in rows if row[0] in origin.agent_targets()]
+    return [row[1] for row in rows if row[0] in origin.agent_targets() and row[1] != "not"]
+
+
+def installed(res: dict) -> dict:
+    """Return agent -> status for the agents setup found installed."""
+    return {a["agent"]: a["status"] for a in res["agents"] if a["status"] != "not installed"}
 
 
 def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
@@ -116,14 +121,14 @@ def test_dry_run_writes_nothing(agents, user_home):
     before = snapshot(user_home)
     res = origin.setup_agents(env_of(user_home), user_home, COMMAND, dry_run=True)
     assert snapshot(user_home) == before
-    assert {a["agent"]: a["status"] for a in res["agents"]} == dict.fromkeys(agents, "would be added")
+    assert installed(res) == dict.fromkeys(agents, "would be added")
     assert res["changed"] == len(agents)
 
 
 def test_setup_adds_only_origin_and_keeps_everything_else(agents, user_home):
     before = {name: (f.read_bytes(), parsed(f)) for name, f in agents.items()}
     res = origin.setup_agents(env_of(user_home), user_home, COMMAND)
-    assert {a["agent"]: a["status"] for a in res["agents"]} == dict.fromkeys(agents, "added")
+    assert installed(res) == dict.fromkeys(agents, "added")
     for name, f in agents.items():
         raw, data = before[name]
         after = parsed(f)
@@ -164,7 +169,7 @@ def test_one_unparsable_config_refuses_only_that_file(agents, user_home, capsys,
     before = snapshot(user_home)
     code, out, err = run_cli(capsys, "setup", "--dry-run")
     assert code == origin.AgentConfigError.exit_code
-    order = list(origin.agent_targets())
+    order = [n for n in origin.agent_targets() if n in agents]
     assert statuses(out) == ["refused" if n == "cursor" else "would" for n in order]  # "would be added"
     assert "mcp.json: it is not valid JSON" in err and "1 configuration file(s) refused" in err
     assert snapshot(user_home) == before
@@ -186,7 +191,7 @@ def test_dry_run_shows_the_exact_text_it_would_write(agents, user_home, capsys, 
     before = {name: f.read_text() for name, f in agents.items()}
     code, res, _ = run_cli(capsys, "setup", "--dry-run", "--json")
     assert code == 0
-    diffs = {a["agent"]: a["diff"] for a in json.loads(res)["agents"]}
+    diffs = {a["agent"]: a["diff"] for a in json.loads(res)["agents"] if "diff" in a}
     code, out, _ = run_cli(capsys, "setup", "--dry-run")
     assert diffs["codex"].splitlines()[0] in out  # the text output shows the same diff
     run_cli(capsys, "setup")
@@ -319,7 +324,8 @@ def test_status_reports_a_registration_that_no_longer_works_as_stale(agents, use
     command = origin.origin_command(dict(os.environ))
     origin.setup_agents(dict(os.environ), user_home, command)
     code, st = cli("status", "--json")
-    assert code == 0 and {n: a["state"] for n, a in st["agents"].items()} == dict.fromkeys(agents, "connected")
+    assert code == 0 and {n: a["state"] for n, a in st["agents"].items() if a["installed"]} == dict.fromkeys(
+        agents, "connected")
 
     def edit(name, **changes):
         data = json.loads(agents[name].read_text())
@@ -334,7 +340,7 @@ def test_status_reports_a_registration_that_no_longer_works_as_stale(agents, use
     edit("cursor", command=str(other), args=["mcp"])
     edit("zcode", env={"ORIGIN_HOME": str(tmp_path / "another-store")})
     code, st = cli("status", "--json")
-    state = {n: a["state"] for n, a in st["agents"].items()}
+    state = {n: a["state"] for n, a in st["agents"].items() if a["installed"]}
     assert state == {**dict.fromkeys(agents, "connected"), "claude-code": "stale", "cursor": "stale", "zcode": "stale"}
     assert "no longer exists" in st["agents"]["claude-code"]["stale"]
     assert "not this Origin" in st["agents"]["cursor"]["stale"]
@@ -422,3 +428,39 @@ def test_a_quoted_table_header_and_crlf_line_ends_are_understood(agents, user_ho
     assert res["agents"][0]["status"] == "updated"
     assert agents["codex"].read_bytes().decode() == old.replace(
         'args = ["mcp"]\r\ncommand = "/old/origin"', f'command = "{COMMAND[0]}"\r\nargs = ["mcp"]')
+
+
+GOOSE = """\
+# Goose settings
+GOOSE_PROVIDER: ollama
+extensions:
+  developer:
+    enabled: true
+    type: builtin
+"""
+
+
+def test_goose_yaml_is_never_rewritten_and_setup_prints_the_lines_to_add(user_home, capsys, monkeypatch, tmp_path):
+    config = user_home / ".config" / "goose" / "config.yaml"
+    config.parent.mkdir(parents=True)
+    config.write_text(GOOSE)
+    monkeypatch.setenv("PATH", "")
+    env = {**env_of(user_home), "ORIGIN_HOME": str(tmp_path / "store")}
+    res = origin.setup_agents(env, user_home, COMMAND)
+    (goose,) = [a for a in res["agents"] if a["agent"] == "goose"]
+    assert goose["status"] == "add by hand" and res["changed"] == 0 and res["refused"] == 0
+    assert config.read_text() == GOOSE and not list(config.parent.glob("*.origin-backup-*"))
+    lines = goose["lines"]
+    assert lines.startswith("extensions:\n  origin:\n") and f'cmd: "{COMMAND[0]}"' in lines and 'args: ["mcp"]' in lines
+    assert f'"ORIGIN_HOME": "{tmp_path / "store"}"' in lines
+    assert origin.connected_agents(env, user_home, COMMAND)["goose"]["state"] == "not connected"
+    # Once a person adds them, setup and status see the registration.
+    config.write_text(GOOSE + lines.split("\n", 1)[1])
+    again = origin.setup_agents(env, user_home, COMMAND)
+    assert [a["status"] for a in again["agents"] if a["agent"] == "goose"] == ["unchanged"]
+    assert origin.connected_agents(env, user_home, COMMAND)["goose"]["state"] == "connected"
+    assert origin.connected_agents(env_of(user_home), user_home, COMMAND)["goose"]["state"] == "stale"
+    config.write_text(GOOSE)
+    code, out, _ = run_cli(capsys, "setup", "--agent", "goose")
+    assert code == 0 and "add by hand" in out and "    cmd: " in out and "nothing to change" not in out
+    assert config.read_text() == GOOSE

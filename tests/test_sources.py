@@ -110,10 +110,17 @@ def _gemini(home: Path) -> None:
         os.utime(f, (day_ago, day_ago))
 
 
+def _goose(home: Path) -> None:
+    sessions = home / ".local" / "share" / "goose" / "sessions"
+    sessions.mkdir(parents=True)
+    shutil.copy(FIXTURES / "goose" / "lantern" / "sessions.db", sessions / "sessions.db")
+    shutil.copy(FIXTURES / "goose" / "deja-vu-legacy" / "20250724_1.jsonl", sessions / "20250724_1.jsonl")
+
+
 #: Each function lays one agent's fixtures out under a HOME and returns the
 #: environment variables that point the agent's discovery at them, if any.
 LAYOUTS = {"claude-code": _claude, "codex": _codex, "cursor": _cursor, "zcode": _zcode, "grok": _grok,
-           "claude-memory": _claude_memory, "opencode": _opencode, "gemini": _gemini}
+           "claude-memory": _claude_memory, "opencode": _opencode, "gemini": _gemini, "goose": _goose}
 
 
 @pytest.fixture

@@ -107,7 +107,7 @@ __version__ = "0.1.0"
 
 #: The names of the agents in ``adapters.ADAPTERS`` (a test keeps them
 #: equal), so commands that read no logs never import the adapters.
-SOURCES = ("claude-code", "claude-memory", "codex", "cursor", "grok", "zcode")
+SOURCES = ("claude-code", "claude-memory", "codex", "cursor", "gemini", "goose", "grok", "opencode", "zcode")
 #: Environment variable naming the data directory.
 ENV_HOME = "ORIGIN_HOME"
 #: Default data directory when ORIGIN_HOME is unset.
@@ -5845,8 +5845,10 @@ RELAXED_RANK_ROWS = 10_000
 #: Newest events a CJK word of two characters is looked for in, by LIKE
 #: (the trigram index holds no shorter terms).
 RELAXED_SCAN_ROWS = 10_000
-#: The agents' names as people say them.
-AGENT_WORDS = {"claude": "claude-code", "codex": "codex", "cursor": "cursor", "grok": "grok", "zcode": "zcode"}
+#: The agents' names as people say them: each name, and "claude" for
+#: claude-code (a name's first part when the rest is "code" or "cli").
+AGENT_WORDS = {**{n.rsplit("-", 1)[0]: n for n in SOURCES if n.endswith(("-code", "-cli"))},
+               **{n: n for n in SOURCES}}
 
 
 def _cjk_concepts(segment: str) -> list[str]:
@@ -5868,7 +5870,7 @@ def metadata_words(store: Store) -> dict[str, tuple[tuple[str, str], ...]]:
     names: dict[str, list] = {}
     for project, _cwd in _project_candidates(store.conn):
         names.setdefault(project.casefold(), []).append(("project", project))
-    for word, source in [*AGENT_WORDS.items(), *((s, s) for s in SOURCES)]:
+    for word, source in AGENT_WORDS.items():
         names.setdefault(word, []).append(("source", source))
     for (branch,) in store.conn.execute("SELECT DISTINCT branch FROM session WHERE branch IS NOT NULL"):
         if len(branch) >= 3:
@@ -11691,6 +11693,7 @@ class AgentTarget:
     programs: tuple[str, ...]
     stdio_type: bool = False
     note: str | None = None
+    entry: str = "command"  # "command" (command, args, env) or "command-list" (OpenCode's shape)
 
     def installed(self, env: dict, home: Path) -> bool:
         """Tell whether the agent is on this machine (its data or its program)."""
@@ -11698,30 +11701,11 @@ class AgentTarget:
                 or any(shutil.which(p, path=env.get("PATH", "")) for p in self.programs))
 
 
-AGENT_TARGETS = {t.name: t for t in (
-    # Claude Code keeps user-scope servers in .claude.json beside (not in)
-    # its config dir: ~/.claude.json, or $CLAUDE_CONFIG_DIR/.claude.json.
-    AgentTarget("claude-code", "json", ("mcpServers",),
-                lambda env, home: [d / ".claude.json" for d in adapters.env_dirs(env, "CLAUDE_CONFIG_DIR", [home])],
-                lambda env, home: adapters.env_dirs(env, "CLAUDE_CONFIG_DIR", [home / ".claude"]),
-                ("claude",), stdio_type=True),
-    AgentTarget("codex", "toml", ("mcp_servers",),
-                lambda env, home: [d / "config.toml" for d in adapters.env_dirs(env, "CODEX_HOME", [home / ".codex"])],
-                lambda env, home: adapters.env_dirs(env, "CODEX_HOME", [home / ".codex"]), ("codex",)),
-    AgentTarget("cursor", "json", ("mcpServers",),
-                lambda env, home: [home / ".cursor" / "mcp.json"],
-                lambda env, home: [home / ".cursor"], ("cursor", "cursor-agent")),
-    # Grok Build documents [mcp_servers.<name>] in $GROK_HOME/config.toml.
-    AgentTarget("grok", "toml", ("mcp_servers",),
-                lambda env, home: [d / "config.toml" for d in adapters.env_dirs(env, "GROK_HOME", [home / ".grok"])],
-                lambda env, home: adapters.env_dirs(env, "GROK_HOME", [home / ".grok"]), ("grok",)),
-    # ZCode publishes no reference for this file; its CLI (0.16) was seen to
-    # read servers from "mcp" -> "servers" in ~/.zcode/cli/config.json.
-    AgentTarget("zcode", "json", ("mcp", "servers"),
-                lambda env, home: [home / ".zcode" / "cli" / "config.json"],
-                lambda env, home: [home / ".zcode"], ("zcode",), stdio_type=True,
-                note="ZCode does not document this file; the mcp.servers key was observed on its CLI 0.16"),
-)}
+def agent_targets() -> dict[str, AgentTarget]:
+    """Return the agents that read an MCP configuration, from the adapters' table."""
+    return {name: AgentTarget(name, m.fmt, m.keys, m.files, m.homes or a.roots, m.programs, m.stdio_type,
+                              m.note, m.entry)
+            for name, a in adapters.ADAPTERS.items() if (m := a.mcp) is not None}
 
 
 def origin_command(env: dict | None = None) -> list[str]:
@@ -11754,12 +11738,13 @@ def _is_origin_script(path: Path) -> bool:
         return False
 
 
-#: Variables a registration carries when setup ran with them pointing
-#: somewhere other than their default: the store, and the agents' folders.
-#: Agents start `origin mcp` with their own environment, so without them the
-#: server would read another store (or look for logs elsewhere).
-REGISTERED_VARS = (ENV_HOME, "CLAUDE_CONFIG_DIR", "CODEX_HOME", "GROK_HOME", "ORIGIN_CURSOR_USER_DIR",
-                   "ORIGIN_CURSOR_HOME", "ORIGIN_ZCODE_HOME")
+# Variables a registration carries when setup ran with them pointing
+# somewhere other than their default: the store, and the agents' folders.
+# Agents start `origin mcp` with their own environment, so without them the
+# server would read another store (or look for logs elsewhere).
+def registered_vars() -> tuple[str, ...]:
+    """Return ORIGIN_HOME and every agent-folder variable of the adapters' table."""
+    return (ENV_HOME, *dict.fromkeys(v for a in adapters.ADAPTERS.values() for v in a.env_vars))
 
 
 def registered_env(env: dict, home: Path) -> dict[str, str]:
@@ -11775,7 +11760,7 @@ def registered_env(env: dict, home: Path) -> dict[str, str]:
         if store != (home / ".origin").absolute():
             out[ENV_HOME] = str(store)
     roots = looked_in(env, home)
-    for var in REGISTERED_VARS[1:]:
+    for var in registered_vars()[1:]:
         if env.get(var) and looked_in({k: v for k, v in env.items() if k != var}, home) != roots:
             out[var] = ",".join(str(p.absolute()) for p in adapters.env_dirs(env, var, []))
     return out
@@ -11789,7 +11774,7 @@ def _entry_for(target: AgentTarget, command: list[str], old: Any = None, reg_env
     """
     old, reg_env = (old if isinstance(old, dict) else {}), reg_env or {}
     env = {k: reg_env.get(k, v) for k, v in _dict_or_empty(old.get("env")).items()
-           if k not in REGISTERED_VARS or k in reg_env}
+           if k not in registered_vars() or k in reg_env}
     env.update({k: v for k, v in reg_env.items() if k not in env})
     entry = {**old, "command": command[0], "args": command[1:]}
     if target.stdio_type:
@@ -11798,12 +11783,37 @@ def _entry_for(target: AgentTarget, command: list[str], old: Any = None, reg_env
     return {**entry, "env": env} if env else entry
 
 
+def _standard_entry(target: AgentTarget, entry: Any) -> Any:
+    """Read an entry of OpenCode's shape (command as a list) as command, args and env."""
+    if target.entry != "command-list" or not isinstance(entry, dict) or not isinstance(entry.get("command"), list):
+        return entry
+    cmd = entry["command"]
+    out = {k: v for k, v in entry.items() if k not in ("type", "command", "environment")}
+    out.update(command=cmd[0] if cmd else None, args=cmd[1:])
+    if "environment" in entry:
+        out["env"] = entry["environment"]
+    if entry.get("type") not in (None, "local"):
+        out["type"] = entry["type"]  # a remote server is not ours to call current
+    return out
+
+
+def _agent_entry(target: AgentTarget, entry: dict) -> dict:
+    """Write a command, args and env entry in the agent's own shape."""
+    if target.entry != "command-list":
+        return entry
+    out = {"type": "local", "command": [entry["command"], *entry["args"]],
+           **{k: v for k, v in entry.items() if k not in ("type", "command", "args", "env")}}
+    if "env" in entry:
+        out["environment"] = entry["env"]
+    return out
+
+
 def _dict_or_empty(value: Any) -> dict:
     return value if isinstance(value, dict) else {}
 
 
 def _managed_env(entry: dict) -> dict:
-    return {k: v for k, v in _dict_or_empty(entry.get("env")).items() if k in REGISTERED_VARS}
+    return {k: v for k, v in _dict_or_empty(entry.get("env")).items() if k in registered_vars()}
 
 
 def _is_current(entry: Any, command: list[str], reg_env: dict | None = None) -> bool:
@@ -11870,7 +11880,7 @@ def _parse_config(target: AgentTarget, text: str, path: Path) -> dict:
 def _our_entry(target: AgentTarget, data: dict, path: Path) -> Any:
     """Return Origin's entry in parsed configuration data, or None."""
     servers = _servers_of(data, target.keys, path, create=False)
-    return None if servers is None else servers.get(MCP_SERVER_NAME)
+    return None if servers is None else _standard_entry(target, servers.get(MCP_SERVER_NAME))
 
 
 def _plan_json(target: AgentTarget, text: str, data: dict, path: Path, command: list[str],
@@ -11878,7 +11888,8 @@ def _plan_json(target: AgentTarget, text: str, data: dict, path: Path, command: 
     """Return the file's new text with our entry set to command."""
     servers = _servers_of(data, target.keys, path, create=True)
     # Keep any keys the user added to our entry (env, timeouts), in place.
-    servers[MCP_SERVER_NAME] = _entry_for(target, command, servers.get(MCP_SERVER_NAME), reg_env)
+    old = _standard_entry(target, servers.get(MCP_SERVER_NAME))
+    servers[MCP_SERVER_NAME] = _agent_entry(target, _entry_for(target, command, old, reg_env))
     return json.dumps(data, indent=_json_indent(text), ensure_ascii=False) + "\n"
 
 
@@ -12022,6 +12033,12 @@ def _plan_file(target: AgentTarget, path: Path, command: list[str], reg_env: dic
         text = "" if raw is None else raw.decode("utf-8")
     except UnicodeDecodeError:
         raise _refuse(path, "it is not UTF-8 text") from None
+    if target.fmt == "yaml":
+        # Origin does not rewrite YAML (comments, anchors and layout would not
+        # survive a round trip): the lines to add are shown instead.
+        current = _yaml_registration(text, command, reg_env)[1]
+        return {"status": "unchanged" if current else "add by hand", "raw": raw, "new": None,
+                "lines": None if current else _yaml_lines(target, command, reg_env)}
     data = _parse_config(target, text, path)
     old = _our_entry(target, data, path)
     if _is_current(old, command, reg_env):
@@ -12029,6 +12046,26 @@ def _plan_file(target: AgentTarget, path: Path, command: list[str], reg_env: dic
     plan = _plan_json if target.fmt == "json" else _plan_toml
     status = "created" if raw is None else "updated" if old is not None else "added"
     return {"status": status, "raw": raw, "new": plan(target, text, data, path, command, reg_env)}
+
+
+def _yaml_lines(target: AgentTarget, command: list[str], reg_env: dict) -> str:
+    """Return the YAML that registers Origin, for a person to add (JSON strings are YAML)."""
+    def q(value: Any) -> str:
+        return json.dumps(value, ensure_ascii=False)
+
+    return (f"{target.keys[0]}:\n  {MCP_SERVER_NAME}:\n    name: {MCP_SERVER_NAME}\n    type: stdio\n"
+            f"    cmd: {q(command[0])}\n    args: {q(command[1:])}\n    envs: {q(reg_env)}\n"
+            "    enabled: true\n    timeout: 300\n")
+
+
+def _yaml_registration(text: str, command: list[str], reg_env: dict) -> tuple[bool, bool]:
+    """Tell whether a YAML file has an ``origin`` entry, and whether it starts this Origin on this store."""
+    registered = re.search(rf"^[ \t]+{MCP_SERVER_NAME}:[ \t]*$", text, re.M) is not None
+    cmd = json.dumps(command[0], ensure_ascii=False)
+    # Read without a YAML parser: the command, and the store, must be the ones this setup would write.
+    current = registered and (f"cmd: {cmd}" in text or f"cmd: {command[0]}\n" in text) and (
+        all(v in text for v in reg_env.values()) if reg_env else ENV_HOME not in text)
+    return registered, current
 
 
 def plan_setup(env: dict, home: Path, command: list[str], agents: list[str] | None = None) -> list[dict]:
@@ -12039,7 +12076,7 @@ def plan_setup(env: dict, home: Path, command: list[str], agents: list[str] | No
     """
     plans = []
     reg_env = registered_env(env, home)
-    for name, target in AGENT_TARGETS.items():
+    for name, target in agent_targets().items():
         if agents and name not in agents:
             continue
         if not target.installed(env, home):
@@ -12118,7 +12155,7 @@ def setup_agents(env: dict, home: Path, command: list[str], *, dry_run: bool = F
                     why = e if isinstance(e, Conflict) else f"{p['config']}: it cannot be written ({e.strerror})"
                     p.update(status="refused", error=str(why))
         report.append({k: v for k, v in p.items() if v is not None})
-    changed = sum(1 for p in report if p["status"] not in ("unchanged", "not installed", "refused"))
+    changed = sum(1 for p in report if p["status"] not in ("unchanged", "not installed", "refused", "add by hand"))
     refused = sum(1 for p in report if p["status"] == "refused")
     return {"command": command, "env": registered_env(env, home), "dry_run": dry_run, "changed": changed,
             "refused": refused, "agents": report}
@@ -12146,14 +12183,26 @@ def connected_agents(env: dict, home: Path, command: list[str] | None = None) ->
     command = origin_command(env) if command is None else command
     reg_env = registered_env(env, home)
     out = {}
-    for name, target in AGENT_TARGETS.items():
+    for name, target in agent_targets().items():
         info: dict = {"installed": target.installed(env, home), "registered": False,
                       "configs": [str(p) for p in target.configs(env, home)], "state": "not connected"}
         for path in target.configs(env, home):
             try:
                 if not path.exists():
                     continue
-                data = _parse_config(target, path.read_text(encoding="utf-8"), path)
+                text = path.read_text(encoding="utf-8")
+                if target.fmt == "yaml":
+                    registered, current = _yaml_registration(text, command, reg_env)
+                    if registered:
+                        info["registered"] = True
+                        if current:
+                            info["state"] = "connected"
+                        elif info["state"] != "connected":
+                            info.update(state="stale", stale=f"{path}: its origin entry does not start this "
+                                                              "Origin on this store; run `origin setup --dry-run` "
+                                                              "for the lines to put there")
+                    continue
+                data = _parse_config(target, text, path)
                 entry = _our_entry(target, data, path)
             except (OriginError, OSError, UnicodeDecodeError) as e:
                 info["error"] = str(e)
@@ -12303,8 +12352,7 @@ def cmd_sync(args) -> int:
         print("no agent logs found; looked in:")
         for name, dirs in looked_in().items():
             print(f"  {name:12} {', '.join(dirs) or '-'}")
-        print("point Origin elsewhere with CLAUDE_CONFIG_DIR, CODEX_HOME, GROK_HOME, "
-              "ORIGIN_CURSOR_USER_DIR, ORIGIN_CURSOR_HOME, ORIGIN_ZCODE_HOME (or HOME)")
+        print(f"point Origin elsewhere with {', '.join(registered_vars()[1:])} (or HOME)")
     return 0
 
 
@@ -13187,13 +13235,12 @@ def cmd_mcp(args) -> int:
 def cmd_setup(args) -> int:
     """Register `origin mcp` with every installed agent, then sync.
 
-    Claude Code (~/.claude.json), Codex ($CODEX_HOME/config.toml), Cursor
-    (~/.cursor/mcp.json), Grok Build ($GROK_HOME/config.toml) and ZCode
-    (~/.zcode/cli/config.json) get an "origin" server entry; nothing else in
-    those files changes.  Each changed file is first copied to
+    Each installed agent that reads an MCP configuration (the list is in
+    `origin path`) gets an "origin" server entry in its file; nothing else
+    in those files changes.  Each changed file is first copied to
     <file>.origin-backup-<time>, and a file that cannot be parsed is left
-    alone.  Running it again changes nothing.  ZCode does not document its
-    file: Origin writes the mcp.servers key its CLI 0.16 was seen to read.
+    alone.  A format Origin does not edit (YAML) is not written: the lines
+    to add are printed.  Running it again changes nothing.
 
     Example: origin setup --dry-run
     """
@@ -13218,12 +13265,20 @@ def cmd_setup(args) -> int:
             print(f"  {'':12} note: {a['note']}")
         if a.get("diff"):
             print("".join(f"  {'':12} | {d}" for d in a["diff"].splitlines(keepends=True)), end="")
+        if a.get("lines"):
+            print(f"  {'':12} Origin does not rewrite YAML; add these lines to {a['config']}"
+                  " (the entry under an existing extensions: key):")
+            print("".join(f"  {'':12} | {d}" for d in a["lines"].splitlines(keepends=True)), end="")
     for a in result["agents"]:
         if a["status"] == "refused":
             print(f"origin: {a['error']}", file=sys.stderr)
+    manual = [a["agent"] for a in result["agents"] if a["status"] == "add by hand"]
+    if manual:
+        print(f"add the lines shown above by hand for {', '.join(manual)}; "
+              "`origin status` shows the agent connected once they are in")
     if not any(a["status"] != "not installed" for a in result["agents"]):
-        print("no supported agent found (Claude Code, Codex, Cursor, Grok Build, ZCode)")
-    elif not result["changed"] and not result["refused"]:
+        print("no supported agent found: " + ", ".join(adapters.ADAPTERS[a].display for a in agent_targets()))
+    elif not result["changed"] and not result["refused"] and not manual:
         print("nothing to change: Origin is already registered with every installed agent")
     elif result["changed"] and not args.dry_run:
         print("restart running agents so they start Origin")
@@ -13240,7 +13295,7 @@ def add_mcp_commands(sub, command, add_json) -> None:
     command("mcp", cmd_mcp, "serve the archive to an agent over MCP (stdio)")
     sp = command("setup", cmd_setup, "register `origin mcp` with the installed agents")
     sp.add_argument("--dry-run", action="store_true", help="show what would change; write nothing")
-    sp.add_argument("--agent", action="append", choices=sorted(AGENT_TARGETS),
+    sp.add_argument("--agent", action="append", choices=sorted(agent_targets()),
                     help="only this agent (repeatable)")
     add_json(sp)
 

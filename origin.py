@@ -1254,6 +1254,15 @@ CREATE TABLE IF NOT EXISTS session (
     PRIMARY KEY (source, id)
 );
 CREATE INDEX IF NOT EXISTS session_last_ts ON session (last_ts);
+-- The events a session's generated titles sum up, when the agent names one
+-- (a Claude summary's leafUuid, often in another session's file).
+CREATE TABLE IF NOT EXISTS session_title_source (
+    source TEXT NOT NULL,
+    session TEXT NOT NULL,
+    event_id TEXT NOT NULL,
+    PRIMARY KEY (source, session, event_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS session_title_source_event ON session_title_source (event_id);
 -- Covering indexes of the per-agent counts (status, the hub's overview):
 -- read without touching the rows, which carry titles and paths.
 CREATE INDEX IF NOT EXISTS session_source_events ON session (source, events);
@@ -1427,7 +1436,7 @@ TABLES = (
     "raw_file", "parse_error", "export_state", "event", "session", "sync_log",
     "entry", "entry_source", "entry_fts", "tombstone", "forgotten_entry", "excluded_event",
     "tombstone_fingerprint", "api_token", "setting", "admin_session", "audit_log", "purged_line", "purged_hash",
-    "purge_scan", "raw_meta", "flush_point", "token_device", "login_failure",
+    "purge_scan", "raw_meta", "flush_point", "token_device", "login_failure", "session_title_source",
 )
 
 
@@ -2042,6 +2051,13 @@ def apply_tombstone_records(conn: sqlite3.Connection, recs: list[dict]) -> list[
     for seq, text in _present(conn, "SELECT seq, text FROM entry WHERE id IN (SELECT value FROM json_each(?))",
                               unindex):
         conn.execute("INSERT INTO entry_fts (entry_fts, rowid, text) VALUES ('delete', ?, ?)", (seq, text))
+    for source, sessions in list(touched.items()):
+        # Sessions titled by a summary of these conversations (Invariant 2).
+        for r in conn.execute(
+                "SELECT DISTINCT t.source, t.session FROM session_title_source t JOIN event a ON a.id = t.event_id "
+                "WHERE a.source = ? AND a.session IN (SELECT value FROM json_each(?))",
+                (source, json.dumps(sorted(sessions)))).fetchall():
+            touched.setdefault(r[0], set()).add(r[1])
     for source, sessions in touched.items():
         refresh_sessions(conn, source, sessions)
     return out
@@ -2214,6 +2230,16 @@ def _title_kept(conn: sqlite3.Connection, source: str, sid: str, title: str | No
         "AND EXISTS (SELECT 1 FROM excluded_event x WHERE x.event_id = e.id)", (sid, source))]
     if gone and rank < adapters.RANK_MANUAL:
         return False
+    # A generated title that sums up a conversation elsewhere (a Claude
+    # summary at the top of a continued session's file) goes when a message
+    # of that conversation is forgotten.
+    if rank < adapters.RANK_MANUAL and conn.execute(
+            "SELECT 1 FROM session_title_source t WHERE t.source = ? AND t.session = ? AND ("
+            "EXISTS (SELECT 1 FROM excluded_event x WHERE x.event_id = t.event_id) OR EXISTS ("
+            "SELECT 1 FROM event a JOIN event m ON m.session = a.session AND m.source = a.source "
+            "AND m.kind = 'message' JOIN excluded_event x ON x.event_id = m.id WHERE a.id = t.event_id)) LIMIT 1",
+            (source, sid)).fetchone():
+        return False
     core = normalise_text(title).rstrip(" .…:;,!?-")
     for text in gone:
         norm = normalise_text(text)
@@ -2254,6 +2280,9 @@ def refresh_sessions(conn: sqlite3.Connection, source: str, sessions: Iterable[s
         cur = conn.execute("SELECT * FROM session WHERE source = ? AND id = ?", (source, sid)).fetchone()
         d = dict(cur) if cur else {"source": source, "id": sid}
         info = infos.get(sid, {})
+        if info.get("about"):
+            conn.executemany("INSERT OR IGNORE INTO session_title_source (source, session, event_id) VALUES (?, ?, ?)",
+                             [(source, sid, f"{source}:{a}") for a in sorted(info["about"])])
         if info.get("title") and (d.get("title") is None or info["title_rank"] >= (d.get("title_rank") or 0)):
             d["title"], d["title_rank"] = info["title"], info["title_rank"]
         for k in ("agent_version", "parent"):
@@ -3587,6 +3616,8 @@ class _EventWriter:
             rank = si.title_rank
             if d.get("title") is None or rank >= d.get("title_rank", -1):
                 d["title"], d["title_rank"] = mask_secrets(adapters.clean_text(si.title.strip()[:300])), rank
+            if si.about:
+                d.setdefault("about", set()).add(adapters.clean_text(si.about))
         for k in ("cwd", "branch", "model", "agent_version", "parent"):
             v = getattr(si, k)
             if v:

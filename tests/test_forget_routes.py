@@ -603,3 +603,38 @@ def test_the_mcp_forget_tool_takes_sessions_and_same_text(store, cursor):
     session = store.conn.execute("SELECT session FROM event WHERE id = ?", (copies[1],)).fetchone()[0]
     gone = origin.mcp_forget(store, origin.check_tool_args(tool, {"id": f"cursor:{session}"}), "test-agent")
     assert gone["kind"] == "session" and session not in titles(store)
+
+
+def test_invariant_2_a_summary_in_another_sessions_file_goes_with_the_conversation_it_sums_up(
+        store, user_home, cli, origin_home):
+    # Claude writes a continued conversation's summary at the top of the new
+    # session's file, its leafUuid pointing into the earlier session.
+    first = ClaudeLog(user_home, session="sess-first")
+    first.user("u-1", "Plan the osprey migration of the ledger database.")
+    secret = first.assistant("a-2", "The osprey migration runs on Sunday with the replica promoted first.")
+    first.write()
+    later = ClaudeLog(user_home, session="sess-later")
+    later.user("u-3", "Carry on from yesterday.")
+    later.assistant("a-4", "Picking up where we stopped.")
+    later.records.insert(0, {"type": "summary", "summary": "Osprey ledger migration plan", "leafUuid": "a-2"})
+    later.write()
+    origin.sync(store)
+    assert titles(store)["sess-later"] == "Osprey ledger migration plan"
+    origin.forget(store, secret)
+    assert titles(store)["sess-later"] == "Carry on from yesterday."
+    # The earlier session's prompt stays visible; nothing of the later one
+    # (its title in the timeline, show and MCP) says osprey any more.
+    assert [s for s in sightings(store, "osprey") if "sess-later" in s or s.endswith(("u-3", "a-4"))] == []
+    assert origin.get_event(store, "claude-code:u-3")["session_title"] == "Carry on from yesterday."
+    later.path.write_text(later.path.read_text() + "\n", encoding="utf-8")  # read again: the summary comes back
+    origin.sync(store)
+    assert titles(store)["sess-later"] == "Carry on from yesterday."
+    code, res = cli("purge", "--yes", "--json")
+    assert code == 0 and res["complete"]
+    assert grep_home(origin_home, "Osprey ledger") == []
+
+
+def grep_home(home: Path, text: str) -> list[str]:
+    from test_purge import grep
+
+    return grep(home, text)

@@ -4781,6 +4781,8 @@ def _echoes(store: Store, entry_texts: list[str], ids: list[str]) -> list[str]:
         for r in match_events(store, [ref], _ECHO_KINDS, cols="e.id, e.kind, e.text", where=[_VISIBLE], order="none"):
             if is_origin_echo(r["kind"], r["text"]) and ref in set().union(*echo_refs(r["text"])):
                 found[r["id"]] = None
+    if ids:
+        found.update((e, None) for e in _cut_echoes(store, set(ids)) if e not in found)
     for text in entry_texts:
         toks = _tokens(text)[:40]
         words = sorted({t for t in toks if len(t) >= 3}, key=len, reverse=True)[:6]
@@ -4792,6 +4794,42 @@ def _echoes(store: Store, entry_texts: list[str], ids: list[str]) -> list[str]:
             if is_origin_echo(r["kind"], r["text"]) and want in "\x00" + "\x00".join(_tokens(r["text"])) + "\x00":
                 found[r["id"]] = None
     return list(found)
+
+
+#: What every long result of Origin's listing tools holds: the list it
+#: answers with (search, timeline, entries, sources).
+_ECHO_LISTS = ('"events":[', '"entries":[', '"sessions":[', '"items":[')
+
+
+def _cut_echoes(store: Store, ids: set[str]) -> list[str]:
+    """Return Origin's own results, cut short in the store, whose raw line names one of ids.
+
+    An agent's log keeps a long search result whole, but the adapter keeps
+    its first TOOL_RESULT_MAX characters: an id past the cut is in neither
+    the event's text nor the index, only in its raw line, which is read.
+    """
+    out = []
+    cols = "e.id, e.kind, e.text, e.raw_file_id, e.offset, e.span"
+    seen: set[str] = set()
+    mirrors: dict[int, str] = {}
+    for marker in _ECHO_LISTS:
+        for r in match_events(store, [marker], ("tool_result",), cols=cols, order="none",
+                              where=[_VISIBLE, f"length(e.text) >= {int(adapters.TOOL_RESULT_MAX)}"]):
+            if r["id"] in seen or not is_origin_echo(r["kind"], r["text"]):
+                continue
+            seen.add(r["id"])
+            if r["raw_file_id"] not in mirrors:
+                row = store.conn.execute("SELECT mirror FROM raw_file WHERE id = ?", (r["raw_file_id"],)).fetchone()
+                mirrors[r["raw_file_id"]] = row[0] if row else ""
+            try:
+                with open(store.home / mirrors[r["raw_file_id"]], "rb") as fh:
+                    fh.seek(r["offset"])
+                    raw = b"".join(fh.readline() for _ in range(max(1, r["span"]))).decode("utf-8", "replace")
+            except OSError:
+                continue  # a mirror gone from disk: nothing of it can be shown either
+            if ids & set().union(*echo_refs(raw)):
+                out.append(r["id"])
+    return out
 
 
 def same_text_events(store: Store, text: str, skip: set) -> list[str]:

@@ -638,3 +638,28 @@ def grep_home(home: Path, text: str) -> list[str]:
     from test_purge import grep
 
     return grep(home, text)
+
+
+def test_invariant_2_a_long_origin_result_cut_in_the_store_is_an_echo_of_an_event_past_the_cut(
+        store, user_home, cli, origin_home):
+    log = ClaudeLog(user_home, session="sess-cut")
+    secret = log.assistant("a-1", "The kestrel alarm code is 7741, changed every spring.")
+    log.user("u-2", "Search my history for the alarm.")
+    log.tool_call("c-3", "mcp__origin__search", {"query": "alarm"})
+    # The agent logged Origin's whole answer; the adapter keeps its first
+    # 4,000 characters, and the forgotten event is listed after them.
+    hits = [{"id": f"claude-code:other-{i}", "source": "claude-code", "snippet": f"unrelated note {i} " * 6}
+            for i in range(60)]
+    hits.append({"id": secret, "source": "claude-code", "snippet": "The kestrel alarm code is 7741"})
+    answer = json.dumps({"events": hits, "next": None}, separators=(",", ":"))
+    assert len(answer) > 5000 and answer.index(secret) > 4000
+    result = log.tool_result("r-4", answer)
+    log.write()
+    origin.sync(store)
+    assert origin.get_event(store, result)["text"].endswith("…")
+    done = origin.forget(store, secret)
+    assert sightings(store, "kestrel") == []  # `show` and MCP `sources` printed the result's raw line
+    assert result in done["excluded_events"]
+    code, res = cli("purge", "--yes", "--json")
+    assert code == 0 and res["complete"]
+    assert grep_home(origin_home, "kestrel") == []

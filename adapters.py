@@ -134,6 +134,10 @@ class SessionInfo:
     model: str | None = None
     agent_version: str | None = None
     parent: str | None = None
+    #: The native id of the event whose conversation the title sums up,
+    #: when the line names it (a Claude summary's ``leafUuid``, which may lie
+    #: in another session's file): the title goes when that is forgotten.
+    about: str | None = None
 
 
 @dataclass(slots=True)
@@ -769,7 +773,8 @@ class ClaudeCode(Adapter):
         out: list = self._session_facts(obj, ctx, session, model)
         title = self._title(obj, kind, ctx)
         if title:
-            out.append(SessionInfo(session, title=title[0], title_rank=title[1]))
+            about = _str(obj.get("leafUuid")) if kind == "summary" else None
+            out.append(SessionInfo(session, title=title[0], title_rank=title[1], about=about))
         base = _str(obj.get("uuid")) or short_hash(session, line)
         # A line without a time (or with a redacted one) takes the last
         # time seen in the file, else the file's mtime, marked approximate.

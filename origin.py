@@ -1254,6 +1254,15 @@ CREATE TABLE IF NOT EXISTS session (
     PRIMARY KEY (source, id)
 );
 CREATE INDEX IF NOT EXISTS session_last_ts ON session (last_ts);
+-- The events a session's generated titles sum up, when the agent names one
+-- (a Claude summary's leafUuid, often in another session's file).
+CREATE TABLE IF NOT EXISTS session_title_source (
+    source TEXT NOT NULL,
+    session TEXT NOT NULL,
+    event_id TEXT NOT NULL,
+    PRIMARY KEY (source, session, event_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS session_title_source_event ON session_title_source (event_id);
 -- Covering indexes of the per-agent counts (status, the hub's overview):
 -- read without touching the rows, which carry titles and paths.
 CREATE INDEX IF NOT EXISTS session_source_events ON session (source, events);
@@ -1427,7 +1436,7 @@ TABLES = (
     "raw_file", "parse_error", "export_state", "event", "session", "sync_log",
     "entry", "entry_source", "entry_fts", "tombstone", "forgotten_entry", "excluded_event",
     "tombstone_fingerprint", "api_token", "setting", "admin_session", "audit_log", "purged_line", "purged_hash",
-    "purge_scan", "raw_meta", "flush_point", "token_device", "login_failure",
+    "purge_scan", "raw_meta", "flush_point", "token_device", "login_failure", "session_title_source",
 )
 
 
@@ -2042,6 +2051,13 @@ def apply_tombstone_records(conn: sqlite3.Connection, recs: list[dict]) -> list[
     for seq, text in _present(conn, "SELECT seq, text FROM entry WHERE id IN (SELECT value FROM json_each(?))",
                               unindex):
         conn.execute("INSERT INTO entry_fts (entry_fts, rowid, text) VALUES ('delete', ?, ?)", (seq, text))
+    for source, sessions in list(touched.items()):
+        # Sessions titled by a summary of these conversations (Invariant 2).
+        for r in conn.execute(
+                "SELECT DISTINCT t.source, t.session FROM session_title_source t JOIN event a ON a.id = t.event_id "
+                "WHERE a.source = ? AND a.session IN (SELECT value FROM json_each(?))",
+                (source, json.dumps(sorted(sessions)))).fetchall():
+            touched.setdefault(r[0], set()).add(r[1])
     for source, sessions in touched.items():
         refresh_sessions(conn, source, sessions)
     return out
@@ -2214,6 +2230,16 @@ def _title_kept(conn: sqlite3.Connection, source: str, sid: str, title: str | No
         "AND EXISTS (SELECT 1 FROM excluded_event x WHERE x.event_id = e.id)", (sid, source))]
     if gone and rank < adapters.RANK_MANUAL:
         return False
+    # A generated title that sums up a conversation elsewhere (a Claude
+    # summary at the top of a continued session's file) goes when a message
+    # of that conversation is forgotten.
+    if rank < adapters.RANK_MANUAL and conn.execute(
+            "SELECT 1 FROM session_title_source t WHERE t.source = ? AND t.session = ? AND ("
+            "EXISTS (SELECT 1 FROM excluded_event x WHERE x.event_id = t.event_id) OR EXISTS ("
+            "SELECT 1 FROM event a JOIN event m ON m.session = a.session AND m.source = a.source "
+            "AND m.kind = 'message' JOIN excluded_event x ON x.event_id = m.id WHERE a.id = t.event_id)) LIMIT 1",
+            (source, sid)).fetchone():
+        return False
     core = normalise_text(title).rstrip(" .…:;,!?-")
     for text in gone:
         norm = normalise_text(text)
@@ -2254,6 +2280,9 @@ def refresh_sessions(conn: sqlite3.Connection, source: str, sessions: Iterable[s
         cur = conn.execute("SELECT * FROM session WHERE source = ? AND id = ?", (source, sid)).fetchone()
         d = dict(cur) if cur else {"source": source, "id": sid}
         info = infos.get(sid, {})
+        if info.get("about"):
+            conn.executemany("INSERT OR IGNORE INTO session_title_source (source, session, event_id) VALUES (?, ?, ?)",
+                             [(source, sid, f"{source}:{a}") for a in sorted(info["about"])])
         if info.get("title") and (d.get("title") is None or info["title_rank"] >= (d.get("title_rank") or 0)):
             d["title"], d["title_rank"] = info["title"], info["title_rank"]
         for k in ("agent_version", "parent"):
@@ -3587,6 +3616,8 @@ class _EventWriter:
             rank = si.title_rank
             if d.get("title") is None or rank >= d.get("title_rank", -1):
                 d["title"], d["title_rank"] = mask_secrets(adapters.clean_text(si.title.strip()[:300])), rank
+            if si.about:
+                d.setdefault("about", set()).add(adapters.clean_text(si.about))
         for k in ("cwd", "branch", "model", "agent_version", "parent"):
             v = getattr(si, k)
             if v:
@@ -4750,6 +4781,8 @@ def _echoes(store: Store, entry_texts: list[str], ids: list[str]) -> list[str]:
         for r in match_events(store, [ref], _ECHO_KINDS, cols="e.id, e.kind, e.text", where=[_VISIBLE], order="none"):
             if is_origin_echo(r["kind"], r["text"]) and ref in set().union(*echo_refs(r["text"])):
                 found[r["id"]] = None
+    if ids:
+        found.update((e, None) for e in _cut_echoes(store, set(ids)) if e not in found)
     for text in entry_texts:
         toks = _tokens(text)[:40]
         words = sorted({t for t in toks if len(t) >= 3}, key=len, reverse=True)[:6]
@@ -4761,6 +4794,42 @@ def _echoes(store: Store, entry_texts: list[str], ids: list[str]) -> list[str]:
             if is_origin_echo(r["kind"], r["text"]) and want in "\x00" + "\x00".join(_tokens(r["text"])) + "\x00":
                 found[r["id"]] = None
     return list(found)
+
+
+#: What every long result of Origin's listing tools holds: the list it
+#: answers with (search, timeline, entries, sources).
+_ECHO_LISTS = ('"events":[', '"entries":[', '"sessions":[', '"items":[')
+
+
+def _cut_echoes(store: Store, ids: set[str]) -> list[str]:
+    """Return Origin's own results, cut short in the store, whose raw line names one of ids.
+
+    An agent's log keeps a long search result whole, but the adapter keeps
+    its first TOOL_RESULT_MAX characters: an id past the cut is in neither
+    the event's text nor the index, only in its raw line, which is read.
+    """
+    out = []
+    cols = "e.id, e.kind, e.text, e.raw_file_id, e.offset, e.span"
+    seen: set[str] = set()
+    mirrors: dict[int, str] = {}
+    for marker in _ECHO_LISTS:
+        for r in match_events(store, [marker], ("tool_result",), cols=cols, order="none",
+                              where=[_VISIBLE, f"length(e.text) >= {int(adapters.TOOL_RESULT_MAX)}"]):
+            if r["id"] in seen or not is_origin_echo(r["kind"], r["text"]):
+                continue
+            seen.add(r["id"])
+            if r["raw_file_id"] not in mirrors:
+                row = store.conn.execute("SELECT mirror FROM raw_file WHERE id = ?", (r["raw_file_id"],)).fetchone()
+                mirrors[r["raw_file_id"]] = row[0] if row else ""
+            try:
+                with open(store.home / mirrors[r["raw_file_id"]], "rb") as fh:
+                    fh.seek(r["offset"])
+                    raw = b"".join(fh.readline() for _ in range(max(1, r["span"]))).decode("utf-8", "replace")
+            except OSError:
+                continue  # a mirror gone from disk: nothing of it can be shown either
+            if ids & set().union(*echo_refs(raw)):
+                out.append(r["id"])
+    return out
 
 
 def same_text_events(store: Store, text: str, skip: set) -> list[str]:
@@ -5127,14 +5196,47 @@ def _purge_key(conn: sqlite3.Connection) -> bytes:
 
 
 def _needles(texts: Iterable[str]) -> list[bytes]:
-    """Return the byte forms a forgotten text takes in a raw line."""
+    """Return the byte forms a forgotten text takes in a raw line.
+
+    A text an adapter cut at its length limit ends in "…", which the raw
+    line does not hold: the part before the mark is looked for.
+    """
     out: set[bytes] = set()
     for t in texts:
-        if len(t.strip()) < PURGE_MIN_TEXT:
-            continue
-        for form in (t, json.dumps(t, ensure_ascii=False)[1:-1], json.dumps(t)[1:-1]):
-            out.add(form.encode("utf-8", "surrogatepass"))
+        for text in {t, t[:-1] if t.endswith("…") else t}:
+            if len(text.strip()) < PURGE_MIN_TEXT:
+                continue
+            for form in (text, json.dumps(text, ensure_ascii=False)[1:-1], json.dumps(text)[1:-1]):
+                out.add(form.encode("utf-8", "surrogatepass"))
     return sorted(out, key=len)
+
+
+def _orphan_mirrors(store: Store, sources: Iterable[str]) -> list[dict]:
+    """Return the files under raw/ of these sources that no raw_file row owns.
+
+    They are mirrors of an earlier store (origin.db lost or replaced while
+    raw/ was kept: the files read again got new mirrors beside them).  Each
+    is described as a raw_file row would be, from a row of the same relative
+    path when one exists, so its adapter reads it with the same metadata.
+    """
+    conn = store.conn
+    owned = {r[0] for r in conn.execute("SELECT mirror FROM raw_file")}
+    out = []
+    for source in sorted(set(sources)):
+        folder = store.raw_dir / source
+        if not folder.is_dir():
+            continue
+        for p in sorted(folder.rglob("*")):
+            mirror = p.relative_to(store.home).as_posix()
+            if not p.is_file() or p.is_symlink() or mirror in owned or p.name.endswith(".purging"):
+                continue
+            rel = re.sub(r"(\.g\d+)?(~\d+)?$", "", p.relative_to(folder).as_posix())
+            row = conn.execute("SELECT path, rel, kind FROM raw_file WHERE source = ? AND rel = ? ORDER BY id DESC "
+                               "LIMIT 1", (source, rel)).fetchone()
+            out.append({"id": None, "source": source, "path": row["path"] if row else str(p),
+                        "rel": row["rel"] if row else rel, "kind": row["kind"] if row else "log",
+                        "compression": None, "mirror": mirror, "bytes_ingested": p.stat().st_size})
+    return out
 
 
 def plan_purge(store: Store, upto: int | None = None) -> dict:
@@ -5173,7 +5275,15 @@ def plan_purge(store: Store, upto: int | None = None) -> dict:
         scan += [dict(r) for r in conn.execute(
             f"SELECT id, source, path, rel, kind, compression, mirror, bytes_ingested FROM raw_file "
             f"WHERE source IN ({','.join('?' * len(sources))}) ORDER BY id", sources) if r["id"] not in have]
-    return {"upto": upto, "events": pending, "entries": entries, "scan": scan,
+        # Files under raw/ that no row owns are read too: nothing forgotten
+        # may stay in ORIGIN_HOME because the store lost track of a file.
+        scan += _orphan_mirrors(store, sources)
+    # A quote that an entry still standing keeps of an excluded event (the
+    # forget of another entry excluded it) is withheld on read; purge drops it.
+    quotes = conn.execute(
+        "SELECT count(*) FROM entry_source s JOIN excluded_event x ON x.event_id = s.event_id "
+        "WHERE x.tombstone_id <= ? AND s.quote IS NOT NULL", (upto,)).fetchone()[0]
+    return {"upto": upto, "events": pending, "entries": entries, "scan": scan, "quotes": quotes,
             "scan_bytes": sum(m["bytes_ingested"] for m in scan),
             "compaction_pending": conn.execute("SELECT 1 FROM setting WHERE key = ?", (PURGE_PENDING,)).fetchone()
             is not None}
@@ -5182,55 +5292,207 @@ def plan_purge(store: Store, upto: int | None = None) -> dict:
 def preview_purge(store: Store) -> dict:
     """Return what `origin purge` would remove (counts only, never text)."""
     plan = plan_purge(store)
-    return {"events": len(plan["events"]), "entries": len(plan["entries"]), "mirrors_to_read": len(plan["scan"]),
-            "bytes_to_read": plan["scan_bytes"], "compaction_pending": plan["compaction_pending"],
-            "nothing_to_do": not (plan["events"] or plan["entries"] or plan["scan"] or plan["compaction_pending"])}
+    return {"events": len(plan["events"]), "entries": len(plan["entries"]), "quotes": plan["quotes"],
+            "mirrors_to_read": len(plan["scan"]), "bytes_to_read": plan["scan_bytes"],
+            "compaction_pending": plan["compaction_pending"], "nothing_to_do": not _purge_work(plan)}
 
 
-def _scan_mirror(store: Store, m: dict, files: dict, excluded: set[str], needles: list[bytes],
-                 hashes: tuple[bytes, set[str]]) -> tuple[set, set]:
-    """Read one mirror back for copies of forgotten events.
+def _purge_work(plan: dict) -> bool:
+    return bool(plan["events"] or plan["entries"] or plan["quotes"] or plan["scan"] or plan["compaction_pending"])
 
-    Returns (lines whose records parse to an excluded event id, lines that
-    hold a forgotten text verbatim or are byte-identical to a line purged
-    before — a copy that arrived after its text left the store).  The mirror is parsed again with its
-    adapter (with the metadata discovery gives the file, when it still
-    exists), so a copy under the same id in another generation or file is
-    found even when no single line holds the whole text (joined chunks).
+
+def _parse_mirror(store: Store, m: dict, files: dict, excluded: set[str],
+                  title_gone: Callable[[str, str, str, int], bool]) -> dict:
+    """Parse one mirror back with its adapter; say which lines a purge concerns.
+
+    Returns ``by_id`` (lines whose records parse to an excluded event id: a
+    copy under the same id in another generation or file, or a joined
+    message across several lines), ``texts`` (those records' text as the
+    adapter reads it from the raw line, before any masking: the store keeps
+    a secret masked, its copies in other lines hold it verbatim),
+    ``titles`` (lines naming a session by a title the forget rules drop)
+    and ``failed`` (lines the adapter cannot read: a torn copy is one).
+    The mirror is parsed with the metadata discovery gives the file, when
+    it still exists.
     """
     adapter = adapters.ADAPTERS.get(m["source"])
     sf = files.get((m["source"], m["path"])) or adapters.SourceFile(m["path"], m["rel"], compressed=m["compression"],
                                                            kind=m["kind"])
-    by_id: set[int] = set()
-    by_text: set[int] = set()
+    out: dict = {"by_id": set(), "texts": set(), "titles": set(), "failed": set()}
+    shown: set[int] = set()  # lines of records still visible
+    flushing = False
 
     def emit(item, lineno: int, _offset: int) -> None:
-        if isinstance(item, adapters.Record) and item.id and f"{m['source']}:{adapters.clean_text(item.id)}" in excluded:
+        if isinstance(item, adapters.Record):
             first = item.line or lineno
-            by_id.update(range(first, first + max(1, item.span)))
+            if item.id and f"{m['source']}:{adapters.clean_text(item.id)}" in excluded:
+                out["by_id"].update(range(first, first + max(1, item.span)))
+                if item.text:
+                    out["texts"].add(adapters.clean_text(item.text))
+            else:
+                shown.update(range(first, first + max(1, item.span)))
+        elif (isinstance(item, adapters.SessionInfo) and item.title and item.title_rank > 0 and not flushing
+              and title_gone(m["source"], adapters.clean_text(item.session), item.title, item.title_rank)):
+            out["titles"].add(lineno)
 
-    state = adapter.new_state(sf) if adapter else {}
+    if adapter is None:
+        return out
+    state = adapter.new_state(sf)
     errors: list = []
     lineno = offset = 0
     with open(store.home / m["mirror"], "rb") as fh:
         for complete in LineBlocks(fh.read, m["bytes_ingested"]):
-            key, known = hashes
-            if needles or known:
-                for n, line in enumerate(complete.split(b"\n")[:-1], lineno + 1):
-                    if any(x in line for x in needles) or (known and _line_hash(key, line) in known):
-                        by_text.add(n)
-            if adapter is not None:
-                lineno += _parse_lines(adapter, sf, emit, state, complete, lineno, offset, None, errors)
-            else:
-                lineno += complete.count(b"\n")
+            lineno += _parse_lines(adapter, sf, emit, state, complete, lineno, offset, None, errors)
             offset += len(complete)
-    if adapter is not None and hasattr(adapter, "flush"):
+    out["failed"] = {n for n, _why in errors}
+    if hasattr(adapter, "flush"):
+        flushing = True
         try:
             for item in adapter.flush(adapters.Context(file=sf, state=state, lineno=lineno, offset=offset)):
                 emit(item, lineno, offset)
         except Exception:  # a mirror that ends mid-record: what it emitted is enough
             pass
-    return by_id, by_text
+    # A dropped title on a line that also carries a visible record (a ZCode
+    # or Cursor session row) stays: that record's line is not forgotten.
+    out["titles"] -= shown
+    return out
+
+
+def _match_mirror(store: Store, m: dict, needles: list[bytes], hashes: tuple[bytes, set[str]],
+                  keep: set[int]) -> tuple[set[int], dict[int, bytes]]:
+    """Read one mirror's bytes for lines holding a forgotten text.
+
+    Returns the lines that hold a needle verbatim or are byte-identical to a
+    line purged before (a copy that arrived after its text left the store),
+    and the bytes of those lines and of the ``keep`` ones.
+    """
+    key, known = hashes
+    found: set[int] = set()
+    kept: dict[int, bytes] = {}
+    lineno = 0
+    with open(store.home / m["mirror"], "rb") as fh:
+        for complete in LineBlocks(fh.read, m["bytes_ingested"]):
+            for n, line in enumerate(complete.split(b"\n")[:-1], lineno + 1):
+                if any(x in line for x in needles) or (known and _line_hash(key, line) in known):
+                    found.add(n)
+                    kept[n] = line
+                elif n in keep:
+                    kept[n] = line
+                lineno = n
+    return found, kept
+
+
+def _torn_copy(line: bytes, forgotten: list[bytes], needles: list[bytes]) -> bool:
+    """True when an unreadable line is a torn copy of a forgotten line.
+
+    A crash mid-write leaves a prefix of the line (alone, or with the next
+    record written after it): it holds forgotten text when the whole of it
+    is a prefix of a forgotten line, or when the part it shares with one
+    reaches into a forgotten text.
+    """
+    if len(line.strip()) < PURGE_MIN_TEXT:
+        return False
+    head = line[:48]
+    for f in forgotten:
+        if f.startswith(line):
+            return True
+        if f[:48] != head:
+            continue
+        shared = len(os.path.commonprefix([line, f]))
+        if any(0 <= f.find(n) < shared for n in needles):
+            return True
+    return False
+
+
+def _title_check(conn: sqlite3.Connection) -> Callable[[str, str, str, int], bool]:
+    """Return a test of whether the forget rules drop a session's title (cached)."""
+    seen: dict[tuple, bool] = {}
+
+    def gone(source: str, sid: str, title: str, rank: int) -> bool:
+        title = mask_secrets(adapters.clean_text(title.strip()[:300]))
+        k = (source, sid, title, rank)
+        if k not in seen:
+            seen[k] = not _title_kept(conn, source, sid, title, rank)
+        return seen[k]
+
+    return gone
+
+
+def _purge_meta_titles(conn: sqlite3.Connection, sources: Iterable[str]) -> int:
+    """Drop from raw_meta the session titles the forget rules drop; return how many.
+
+    Discovery's facts about a file (a Grok session's ``summary.json``, whose
+    generated title is often the first prompt word for word) are kept for
+    pushes; a title the session may no longer show leaves them.
+    """
+    gone = _title_check(conn)
+    n = 0
+    for source in sorted(sources):
+        for r in conn.execute("SELECT m.raw_file_id, m.meta, f.path FROM raw_meta m JOIN raw_file f "
+                              "ON f.id = m.raw_file_id WHERE f.source = ?", (source,)).fetchall():
+            try:
+                meta = json.loads(r["meta"])
+            except ValueError:
+                continue
+            title = meta.get("title") if isinstance(meta, dict) else None
+            if not isinstance(title, str) or not title:
+                continue
+            rank = meta.get("title_rank") if isinstance(meta.get("title_rank"), int) else 0
+            sessions = {s[0] for s in conn.execute(
+                "SELECT DISTINCT e.session FROM event e JOIN raw_file f ON f.id = e.raw_file_id "
+                "WHERE f.source = ? AND f.path = ?", (source, r["path"]))}
+            if isinstance(meta.get("session"), str):
+                sessions.add(meta["session"])
+            if any(gone(source, sid, title, max(rank, 1)) for sid in sessions):
+                for k in ("title", "title_rank"):
+                    meta.pop(k, None)
+                conn.execute("UPDATE raw_meta SET meta = ? WHERE raw_file_id = ?",
+                             (json.dumps(meta, ensure_ascii=False, sort_keys=True), r["raw_file_id"]))
+                n += 1
+    return n
+
+
+def _excluded_rows(conn: sqlite3.Connection, upto: int) -> list[sqlite3.Row]:
+    return conn.execute(
+        "SELECT e.id, e.text, e.raw_file_id, e.line, e.span FROM excluded_event x JOIN event e ON e.id = x.event_id "
+        "WHERE x.tombstone_id <= ?", (upto,)).fetchall()
+
+
+def _find_copies(store: Store, plan: dict, upto: int, key: bytes) -> tuple[list, list[bytes]]:
+    """Read the mirrors a purge must check; return [(mirror, by id, by text)] and the texts looked for.
+
+    Each mirror is parsed first, so the forgotten texts are looked for as
+    the raw lines hold them (unmasked), then read for those texts, then its
+    unreadable lines are compared with the forgotten ones (torn copies).
+    """
+    conn = store.conn
+    rows = _excluded_rows(conn, upto)
+    texts = {r["text"] for r in rows if r["text"]}
+    texts |= {conn.execute("SELECT text FROM entry WHERE id = ?", (e,)).fetchone()[0] for e in plan["entries"]}
+    if not plan["scan"]:
+        return [], _needles(texts)
+    files = {(a.name, sf.path): sf for a, sf in discover_all()}
+    excluded = {r["id"] for r in rows}
+    gone = _title_check(conn)
+    parsed = [_parse_mirror(store, m, files, excluded, gone) for m in plan["scan"]]
+    for p in parsed:
+        texts |= p["texts"]
+    needles = _needles(texts)
+    known = {r[0] for r in conn.execute("SELECT hash FROM purged_hash")}
+    torn = any(p["failed"] for p in parsed)
+    found, forgotten = [], []
+    for m, p in zip(plan["scan"], parsed):
+        by_text, raw = _match_mirror(store, m, needles, (key, known), (p["by_id"] | p["failed"]) if torn else set())
+        if torn:
+            forgotten += [raw[n] for n in sorted(p["by_id"] | by_text) if n in raw]
+        found.append((m, p["by_id"], by_text | p["titles"], p["failed"], raw))
+    out = []
+    for m, by_id, by_text, failed, raw in found:
+        for n in sorted(failed - by_id - by_text):
+            if n in raw and _torn_copy(raw[n], forgotten, needles):
+                by_text.add(n)
+        out.append((m, by_id, by_text))
+    return out, needles
 
 
 def _rewrite_mirror(store: Store, mirror: str, size: int, lines: set[int], key: bytes) -> set[str]:
@@ -5301,27 +5563,6 @@ def _compact(store: Store, parts: Iterable[str]) -> list[str]:
     return problems
 
 
-def _excluded_rows(conn: sqlite3.Connection, upto: int) -> list[sqlite3.Row]:
-    return conn.execute(
-        "SELECT e.id, e.text, e.raw_file_id, e.line, e.span FROM excluded_event x JOIN event e ON e.id = x.event_id "
-        "WHERE x.tombstone_id <= ?", (upto,)).fetchall()
-
-
-def _find_copies(store: Store, plan: dict, upto: int, key: bytes) -> tuple[list, list[bytes]]:
-    """Read the mirrors a purge must check; return [(mirror, by id, by text)] and the texts looked for."""
-    conn = store.conn
-    rows = _excluded_rows(conn, upto)
-    texts = [r["text"] for r in rows if r["text"]]
-    texts += [conn.execute("SELECT text FROM entry WHERE id = ?", (e,)).fetchone()[0] for e in plan["entries"]]
-    needles = _needles(texts)
-    if not plan["scan"]:
-        return [], needles
-    files = {(a.name, sf.path): sf for a, sf in discover_all()}
-    excluded = {r["id"] for r in rows}
-    known = {r[0] for r in conn.execute("SELECT hash FROM purged_hash")}
-    return [(m, *_scan_mirror(store, m, files, excluded, needles, (key, known))) for m in plan["scan"]], needles
-
-
 def purge(store: Store, *, actor: str = "user", channel: str = "cli") -> dict:
     """Remove everything forgotten so far from ORIGIN_HOME, bytes and all.
 
@@ -5338,8 +5579,8 @@ def purge(store: Store, *, actor: str = "user", channel: str = "cli") -> dict:
     upto = min(index_marks(store.reader, part)[1] for part in EVENT_INDEXES)
     conn = store.conn
     first = plan_purge(store, upto)
-    if not (first["events"] or first["entries"] or first["scan"] or first["compaction_pending"]):
-        return {"events": 0, "entries": 0, "lines": 0, "mirrors": 0, "tombstones_upto": upto, "lines_kept": 0,
+    if not _purge_work(first):
+        return {"events": 0, "entries": 0, "quotes": 0, "lines": 0, "mirrors": 0, "tombstones_upto": upto, "lines_kept": 0,
                 "mirrors_read": 0, "bytes_read": 0, "complete": True, "seconds": round(time.monotonic() - clock, 2)}
     conn.execute("PRAGMA secure_delete = ON")
     with transaction(conn):
@@ -5358,36 +5599,47 @@ def purge(store: Store, *, actor: str = "user", channel: str = "cli") -> dict:
             leftover.unlink(missing_ok=True)
         plan = plan_purge(store, upto)
         excluded_rows = _excluded_rows(conn, upto)
-        lines: dict[int, set[int]] = {}
+        # mirror -> (raw_file id, or None for a file no row owns; size; lines)
+        lines: dict[str, tuple] = {}
+        mirror_of = {}
         for r in excluded_rows:
-            lines.setdefault(r["raw_file_id"], set()).update(range(r["line"], r["line"] + max(1, r["span"])))
+            if r["raw_file_id"] not in mirror_of:
+                row = conn.execute("SELECT mirror, bytes_ingested FROM raw_file WHERE id = ?",
+                                   (r["raw_file_id"],)).fetchone()
+                mirror_of[r["raw_file_id"]] = row
+            row = mirror_of[r["raw_file_id"]]
+            if row is not None:
+                lines.setdefault(row["mirror"], (r["raw_file_id"], row["bytes_ingested"], set()))[2].update(
+                    range(r["line"], r["line"] + max(1, r["span"])))
         kept = 0
+        masked = [mask_secrets(n.decode("utf-8", "replace")) for n in needles]
         for m, by_id, by_text in found:
-            by_text -= by_id | lines.get(m["id"], set())
-            if by_text:
+            by_text -= by_id | (lines[m["mirror"]][2] if m["mirror"] in lines else set())
+            if by_text and m["id"] is not None:
                 # A line that is a visible event's own and shows the text
                 # in that event stays: the text is not forgotten there.
                 for v in conn.execute(
                         "SELECT line, span, text FROM event e WHERE raw_file_id = ? AND NOT EXISTS "
                         "(SELECT 1 FROM excluded_event x WHERE x.event_id = e.id)", (m["id"],)):
                     own = set(range(v["line"], v["line"] + max(1, v["span"]))) & by_text
-                    if own and any(n.decode("utf-8", "replace") in v["text"] for n in needles):
+                    if own and any(n in v["text"] for n in masked):
                         by_text -= own
                         kept += len(own)
             if by_id or by_text:
-                lines.setdefault(m["id"], set()).update(by_id | by_text)
+                lines.setdefault(m["mirror"], (m["id"], m["bytes_ingested"], set()))[2].update(by_id | by_text)
         purged_lines = 0
         mirrors = 0
-        for rid, todo in sorted(lines.items()):
-            done = {r[0] for r in conn.execute("SELECT line FROM purged_line WHERE raw_file_id = ?", (rid,))}
-            row = conn.execute("SELECT mirror, bytes_ingested FROM raw_file WHERE id = ?", (rid,)).fetchone()
-            if not todo - done or row is None:
+        for mirror, (rid, size, todo) in sorted(lines.items()):
+            done = set() if rid is None else {r[0] for r in conn.execute(
+                "SELECT line FROM purged_line WHERE raw_file_id = ?", (rid,))}
+            if not todo - done:
                 continue
-            if (store.home / row["mirror"]).exists():  # a mirror deleted by hand has no bytes left to purge
+            if (store.home / mirror).exists():  # a mirror deleted by hand has no bytes left to purge
                 conn.executemany("INSERT OR IGNORE INTO purged_hash (hash) VALUES (?)", [
-                    (h,) for h in _rewrite_mirror(store, row["mirror"], row["bytes_ingested"], todo, key)])
-            conn.executemany("INSERT OR IGNORE INTO purged_line (raw_file_id, line, purged_at) VALUES (?, ?, ?)",
-                             [(rid, n, started) for n in sorted(todo - done)])
+                    (h,) for h in _rewrite_mirror(store, mirror, size, todo - done, key)])
+            if rid is not None:
+                conn.executemany("INSERT OR IGNORE INTO purged_line (raw_file_id, line, purged_at) VALUES (?, ?, ?)",
+                                 [(rid, n, started) for n in sorted(todo - done)])
             purged_lines += len(todo - done)
             mirrors += 1
         # Invariant 3 (append-only) has exactly one exception, here: purge
@@ -5403,6 +5655,11 @@ def purge(store: Store, *, actor: str = "user", channel: str = "cli") -> dict:
         for eid in plan["entries"]:
             conn.execute("UPDATE entry SET text = '' WHERE id = ?", (eid,))
             conn.execute("UPDATE entry_source SET quote = NULL WHERE entry_id = ?", (eid,))
+        # Invariant 2 (sticky forget): an entry still standing loses its
+        # quote of an excluded event (the quote is that event's text).
+        quotes = conn.execute(
+            "UPDATE entry_source SET quote = NULL WHERE quote IS NOT NULL AND event_id IN "
+            "(SELECT event_id FROM excluded_event WHERE tombstone_id <= ?)", (upto,)).rowcount
         for stmt in _split_sql(SCHEMA_SQL + _append_only_sql()):
             if re.match(r"CREATE TRIGGER IF NOT EXISTS (event|entry|entry_source)_no_update\b", stmt):
                 conn.execute(stmt)
@@ -5413,9 +5670,10 @@ def purge(store: Store, *, actor: str = "user", channel: str = "cli") -> dict:
             touched.setdefault(e["source"], set()).add(e["session"])
         for source, sessions in touched.items():
             refresh_sessions(conn, source, sessions)
+        _purge_meta_titles(conn, {m["source"] for m in plan["scan"]} | set(touched))
         conn.executemany("INSERT OR REPLACE INTO purge_scan (raw_file_id, bytes, tombstone) VALUES (?, ?, ?)",
-                         [(m["id"], m["bytes_ingested"], upto) for m, _i, _t in found])
-        details = {"events": len(blank), "entries": len(plan["entries"]), "lines": purged_lines,
+                         [(m["id"], m["bytes_ingested"], upto) for m, _i, _t in found if m["id"] is not None])
+        details = {"events": len(blank), "entries": len(plan["entries"]), "quotes": quotes, "lines": purged_lines,
                    "mirrors": mirrors, "tombstones_upto": upto}
         conn.execute("INSERT INTO audit_log (ts, actor, action, channel, details) VALUES (?, ?, 'purge', ?, ?)",
                      (started, actor, channel, json.dumps(details)))
@@ -13100,6 +13358,9 @@ def cmd_purge(args) -> int:
                     print(f"purging would delete the text of {_n(p['events'], 'forgotten event')} and "
                           f"{_n(p['entries'], 'forgotten entry', 'forgotten entries')}, read {read} for copies of "
                           "them, and vacuum the store and the search index")
+                elif p["quotes"]:
+                    print(f"purging would delete {_n(p['quotes'], 'quote')} of forgotten events that entries still "
+                          "standing keep, and vacuum the store and the search index")
                 elif p["mirrors_to_read"]:
                     print(f"purging would read {read} written since the last purge for copies of forgotten lines, "
                           "and vacuum the store and the search index")

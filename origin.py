@@ -236,6 +236,10 @@ HEALTHCHECK_TIMEOUT = 5.0
 #: Every forget is also appended to this file beside the database (ids,
 #: fingerprints and reasons, never text); opening a store replays it.
 TOMBSTONE_LOG = "tombstones.log"
+#: Every remember and correct is also appended to this file beside the
+#: database (the entry, its sources and quotes); opening a store replays it
+#: and `origin rebuild` restores the entries from it.
+ENTRIES_LOG = "entries.log"
 #: A device's connection to its hub under ORIGIN_HOME (mode 0600: it holds the token).
 HUB_FILE = "hub.json"
 #: Content fingerprints: HMAC-SHA-256 of the normalised text under a key of
@@ -2134,15 +2138,17 @@ def _tombstone_log_size(home: Path | str) -> int:
 
 
 def _prepare_store(store: "Store") -> None:
-    """Give a store its id and its own fingerprint key, and replay the tombstone log.
+    """Give a store its id and its own fingerprint key, and replay the tombstone log, then the entries journal.
 
     Cheap when nothing is to do (three settings and a stat, no lock).  A new
     store adopts a key the log already holds (its predecessor's), so the
     fingerprints recorded before a rebuild still match.
     """
     conn = store.conn
-    have = dict(conn.execute("SELECT key, value FROM setting WHERE key IN (?, ?, ?)", (_STORE_ID, _OWN_KEY, _LOG_DONE)))
-    if _STORE_ID in have and _OWN_KEY in have and have.get(_LOG_DONE) == str(_tombstone_log_size(store.root)):
+    have = dict(conn.execute("SELECT key, value FROM setting WHERE key IN (?, ?, ?, ?)",
+                             (_STORE_ID, _OWN_KEY, _LOG_DONE, _ENTRIES_DONE)))
+    if _STORE_ID in have and _OWN_KEY in have and have.get(_LOG_DONE) == str(_tombstone_log_size(store.root)) \
+            and have.get(_ENTRIES_DONE) == str(_journal_size(store.root, ENTRIES_LOG)):
         return
     with transaction(conn):
         replay_tombstone_log(store)
@@ -2161,6 +2167,8 @@ def _prepare_store(store: "Store") -> None:
                 # the log now, with fingerprints of the texts they hid.
                 records += _legacy_tombstones(conn, {kid: key})
                 _put_setting(conn, _LOG_DONE, str(_log_append(store.home, records)))
+        # Entries after forgets: an entry the log forgot never shows.
+        replay_entries_log(store)
 
 
 def _legacy_tombstones(conn: sqlite3.Connection, ring: dict[str, bytes]) -> list[dict]:
@@ -2208,6 +2216,206 @@ def tombstone_records(conn: sqlite3.Connection, rows: list[sqlite3.Row]) -> list
             if tid in out:
                 out[tid]["fingerprints"].append([kid, fp])
     return list(out.values())
+
+
+# -- The entries journal: every remember and correct, outside the tables -----
+#
+# Each entry version is appended to ORIGIN_HOME/entries.log inside the write
+# transaction that inserts it, fsynced before COMMIT, as one record holding
+# what recreates its rows (id, kind, text, confidence, author, project,
+# supersedes, validity, time, the cited events with their quotes, device).
+# Opening a store applies what the journal holds past the offset it recorded,
+# after the tombstone log, so a store rebuilt without origin.db gets every
+# entry back and a forgotten one stays forgotten.
+
+#: setting row: how many bytes of the entries journal this store has applied.
+_ENTRIES_DONE = "entries_log_bytes"
+_ENTRY_ID = LazyRegex(r"ent_[0-9a-f]{8,64}\Z")
+
+
+def _journal_size(home: Path | str, name: str) -> int:
+    try:
+        return os.stat(os.path.join(home, name)).st_size
+    except FileNotFoundError:
+        return 0
+
+
+def _journal_device(home: Path | str) -> str | None:
+    """The device name of this store's hub connection, if it has one."""
+    try:
+        with open(os.path.join(home, HUB_FILE), encoding="utf-8") as fh:
+            cfg = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    device = cfg.get("device") if isinstance(cfg, dict) else None
+    return device if isinstance(device, str) else None
+
+
+def entry_records(conn: sqlite3.Connection, ids: Iterable[str], device: str | None = None) -> list[dict]:
+    """Return entries as journal records (oldest first), each with its sources and quotes."""
+    ids = list(ids)
+    sources: dict[str, list] = {}
+    for eid, ev, quote in _present(conn, "SELECT entry_id, event_id, quote FROM entry_source "
+                                         "WHERE entry_id IN (SELECT value FROM json_each(?))", ids):
+        sources.setdefault(eid, []).append([ev, quote])
+    return [{"type": "entry", "id": r["id"], "kind": r["kind"], "text": r["text"], "confidence": r["confidence"],
+             "author": r["author"], "project": r["project"], "supersedes": r["supersedes"],
+             "valid_from": r["valid_from"], "valid_to": r["valid_to"], "created_at": r["created_at"],
+             "sources": sources.get(r["id"], []), "device": device}
+            for r in _present(conn, "SELECT * FROM entry WHERE id IN (SELECT value FROM json_each(?)) ORDER BY seq",
+                              ids)]
+
+
+def check_entry_record(rec: Any) -> dict:
+    """Validate one entries journal record; return it cleaned, or refuse it with the reason."""
+    if not isinstance(rec, dict):
+        raise UsageError("an entry record is an object")
+    eid = rec.get("id")
+    if not isinstance(eid, str) or not _ENTRY_ID.match(eid):
+        raise UsageError("an entry record needs an id like ent_<hex>")
+    if rec.get("kind") not in ENTRY_KINDS:
+        raise UsageError(f"entry {eid}: kind is one of {', '.join(ENTRY_KINDS)}")
+    text, author, conf = rec.get("text"), rec.get("author"), rec.get("confidence")
+    if not isinstance(text, str) or len(text) > MAX_ENTRY_TEXT:
+        raise UsageError(f"entry {eid}: text is a string of at most {MAX_ENTRY_TEXT} characters")
+    if not isinstance(author, str) or not 0 < len(author) <= MAX_NAME:
+        raise UsageError(f"entry {eid}: author is a short string")
+    if isinstance(conf, bool) or not isinstance(conf, (int, float)) or not 0 <= conf <= 1:
+        raise UsageError(f"entry {eid}: confidence is a number from 0 to 1")
+    for name, most in (("project", MAX_NAME), ("valid_from", 64), ("valid_to", 64), ("device", MAX_NAME)):
+        value = rec.get(name)
+        if value is not None and (not isinstance(value, str) or len(value) > most):
+            raise UsageError(f"entry {eid}: {name} is a short string")
+    sup, created = rec.get("supersedes"), rec.get("created_at")
+    if sup is not None and (not isinstance(sup, str) or not _ENTRY_ID.match(sup)):
+        raise UsageError(f"entry {eid}: supersedes is an entry id")
+    if isinstance(created, bool) or not isinstance(created, int) or not 0 <= created < 1 << 53:
+        raise UsageError(f"entry {eid}: created_at is epoch milliseconds")
+    srcs = rec.get("sources")
+    if type(srcs) is not list or not srcs or not all(
+            type(s) is list and len(s) == 2 and type(s[0]) is str and 0 < len(s[0]) <= 400
+            and (s[1] is None or (type(s[1]) is str and len(s[1]) <= MAX_QUOTE)) for s in srcs):
+        raise UsageError(f"entry {eid}: sources are [event id, quote or null] pairs, at least one")
+    return {"id": eid, "kind": rec["kind"], "text": text, "confidence": float(conf), "author": author,
+            "project": rec.get("project"), "supersedes": sup, "valid_from": rec.get("valid_from"),
+            "valid_to": rec.get("valid_to"), "created_at": created,
+            "sources": list({s[0]: s[1] for s in srcs}.items())}
+
+
+def apply_entry_records(conn: sqlite3.Connection, recs: list[dict]) -> int:
+    """Insert checked entry records the store lacks, in order, in the open transaction; return how many.
+
+    Records apply by their id, so a journal replayed twice adds nothing; a
+    version whose predecessor is unknown here is skipped, never guessed at.
+    """
+    known = {r[0] for r in _present(conn, "SELECT id FROM entry WHERE id IN (SELECT value FROM json_each(?))",
+                                    [r["id"] for r in recs] + [r["supersedes"] for r in recs if r["supersedes"]])}
+    added = []
+    for r in recs:
+        if r["id"] in known or (r["supersedes"] and r["supersedes"] not in known):
+            continue
+        try:
+            conn.execute("INSERT INTO entry (id, kind, text, confidence, author, project, supersedes, valid_from, "
+                         "valid_to, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                         (r["id"], r["kind"], r["text"], r["confidence"], r["author"], r["project"],
+                          r["supersedes"], r["valid_from"], r["valid_to"], r["created_at"]))
+        except sqlite3.IntegrityError:
+            continue  # a second successor of one version: history stays linear (Invariant 3)
+        conn.executemany("INSERT OR IGNORE INTO entry_source (entry_id, event_id, quote) VALUES (?, ?, ?)",
+                         [(r["id"], ev, q) for ev, q in r["sources"]])
+        known.add(r["id"])
+        added.append(r["id"])
+    # Invariant 2 (sticky forget): an entry the tombstone log already forgot
+    # leaves the entry index in the transaction that brings it back.
+    for seq, text in _present(conn, "SELECT e.seq, e.text FROM entry e JOIN forgotten_entry f ON f.entry_id = e.id "
+                                    "WHERE e.id IN (SELECT value FROM json_each(?))", added):
+        conn.execute("INSERT INTO entry_fts (entry_fts, rowid, text) VALUES ('delete', ?, ?)", (seq, text))
+    return len(added)
+
+
+def replay_entries_log(store: "Store") -> int:
+    """Apply what the entries journal holds and the tables lack; return how many entries.
+
+    Runs inside the caller's write transaction, after the tombstone log.  A
+    store that never recorded an offset (made before the journal existed)
+    first writes its own entries the journal lacks into it, once.
+    """
+    conn = store.conn
+    done = _setting(conn, _ENTRIES_DONE)
+    records, end = _log_records(store.home, int(done) if done and done.isdigit() else 0, ENTRIES_LOG)
+    if done is None:
+        have = {r.get("id") for r in records}
+        missing = [r[0] for r in conn.execute("SELECT id FROM entry ORDER BY seq") if r[0] not in have]
+        if missing:
+            end = _log_append(store.home, entry_records(conn, missing), ENTRIES_LOG)
+    checked = []
+    for rec in records:
+        if rec.get("type") == "entry":
+            try:
+                checked.append(check_entry_record(rec))
+            except OriginError:
+                continue
+    n = apply_entry_records(conn, checked) if checked else 0
+    _put_setting(conn, _ENTRIES_DONE, str(end))
+    return n
+
+
+def journal_entries(store: "Store", ids: list[str]) -> None:
+    """Append entries just inserted in the open transaction to the entries journal, fsynced, before COMMIT.
+
+    A crash after the append and before the commit leaves the entry in the
+    journal only; the next open applies it.
+    """
+    conn = store.conn
+    done = _setting(conn, _ENTRIES_DONE)
+    if done != str(_journal_size(store.root, ENTRIES_LOG)):
+        replay_entries_log(store)  # another writer's record a crash kept out of the tables
+    size = _log_append(store.home, entry_records(conn, ids, _journal_device(store.root)), ENTRIES_LOG)
+    _put_setting(conn, _ENTRIES_DONE, str(size))
+
+
+def purge_entries_log(store: "Store") -> int:
+    """Rewrite the entries journal with forgotten entries' text, quotes and project removed; return how many.
+
+    Runs inside purge's write transaction (no other writer appends
+    meanwhile).  The records keep their id, kind, author, supersedes and
+    times, so a rebuilt store still knows each version and that it is
+    forgotten.  The new journal replaces the old one by rename.
+    """
+    conn = store.conn
+    records, _end = _log_records(store.home, 0, ENTRIES_LOG)
+    ids = [r.get("id") for r in records if r.get("type") == "entry" and isinstance(r.get("id"), str)]
+    gone = {r[0] for r in _present(
+        conn, "SELECT entry_id FROM forgotten_entry WHERE entry_id IN (SELECT value FROM json_each(?))", ids)}
+    changed = 0
+    out = []
+    for r in records:
+        srcs = r.get("sources")
+        if r.get("id") in gone and isinstance(srcs, list) and (
+                r.get("text") or r.get("project") is not None
+                or any(type(s) is list and len(s) == 2 and s[1] is not None for s in srcs)):
+            r = {**r, "text": "", "project": None,
+                 "sources": [[s[0], None] for s in srcs if type(s) is list and len(s) == 2]}
+            changed += 1
+        out.append(r)
+    if not changed:
+        return 0
+    path = Path(store.home) / ENTRIES_LOG
+    tmp = path.with_name(ENTRIES_LOG + ".purging")
+    encode = _log_encoder().encode
+    with open(private_file(tmp), "wb") as fh:
+        fh.truncate(0)
+        fh.write("".join(encode(r) + "\n" for r in out).encode("utf-8"))
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    dfd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+    _put_setting(conn, _ENTRIES_DONE, str(_journal_size(store.root, ENTRIES_LOG)))
+    return changed
 
 
 _MARKUP = LazyRegex(r"</?[A-Za-z][\w:-]*(?:\s[^<>]*)?>")
@@ -3003,11 +3211,11 @@ BACKUP_MANIFEST = "backup.json"
 BACKUP_FORMAT = "origin-backup"
 BACKUP_VERSION = 1
 #: Files at the top of ORIGIN_HOME that a backup carries as they are: the
-#: tombstone log and a device's hub connection (its token too, so a restored
-#: device pushes as itself again).  A hub keeps everything else it needs —
+#: tombstone log, the entries journal and a device's hub connection (its
+#: token too, so a restored device pushes as itself again).  A hub keeps everything else it needs —
 #: tokens (their hashes), device bindings, the admin password's hash and
 #: sessions — in origin.db.
-BACKUP_TOP_FILES = (TOMBSTONE_LOG, HUB_FILE)
+BACKUP_TOP_FILES = (TOMBSTONE_LOG, ENTRIES_LOG, HUB_FILE)
 #: Folder a restore fills before moving its files into ORIGIN_HOME.
 RESTORE_STAGING = ".restore-partial"
 
@@ -3152,7 +3360,7 @@ def backup(store: Store, dest: Path) -> dict:
                 # log holds every forget of the copy, and a later one replays
                 # on restore.
                 data = src.read_bytes()
-                if name == TOMBSTONE_LOG:
+                if name in (TOMBSTONE_LOG, ENTRIES_LOG):
                     data = data[: data.rfind(b"\n") + 1]  # a torn last line is not part of the log yet
                 private_file(dest / name).write_bytes(data)
                 files.append({"path": name})
@@ -4459,7 +4667,8 @@ def _instant(iso: str) -> dt.datetime:
     return d if d.tzinfo else d.astimezone()
 
 
-def _insert_entry(conn, kind, text, confidence, author, project, supersedes, vf, vt, srcs) -> str:
+def _insert_entry(store, kind, text, confidence, author, project, supersedes, vf, vt, srcs) -> str:
+    conn = store.conn
     eid = new_id("ent")
     conn.execute(
         "INSERT INTO entry (id, kind, text, confidence, author, project, supersedes, valid_from, valid_to, created_at) "
@@ -4468,6 +4677,9 @@ def _insert_entry(conn, kind, text, confidence, author, project, supersedes, vf,
     )
     conn.executemany("INSERT INTO entry_source (entry_id, event_id, quote) VALUES (?, ?, ?)",
                      [(eid, ev, q) for ev, q in srcs])
+    # In the entries journal, fsynced, before this transaction commits: a
+    # lost origin.db loses no entry.
+    journal_entries(store, [eid])
     return eid
 
 
@@ -4481,7 +4693,7 @@ def remember(store: Store, *, kind: str, text: str, sources: list[dict], author:
         srcs = resolve_sources(store, sources)
         if project is None:
             project = conn.execute("SELECT project FROM event WHERE id = ?", (srcs[0][0],)).fetchone()[0]
-        eid = _insert_entry(conn, kind, text, confidence, author, project, None, vf, vt, srcs)
+        eid = _insert_entry(store, kind, text, confidence, author, project, None, vf, vt, srcs)
     entry = get_entry(store, eid)
     similar = similar_entries(store.conn, text, exclude=eid)
     if similar:
@@ -4567,7 +4779,7 @@ def correct(store: Store, entry_id: str, *, text: str, author: str, sources: lis
             merged.setdefault(ev, q)
         if not merged:
             raise UsageError("the corrected entry needs at least one visible source")
-        eid = _insert_entry(conn, kind or old["kind"], text, conf, author,
+        eid = _insert_entry(store, kind or old["kind"], text, conf, author,
                             old["project"] if project is None else project, entry_id, vf, vt, list(merged.items()))
     return get_entry(store, eid)
 
@@ -5665,6 +5877,7 @@ def purge(store: Store, *, actor: str = "user", channel: str = "cli") -> dict:
                 conn.execute(stmt)
         if plan["entries"]:
             conn.execute("INSERT INTO entry_fts (entry_fts) VALUES ('rebuild')")
+        purge_entries_log(store)
         touched: dict[str, set] = {}
         for e in plan["events"]:
             touched.setdefault(e["source"], set()).add(e["session"])

@@ -7528,10 +7528,35 @@ FORGET_PLANS = "forget-plans.json"
 HUB_TIMEOUT = 60.0
 #: Resumes after 409 allowed per file in one push before giving up on it.
 MAX_RESUMES = 50
+#: A chunk proves where it goes with the SHA-256 of at most this many
+#: mirror bytes before its offset (``before``), and what it holds with the
+#: SHA-256 of its own bytes (``sha256``).
+PROOF_WINDOW = 4096
+#: The exit code of a push whose other files went up while the hub refused some.
+PUSH_PARTIAL = 10
 
 _CHUNK_FIELDS = {"device", "source", "path", "relPath", "generation", "offset", "mtimeMs", "agentVersion", "data",
-                 "kind", "meta", "flush"}
+                 "kind", "meta", "flush", "before", "sha256"}
 _CONTROL = LazyRegex(r"[\x00-\x1f\x7f]")
+_HEX64 = LazyRegex(r"^[0-9a-f]{64}$")
+
+
+class ProofMismatch(Conflict):
+    """A chunk's hashes disagree with its bytes or with the hub's copy; nothing was written."""
+
+    http_status = 409
+
+    def __init__(self, proof: str, message: str):
+        super().__init__(message)
+        self.proof = proof  # "chunk": its own bytes; "before": the hub's bytes before its offset
+
+
+class FileRefused(OriginError):
+    """The hub refused one file of a push (the rest of the push goes on)."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
 
 
 def check_device(name: Any) -> str:
@@ -7612,6 +7637,7 @@ class Chunk:
     kind: str
     meta: dict
     flush: bool
+    before: str | None = None
 
 
 def parse_chunk(body: Any) -> Chunk:
@@ -7643,7 +7669,12 @@ def parse_chunk(body: Any) -> Chunk:
     rel = check_rel(body["relPath"])
     generation = _check_int(body["generation"], "generation", 0, MAX_GENERATION)
     offset = _check_int(body["offset"], "offset", 0, CHUNK_OFFSET_MAX)
-    mtime = _check_int(body.get("mtimeMs"), "mtimeMs", 0, CHUNK_OFFSET_MAX, optional=True)
+    mtime = body.get("mtimeMs")
+    if mtime is not None and (not isinstance(mtime, int) or isinstance(mtime, bool)):
+        raise UsageError("mtimeMs must be a whole number of milliseconds since 1970, or null")
+    # The mtime is a hint (a time for events that carry none): a file dated
+    # before 1970 has a negative one, and one past any sane date is dropped.
+    mtime = mtime if mtime is None or abs(mtime) <= CHUNK_OFFSET_MAX else None
     version = body.get("agentVersion")
     if version is not None and (not isinstance(version, str) or len(version) > 100 or _CONTROL.search(version)):
         raise UsageError("agentVersion must be a string of at most 100 characters")
@@ -7669,7 +7700,26 @@ def parse_chunk(body: Any) -> Chunk:
         raise Refused(f"a chunk holds at most {CHUNK_MAX} bytes of lines (or one longer line)", 413)
     if len(data) > LINE_MAX:
         raise Refused(f"a single line is at most {LINE_MAX} bytes", 413)
-    return Chunk(device, source, path, rel, generation, offset, mtime, version, data, kind, meta, flush)
+    proofs = {}
+    for name in ("before", "sha256"):
+        v = body.get(name)
+        if v is not None and (not isinstance(v, str) or not _HEX64.match(v)):
+            raise UsageError(f"{name} must be a SHA-256 in 64 lower-case hex digits")
+        proofs[name] = v
+    if proofs["sha256"] is not None and hashlib.sha256(data).hexdigest() != proofs["sha256"]:
+        raise ProofMismatch("chunk", f"the bytes of this chunk of {path} at offset {offset} do not match the "
+                                     "sha256 sent with them: they were altered on the way; nothing was written, "
+                                     "push again")
+    return Chunk(device, source, path, rel, generation, offset, mtime, version, data, kind, meta, flush,
+                 proofs["before"])
+
+
+def mirror_window(path: Path, offset: int) -> bytes:
+    """The at most PROOF_WINDOW bytes of a mirror before offset."""
+    start = max(0, offset - PROOF_WINDOW)
+    with open(path, "rb") as fh:
+        fh.seek(start)
+        return fh.read(offset - start)
 
 
 def _device_root(store: Store, device: str) -> Path:
@@ -7771,6 +7821,15 @@ def accept_chunk(store: Store, c: Chunk, token: Token | None = None, pool: Threa
             raise OffsetMismatch(row["bytes_ingested"])
         if row["rel"] != c.rel or row["kind"] != c.kind:
             raise UsageError("relPath and kind of a file cannot change; send a new generation instead")
+        if c.before is not None and c.offset and \
+                hashlib.sha256(mirror_window(store.home / row["mirror"], c.offset)).hexdigest() != c.before:
+            # Invariant 1 (provenance): a chunk is appended only where the
+            # hub's copy ends with the bytes the device's mirror holds there.
+            raise ProofMismatch("before", (
+                f"the hub's copy of {c.path} differs from this device's in the bytes before offset {c.offset}: "
+                f"another machine pushes the same file as device {c.device!r} (one token or device name on two "
+                "machines?); give each machine its own device name and token (`origin token create NAME` on the "
+                "hub). Nothing was written"))
         if not c.data and conn.execute("SELECT 1 FROM flush_point WHERE raw_file_id = ? AND offset = ?",
                                        (row["id"], c.offset)).fetchone():
             conn.execute("COMMIT")
@@ -8157,10 +8216,15 @@ def _bodies(store: Store, client: HubClient, item: PushItem, start: int, meta: d
 
     f = item.file
     mtime = _mtime_ms(f.path) if f.kind == "log" else None
+    # Each chunk proves its bytes: the hash of the mirror's bytes before its
+    # offset (the hub refuses it unless its copy ends the same) and its own.
+    window = mirror_window(store.home / f.mirror, start)
     for offset, data, flush in _chunks(store.home / f.mirror, start, item.end, item.flushes):
         body = {"device": client.cfg.device, "source": f.source, "path": f.path, "relPath": f.rel,
                 "generation": f.generation, "offset": offset, "mtimeMs": mtime, "kind": f.kind,
-                "data": base64.b64encode(data).decode("ascii"), "flush": flush}
+                "data": base64.b64encode(data).decode("ascii"), "flush": flush,
+                "before": hashlib.sha256(window).hexdigest(), "sha256": hashlib.sha256(data).hexdigest()}
+        window = (window + data)[-PROOF_WINDOW:]
         if meta:
             body["meta"] = meta
         yield offset, len(data), gzip.compress(json.dumps(body, ensure_ascii=False).encode(), compresslevel=1)
@@ -8193,6 +8257,10 @@ def _send_file(store: Store, client: HubClient, item: PushItem, meta: dict, repo
             if status == 409 and isinstance(resp.get("bytes"), int):
                 restart = resp["bytes"]
                 break
+            if status in (400, 409, 413):
+                # This file alone: a field the hub will not take, bytes that
+                # differ from its copy, a line too long.  The push goes on.
+                raise FileRefused(status, _hub_error(status, resp).args[0])
             raise _hub_error(status, resp)
         if restart is None:
             return
@@ -8296,7 +8364,7 @@ def push(store: Store, cfg: HubConfig, *, progress: Callable[[dict], None] | Non
     own = client is None
     client = client or HubClient(cfg)
     report = {"hub": cfg.url, "device": cfg.device, "files": 0, "files_sent": 0, "chunks": 0, "bytes_sent": 0,
-              "bytes_total": 0, "resumed": 0, "events_added_on_hub": 0, "tombstones": None}
+              "bytes_total": 0, "resumed": 0, "events_added_on_hub": 0, "tombstones": None, "refused": []}
     try:
         digest, cursors = fetch_cursors(store, cfg, client)
         if cursors is None:
@@ -8318,7 +8386,13 @@ def push(store: Store, cfg: HubConfig, *, progress: Callable[[dict], None] | Non
 
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="origin-push") as pool:
             for item in plan:
-                _send_file(store, client, item, _file_meta(store, item.file, fresh), report, progress, pool)
+                try:
+                    _send_file(store, client, item, _file_meta(store, item.file, fresh), report, progress, pool)
+                except (FileRefused, UsageError, StoreError) as e:
+                    # One file the hub (or this mirror) cannot give never
+                    # stops the others; the push reports it and fails at the end.
+                    report["refused"].append({"source": item.file.source, "path": item.file.path,
+                                              "status": getattr(e, "status", None), "error": str(e)})
         report["tombstones"] = pull_tombstones(store, client)
         with transaction(store.conn) as conn:
             conn.execute("INSERT OR REPLACE INTO setting (key, value) VALUES ('hub.last_push', ?)", (str(now_ms()),))
@@ -11259,6 +11333,15 @@ class Hub:
             return found.handler(self, req)
         except OffsetMismatch as e:
             return error_response(409, str(e), bytes=e.cursor)
+        except ProofMismatch as e:
+            hub_log(self, f"refused {log_safe(path[:200])}: {e.proof} mismatch")
+            return error_response(409, str(e), proof=e.proof)
+        except (OSError, sqlite3.OperationalError) as e:
+            r = storage_refusal(e)
+            if r is None:
+                raise
+            hub_log(self, f"refused {log_safe(path[:200])} {r.status}: {e}")
+            return r
         except Refused as e:
             r = error_response(e.http_status, str(e))
             if e.retry_after:
@@ -11266,6 +11349,29 @@ class Hub:
             return r
         except OriginError as e:
             return error_response(_status_of(e), str(e))
+
+
+def storage_refusal(e: BaseException) -> Response | None:
+    """The answer for a hub that cannot store a request (its disk, its limits), or None.
+
+    Without it such an error closed the connection with no answer, and the
+    device said it could not reach the hub.
+    """
+    code = getattr(e, "errno", None)
+    full = code in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG) or (
+        isinstance(e, sqlite3.OperationalError) and "full" in str(e))
+    if full:
+        return error_response(507, "the hub's disk is full (or the hub reached its file size limit); nothing was "
+                                   "written: free space on the hub, then push again")
+    if code == errno.ENAMETOOLONG:
+        return error_response(400, "a path of this file is too long for the hub's file system; nothing was "
+                                   "written (the device's other files are not affected)")
+    if code in (errno.EMFILE, errno.ENFILE):
+        r = error_response(503, "the hub has too many open files (its descriptor limit, `ulimit -n`); nothing "
+                                "was written: retry shortly")
+        r.headers.append(("Retry-After", "5"))
+        return r
+    return None
 
 
 def log_safe(text: str) -> str:
@@ -13430,7 +13536,9 @@ def cmd_push(args) -> int:
     Resumable: it asks the hub's cursors and sends only what the hub lacks;
     run it again after any interruption.  Forgets made on the hub are then
     applied here.  Exits non-zero when the hub is unreachable or refuses
-    the token; the local archive is untouched either way.
+    the token; the local archive is untouched either way.  A file the hub
+    refuses (its reason is printed) does not stop the others; the push
+    then exits 10.
 
     Example: origin push --json
     """
@@ -13445,9 +13553,12 @@ def cmd_push(args) -> int:
     if show:
         sys.stderr.write("\n")
     report["synced_events"] = synced.events_added
+    failed = PUSH_PARTIAL if report["refused"] else 0
     if args.json:
         _print_json(report)
-        return 0
+        return failed
+    for r in report["refused"]:
+        print(f"origin: not pushed: {r['source']} {r['path']}: {r['error']}", file=sys.stderr)
     t = report["tombstones"] or {}
     print(f"pushed {report['bytes_sent'] / 1e6:.2f} MB of {report['files_sent']} files to {cfg.url} as "
           f"{cfg.device}: {report['events_added_on_hub']} new events on the hub")
@@ -13456,7 +13567,9 @@ def cmd_push(args) -> int:
         p = t["purge_offered"]
         print(f"the hub purged forgotten text; here {p['events']} forgotten events and {p['entries']} entries "
               "still have their bytes: run `origin purge` to remove them too")
-    return 0
+    if failed:
+        print(f"origin: {len(report['refused'])} file(s) were not pushed (above); the others were", file=sys.stderr)
+    return failed
 
 
 def cmd_watch(args) -> int:
@@ -13484,6 +13597,8 @@ def cmd_watch(args) -> int:
             msg = f"synced {out['synced']['events_added']} events"
             if pushed:
                 msg += f", pushed {pushed['bytes_sent']} bytes"
+                for r in pushed.get("refused") or []:
+                    msg += f"; not pushed {r['path']}: {r['error']}"
             if out.get("push_error"):
                 msg += f"; push failed: {out['push_error']}"
             print(f"{dt.datetime.now().strftime('%H:%M:%S')} {msg}", flush=True)

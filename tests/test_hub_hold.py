@@ -10,13 +10,21 @@ is refused with a reason rather than losing events.
 from __future__ import annotations
 
 import base64
+import hashlib
 import http.client
 import json
+import os
+import resource
 import sqlite3
+import subprocess
+import time
+from pathlib import Path
 
 import pytest
 
 import origin
+from conftest import write_session
+from reliability_tools import origin_argv, origin_env
 from test_hub import LINES
 from test_hub_processes import HubProcess, _no_hub_left_running  # noqa: F401 (a fixture)
 
@@ -59,6 +67,16 @@ def chunk(device: str = "laptop", data: bytes = LINES, **over) -> dict:
             "data": base64.b64encode(data).decode()}
     body.update(over)
     return body
+
+
+def logged(hub: HubProcess, text: str) -> bool:
+    """Whether the hub's log says text, waiting for the line to be read from its pipe."""
+    deadline = time.monotonic() + 60
+    while not any(text in line for line in hub.log):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
 
 
 def hub_events(hub: HubProcess) -> int:
@@ -157,3 +175,108 @@ def test_tokens_of_a_store_from_before_scopes_are_device_tokens_and_keep_their_d
         assert json.loads(out)["tokens"][0]["scope"] == "device"
     finally:
         assert h.stop() == 0
+
+
+# -- pushes that prove their bytes ---------------------------------------------
+
+
+def test_a_chunk_whose_bytes_differ_from_its_hash_is_refused_with_409_and_writes_nothing(hub):
+    laptop = token(hub, "laptop")
+    body = chunk(sha256=hashlib.sha256(LINES.replace(b"banker", b"BANKER")).hexdigest())
+    status, out = call(hub, "POST", "/v1/ingest", laptop, body)
+    assert status == 409 and out["proof"] == "chunk" and "altered on the way" in out["error"]
+    assert hub_events(hub) == 0 and not (hub.home / "raw" / "devices").exists()
+    assert logged(hub, "refused /v1/ingest: chunk mismatch")
+    body = chunk(sha256=hashlib.sha256(LINES).hexdigest(), before=hashlib.sha256(b"").hexdigest())
+    assert call(hub, "POST", "/v1/ingest", laptop, body)[0] == 200
+
+
+def machine(root: Path, name: str, shared: Path, hub: HubProcess, tok: str) -> dict:
+    """The environment of one machine: its own store, the shared dotfiles, the hub."""
+    (root / name).mkdir(parents=True, exist_ok=True)
+    return origin_env(root / name, root / name / ".origin", {
+        "CLAUDE_CONFIG_DIR": str(shared / ".claude"), "ORIGIN_HUB_URL": hub.url, "ORIGIN_HUB_TOKEN": tok,
+        "ORIGIN_DEVICE": "laptop"})
+
+
+def run(env: dict, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(origin_argv(*args), env=env, capture_output=True, text=True, timeout=300)
+
+
+def said(n: int, who: str) -> list[tuple]:
+    return [(f"{who}-{i}", f"2026-11-0{1 + i % 5}T10:00:0{i}Z", "user" if i % 2 == 0 else "assistant",
+             f"{who} says thing number {i} about the checkout rounding rules") for i in range(n)]
+
+
+def test_two_machines_on_one_device_name_and_a_pre_1970_file_never_lose_events_silently(hub, tmp_path):
+    tok = token(hub, "laptop")
+    shared = tmp_path / "dotfiles"
+    first = write_session(shared, "s-shared", "/w/shop", said(3, "first"))
+    a = machine(tmp_path, "a", shared, hub, tok)
+    assert run(a, "sync", "--json").returncode == 0
+    p = run(a, "push", "--json")
+    assert p.returncode == 0, p.stderr
+    with sqlite3.connect(hub.home / "origin.db") as c:
+        held = {r[0] for r in c.execute("SELECT id FROM event")}
+    assert len(held) == 3
+    # The second machine shares the dotfiles (so the device name and token)
+    # and holds another, longer log at the same path.
+    write_session(shared, "s-shared", "/w/shop", said(5, "second"))
+    b = machine(tmp_path, "b", shared, hub, tok)
+    assert run(b, "sync", "--json").returncode == 0
+    write_session(shared, "s-other", "/w/shop", said(2, "other"))
+    old = write_session(shared, "s-old", "/w/shop", said(2, "old"))
+    os.utime(old, (-86400 * 400, -86400 * 400))  # dated 1968
+    assert run(b, "sync", "--json").returncode == 0
+    p = run(b, "push", "--json")
+    assert p.returncode == origin.PUSH_PARTIAL, p.stderr
+    report = json.loads(p.stdout)
+    assert [r["path"] for r in report["refused"]] == [str(first)]
+    assert report["refused"][0]["status"] == 409 and "another machine pushes the same file" in \
+        report["refused"][0]["error"]
+    with sqlite3.connect(hub.home / "origin.db") as c:
+        now = {r[0] for r in c.execute("SELECT id FROM event")}
+        errors = c.execute("SELECT coalesce(sum(parse_errors), 0) FROM raw_file").fetchone()[0]
+    assert held <= now and errors == 0  # the first machine's events are whole, no torn line
+    assert len(now - held) == 4  # the other two files arrived, the pre-1970 one among them
+    p = run(b, "push")
+    assert p.returncode == origin.PUSH_PARTIAL
+    assert f"not pushed: claude-code {first}" in p.stderr and "own device name" in p.stderr
+
+
+# -- the hub says what went wrong ----------------------------------------------
+
+
+def test_a_relpath_too_long_for_the_hubs_file_system_is_a_400_with_a_reason_and_a_log_line(hub):
+    laptop = token(hub, "laptop")
+    rel = "/".join(["\U0001f600" * 63] * 16)  # 1,023 characters, 4,047 bytes
+    status, out = call(hub, "POST", "/v1/ingest", laptop, chunk(relPath=rel))
+    assert status == 400 and "too long for the hub's file system" in out["error"]
+    assert logged(hub, "refused /v1/ingest 400")
+    assert call(hub, "POST", "/v1/ingest", laptop, chunk())[0] == 200  # the hub carries on
+
+
+def test_a_full_disk_is_a_507_and_the_device_prints_what_the_hub_said(hub, tmp_path):
+    tok = token(hub, "laptop")
+    home = tmp_path / "dev"
+    log = home / ".claude" / "projects" / "-w-shop" / "s-big.jsonl"
+    log.parent.mkdir(parents=True)
+    limit = max(p.stat().st_size for p in hub.home.rglob("*") if p.is_file()) + (2 << 20)
+    pad = "x" * (60 << 10)
+    with log.open("w") as fh:  # lines the adapter keeps no event for: the mirror is what grows
+        for i in range((limit + (2 << 20)) // len(pad)):
+            fh.write(json.dumps({"type": "progress", "sessionId": "s-big", "n": i, "data": pad}) + "\n")
+    env = origin_env(home, home / ".origin", {"ORIGIN_HUB_URL": hub.url, "ORIGIN_HUB_TOKEN": tok,
+                                              "ORIGIN_DEVICE": "laptop"})
+    assert run(env, "sync", "--json").returncode == 0
+    # The hub may write no file past `limit` bytes: to it, the disk is full.
+    resource.prlimit(hub.proc.pid, resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
+    p = run(env, "push")
+    assert p.returncode == origin.HubUnavailable.exit_code, p.stderr
+    assert "507" in p.stderr and "disk is full" in p.stderr and "cannot reach" not in p.stderr
+    assert logged(hub, "refused /v1/ingest 507")
+    resource.prlimit(hub.proc.pid, resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+    p = run(env, "push", "--json")
+    assert p.returncode == 0, p.stderr
+    mirror = next((hub.home / "raw" / "devices" / "laptop").rglob("s-big.jsonl"))
+    assert mirror.read_bytes() == log.read_bytes()

@@ -1366,6 +1366,11 @@ CREATE TABLE IF NOT EXISTS token_device (
     bound_at INTEGER NOT NULL,
     last_push INTEGER
 );
+CREATE INDEX IF NOT EXISTS token_device_device ON token_device (device);
+CREATE TABLE IF NOT EXISTS token_scope (
+    token_id INTEGER PRIMARY KEY REFERENCES api_token(id),
+    scope TEXT NOT NULL CHECK (scope IN ('device', 'agent'))
+);
 CREATE TABLE IF NOT EXISTS admin_session (
     id_hash TEXT PRIMARY KEY,
     csrf TEXT NOT NULL,
@@ -1441,6 +1446,7 @@ TABLES = (
     "entry", "entry_source", "entry_fts", "tombstone", "forgotten_entry", "excluded_event",
     "tombstone_fingerprint", "api_token", "setting", "admin_session", "audit_log", "purged_line", "purged_hash",
     "purge_scan", "raw_meta", "flush_point", "token_device", "login_failure", "session_title_source",
+    "token_scope",
 )
 
 
@@ -7519,13 +7525,20 @@ TOKEN_NAME = LazyRegex(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 TOKEN_TOUCH_MS = 60_000
 
 
+#: What a token may reach.  A device token replicates (/v1/*) and may also
+#: use /mcp; an agent token reaches /mcp only.  Tokens made before scopes
+#: existed have no token_scope row and are device tokens.
+TOKEN_SCOPES = ("device", "agent")
+
+
 @record
 class Token:
-    """A verified token: its row id, name and bound device (if any)."""
+    """A verified token: its row id, name, bound device (if any) and scope."""
 
     id: int
     name: str
     device: str | None
+    scope: str = "device"
 
 
 def _token_hash(token: str) -> str:
@@ -7539,26 +7552,85 @@ def check_token_name(name: Any) -> str:
     return name
 
 
-def create_token(store: Store, name: str) -> str:
-    """Create a token named name; return it (only its SHA-256 is kept)."""
+def _device_holder(conn: sqlite3.Connection, device: str) -> sqlite3.Row | None:
+    """The live token a device name belongs to, if any."""
+    return conn.execute(
+        "SELECT t.id, t.name FROM token_device d JOIN api_token t ON t.id = d.token_id "
+        "WHERE d.device = ? AND t.revoked_at IS NULL ORDER BY d.bound_at LIMIT 1", (device,)).fetchone()
+
+
+def create_token(store: Store, name: str, *, scope: str = "device", device: str | None = None) -> str:
+    """Create a token named name; return it (only its SHA-256 is kept).
+
+    scope is "device" (replication and /mcp) or "agent" (/mcp only).  With
+    device, the owner binds the new token to that device name: the way a
+    device gets a second token once its first is revoked.
+    """
     check_token_name(name)
+    if scope not in TOKEN_SCOPES:
+        raise UsageError(f"a token's scope is one of {', '.join(TOKEN_SCOPES)}")
+    if device is not None:
+        if scope != "device":
+            raise UsageError("an agent token has no device: leave out --device, or --agent")
+        if not isinstance(device, str) or not TOKEN_NAME.match(device):
+            raise UsageError("device must match [a-z0-9][a-z0-9._-]{0,62} (lower-case letters, digits, . _ -)")
     token = TOKEN_PREFIX + secrets.token_urlsafe(TOKEN_BYTES)
     with transaction(store.conn) as conn:
         if conn.execute("SELECT 1 FROM api_token WHERE name = ?", (name,)).fetchone():
             raise Conflict(f"a token named {name!r} exists (revoked names stay taken); pick another name")
-        conn.execute("INSERT INTO api_token (name, hash, created_at) VALUES (?, ?, ?)",
-                     (name, _token_hash(token), now_ms()))
+        if device is not None:
+            held = _device_holder(conn, device)
+            if held is not None:
+                raise Conflict(f"device {device!r} belongs to token {held['name']!r}: revoke it first "
+                               f"(`origin token revoke {held['name']}`), or move the device to another token with "
+                               f"`origin token rebind NAME --device {device}`")
+        t = now_ms()
+        tid = conn.execute("INSERT INTO api_token (name, hash, created_at) VALUES (?, ?, ?)",
+                           (name, _token_hash(token), t)).lastrowid
+        conn.execute("INSERT INTO token_scope (token_id, scope) VALUES (?, ?)", (tid, scope))
+        if device is not None:
+            conn.execute("INSERT INTO token_device (token_id, device, bound_at) VALUES (?, ?, ?)", (tid, device, t))
     return token
 
 
+def rebind_token(store: Store, name: str, device: str) -> str | None:
+    """Give device to the live device token name; return the token it was taken from.
+
+    The owner's explicit move of a device name to another token (a
+    reinstalled machine whose old token is lost, without revoking it):
+    the token that held the device is left unbound, and name leaves the
+    device it had.
+    """
+    if not isinstance(device, str) or not TOKEN_NAME.match(device):
+        raise UsageError("device must match [a-z0-9][a-z0-9._-]{0,62} (lower-case letters, digits, . _ -)")
+    with transaction(store.conn) as conn:
+        r = conn.execute("SELECT t.id, t.revoked_at, coalesce(s.scope, 'device') AS scope FROM api_token t "
+                         "LEFT JOIN token_scope s ON s.token_id = t.id WHERE t.name = ?", (name,)).fetchone()
+        if r is None:
+            raise NotFound(f"no token named {name!r}; `origin token list` shows them")
+        if r["revoked_at"] is not None:
+            raise Conflict(f"token {name!r} is revoked; create a new one with `origin token create NAME --device {device}`")
+        if r["scope"] != "device":
+            raise Conflict(f"token {name!r} is an agent token and cannot push; create a device token with "
+                           f"`origin token create NAME --device {device}`")
+        held = _device_holder(conn, device)
+        if held is not None and held["id"] != r["id"]:
+            conn.execute("DELETE FROM token_device WHERE token_id = ?", (held["id"],))
+        conn.execute("INSERT OR REPLACE INTO token_device (token_id, device, bound_at) VALUES (?, ?, ?)",
+                     (r["id"], device, now_ms()))
+    return held["name"] if held is not None and held["id"] != r["id"] else None
+
+
 def list_tokens(store: Store) -> list[dict]:
-    """Return every token's name, times and bound device; never the token."""
+    """Return every token's name, scope, times and bound device; never the token."""
     rows = store.conn.execute(
-        "SELECT t.name, t.created_at, t.last_used_at, t.revoked_at, d.device, d.last_push FROM api_token t "
-        "LEFT JOIN token_device d ON d.token_id = t.id ORDER BY t.id"
+        "SELECT t.name, t.created_at, t.last_used_at, t.revoked_at, d.device, d.last_push, "
+        "coalesce(s.scope, 'device') AS scope FROM api_token t LEFT JOIN token_device d ON d.token_id = t.id "
+        "LEFT JOIN token_scope s ON s.token_id = t.id ORDER BY t.id"
     ).fetchall()
-    return [{"name": r["name"], "created": iso_local(r["created_at"]), "last_used": iso_local(r["last_used_at"]),
-             "revoked": iso_local(r["revoked_at"]), "device": r["device"], "last_push": iso_local(r["last_push"])}
+    return [{"name": r["name"], "scope": r["scope"], "created": iso_local(r["created_at"]),
+             "last_used": iso_local(r["last_used_at"]), "revoked": iso_local(r["revoked_at"]), "device": r["device"],
+             "last_push": iso_local(r["last_push"])}
             for r in rows]
 
 
@@ -7583,15 +7655,30 @@ def verify_token(store: Store, authorization: str | None) -> Token:
         raise Unauthorized("send Authorization: Bearer <token> (create one on the hub with `origin token create NAME`)")
     presented = _token_hash(authorization[7:].strip())
     found = store.conn.execute(
-        "SELECT t.id, t.name, t.last_used_at, d.device FROM api_token t "
-        "LEFT JOIN token_device d ON d.token_id = t.id WHERE t.hash = ? AND t.revoked_at IS NULL", (presented,)
+        "SELECT t.id, t.name, t.last_used_at, d.device, coalesce(s.scope, 'device') AS scope FROM api_token t "
+        "LEFT JOIN token_device d ON d.token_id = t.id LEFT JOIN token_scope s ON s.token_id = t.id "
+        "WHERE t.hash = ? AND t.revoked_at IS NULL", (presented,)
     ).fetchone()
     if found is None:
         raise Unauthorized("the hub does not know this token, or it was revoked; ask the hub for a new one")
     if (found["last_used_at"] or 0) < now_ms() - TOKEN_TOUCH_MS:
         with transaction(store.conn) as conn:
             conn.execute("UPDATE api_token SET last_used_at = ? WHERE id = ?", (now_ms(), found["id"]))
-    return Token(found["id"], found["name"], found["device"])
+    return Token(found["id"], found["name"], found["device"], found["scope"])
+
+
+#: Paths a token needs a scope for, by prefix: the replication API is the
+#: devices'.  One rule for every route under it, present and future.
+SCOPE_RULES = (("/v1/", "device"),)
+
+
+def scope_refusal(token: Token, path: str) -> str | None:
+    """Why token may not reach path, or None."""
+    for prefix, scope in SCOPE_RULES:
+        if path.startswith(prefix) and token.scope != scope:
+            return (f"token {token.name!r} is an {token.scope} token: it reaches /mcp only; a device pushes "
+                    f"with a device token (`origin token create NAME` on the hub)")
+    return None
 
 
 #: The request header a trusted proxy writes the client's address in; the
@@ -7616,11 +7703,24 @@ def client_address(headers: dict, header: str | None, peer: str) -> str:
 def bind_device(conn: sqlite3.Connection, token: Token, device: str) -> None:
     """Bind token to device on first use; refuse any other device after.
 
-    Runs inside the caller's write transaction, so two first requests of one
-    token with different names cannot both win.
+    A device name belongs to one token: an unbound token binds itself only
+    to a name no token has held and no push has used; a second token for a
+    device needs the owner (`origin token create NAME --device D`, or
+    `origin token rebind`).  Runs inside the caller's write transaction, so
+    two first requests with one name cannot both win.
     """
+    if token.scope != "device":
+        raise Refused(f"token {token.name!r} is an agent token and cannot push", 403)
     r = conn.execute("SELECT device FROM token_device WHERE token_id = ?", (token.id,)).fetchone()
     if r is None:
+        taken = conn.execute("SELECT t.name FROM token_device d JOIN api_token t ON t.id = d.token_id "
+                             "WHERE d.device = ? ORDER BY d.bound_at DESC LIMIT 1", (device,)).fetchone()
+        if taken is not None or conn.execute("SELECT 1 FROM raw_file INDEXED BY raw_file_device WHERE device = ? "
+                                             "LIMIT 1", (device,)).fetchone():
+            held = f" (token {taken[0]!r})" if taken is not None else ""
+            raise Refused(f"device {device!r} already belongs to another token{held}; a new token for it needs the "
+                          f"hub's owner: `origin token create NAME --device {device}` after revoking the old one, or "
+                          f"`origin token rebind {token.name} --device {device}`", 403)
         conn.execute("INSERT INTO token_device (token_id, device, bound_at) VALUES (?, ?, ?)",
                      (token.id, device, now_ms()))
     elif r[0] != device:
@@ -7966,10 +8066,35 @@ FORGET_PLANS = "forget-plans.json"
 HUB_TIMEOUT = 60.0
 #: Resumes after 409 allowed per file in one push before giving up on it.
 MAX_RESUMES = 50
+#: A chunk proves where it goes with the SHA-256 of at most this many
+#: mirror bytes before its offset (``before``), and what it holds with the
+#: SHA-256 of its own bytes (``sha256``).
+PROOF_WINDOW = 4096
+#: The exit code of a push whose other files went up while the hub refused some.
+PUSH_PARTIAL = 10
 
 _CHUNK_FIELDS = {"device", "source", "path", "relPath", "generation", "offset", "mtimeMs", "agentVersion", "data",
-                 "kind", "meta", "flush"}
+                 "kind", "meta", "flush", "before", "sha256"}
 _CONTROL = LazyRegex(r"[\x00-\x1f\x7f]")
+_HEX64 = LazyRegex(r"^[0-9a-f]{64}$")
+
+
+class ProofMismatch(Conflict):
+    """A chunk's hashes disagree with its bytes or with the hub's copy; nothing was written."""
+
+    http_status = 409
+
+    def __init__(self, proof: str, message: str):
+        super().__init__(message)
+        self.proof = proof  # "chunk": its own bytes; "before": the hub's bytes before its offset
+
+
+class FileRefused(OriginError):
+    """The hub refused one file of a push (the rest of the push goes on)."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
 
 
 def check_device(name: Any) -> str:
@@ -8050,6 +8175,7 @@ class Chunk:
     kind: str
     meta: dict
     flush: bool
+    before: str | None = None
 
 
 def parse_chunk(body: Any) -> Chunk:
@@ -8081,7 +8207,12 @@ def parse_chunk(body: Any) -> Chunk:
     rel = check_rel(body["relPath"])
     generation = _check_int(body["generation"], "generation", 0, MAX_GENERATION)
     offset = _check_int(body["offset"], "offset", 0, CHUNK_OFFSET_MAX)
-    mtime = _check_int(body.get("mtimeMs"), "mtimeMs", 0, CHUNK_OFFSET_MAX, optional=True)
+    mtime = body.get("mtimeMs")
+    if mtime is not None and (not isinstance(mtime, int) or isinstance(mtime, bool)):
+        raise UsageError("mtimeMs must be a whole number of milliseconds since 1970, or null")
+    # The mtime is a hint (a time for events that carry none): a file dated
+    # before 1970 has a negative one, and one past any sane date is dropped.
+    mtime = mtime if mtime is None or abs(mtime) <= CHUNK_OFFSET_MAX else None
     version = body.get("agentVersion")
     if version is not None and (not isinstance(version, str) or len(version) > 100 or _CONTROL.search(version)):
         raise UsageError("agentVersion must be a string of at most 100 characters")
@@ -8107,7 +8238,26 @@ def parse_chunk(body: Any) -> Chunk:
         raise Refused(f"a chunk holds at most {CHUNK_MAX} bytes of lines (or one longer line)", 413)
     if len(data) > LINE_MAX:
         raise Refused(f"a single line is at most {LINE_MAX} bytes", 413)
-    return Chunk(device, source, path, rel, generation, offset, mtime, version, data, kind, meta, flush)
+    proofs = {}
+    for name in ("before", "sha256"):
+        v = body.get(name)
+        if v is not None and (not isinstance(v, str) or not _HEX64.match(v)):
+            raise UsageError(f"{name} must be a SHA-256 in 64 lower-case hex digits")
+        proofs[name] = v
+    if proofs["sha256"] is not None and hashlib.sha256(data).hexdigest() != proofs["sha256"]:
+        raise ProofMismatch("chunk", f"the bytes of this chunk of {path} at offset {offset} do not match the "
+                                     "sha256 sent with them: they were altered on the way; nothing was written, "
+                                     "push again")
+    return Chunk(device, source, path, rel, generation, offset, mtime, version, data, kind, meta, flush,
+                 proofs["before"])
+
+
+def mirror_window(path: Path, offset: int) -> bytes:
+    """The at most PROOF_WINDOW bytes of a mirror before offset."""
+    start = max(0, offset - PROOF_WINDOW)
+    with open(path, "rb") as fh:
+        fh.seek(start)
+        return fh.read(offset - start)
 
 
 def _device_root(store: Store, device: str) -> Path:
@@ -8209,6 +8359,15 @@ def accept_chunk(store: Store, c: Chunk, token: Token | None = None, pool: Threa
             raise OffsetMismatch(row["bytes_ingested"])
         if row["rel"] != c.rel or row["kind"] != c.kind:
             raise UsageError("relPath and kind of a file cannot change; send a new generation instead")
+        if c.before is not None and c.offset and \
+                hashlib.sha256(mirror_window(store.home / row["mirror"], c.offset)).hexdigest() != c.before:
+            # Invariant 1 (provenance): a chunk is appended only where the
+            # hub's copy ends with the bytes the device's mirror holds there.
+            raise ProofMismatch("before", (
+                f"the hub's copy of {c.path} differs from this device's in the bytes before offset {c.offset}: "
+                f"another machine pushes the same file as device {c.device!r} (one token or device name on two "
+                "machines?); give each machine its own device name and token (`origin token create NAME` on the "
+                "hub). Nothing was written"))
         if not c.data and conn.execute("SELECT 1 FROM flush_point WHERE raw_file_id = ? AND offset = ?",
                                        (row["id"], c.offset)).fetchone():
             conn.execute("COMMIT")
@@ -8300,8 +8459,8 @@ def hub_cursors(store: Store, device: str) -> list[dict]:
     return out
 
 
-def hub_tombstones(store: Store, after: int, limit: int = TOMBSTONE_PAGE) -> dict:
-    """Return the tombstones after seq ``after`` and the fingerprint keys.
+def hub_tombstones(store: Store, after: int, limit: int = TOMBSTONE_PAGE, *, keys: bool = False) -> dict:
+    """Return the tombstones after seq ``after``, and with keys the fingerprint keys.
 
     Invariant 5 (single entry point): only ids, counts and keyed
     fingerprints go down, never forgotten text.
@@ -8309,11 +8468,14 @@ def hub_tombstones(store: Store, after: int, limit: int = TOMBSTONE_PAGE) -> dic
     records = tombstones_after(store, after, limit + 1)
     more = len(records) > limit
     records = records[:limit]
-    keys = [[kid, key.hex()] for kid, key in sorted(fingerprint_keys(store).items())]
+    # Invariant 2 (sticky forget): a key lets its holder test guesses of a
+    # short forgotten text against the fingerprints, so it goes only where
+    # the caller says a device needs it to keep the forgets (keys=True).
+    ring = [[kid, key.hex()] for kid, key in sorted(fingerprint_keys(store).items())] if keys else []
     # A purge is no tombstone: the devices only learn that one happened, so
     # each can offer `origin purge` itself.
     purged_at = store.conn.execute("SELECT max(purged_at) FROM purged_line").fetchone()[0]
-    return {"tombstones": records, "more": more, "next": records[-1]["seq"] if records else after, "keys": keys,
+    return {"tombstones": records, "more": more, "next": records[-1]["seq"] if records else after, "keys": ring,
             "purged_at": purged_at}
 
 
@@ -8592,10 +8754,15 @@ def _bodies(store: Store, client: HubClient, item: PushItem, start: int, meta: d
 
     f = item.file
     mtime = _mtime_ms(f.path) if f.kind == "log" else None
+    # Each chunk proves its bytes: the hash of the mirror's bytes before its
+    # offset (the hub refuses it unless its copy ends the same) and its own.
+    window = mirror_window(store.home / f.mirror, start)
     for offset, data, flush in _chunks(store.home / f.mirror, start, item.end, item.flushes):
         body = {"device": client.cfg.device, "source": f.source, "path": f.path, "relPath": f.rel,
                 "generation": f.generation, "offset": offset, "mtimeMs": mtime, "kind": f.kind,
-                "data": base64.b64encode(data).decode("ascii"), "flush": flush}
+                "data": base64.b64encode(data).decode("ascii"), "flush": flush,
+                "before": hashlib.sha256(window).hexdigest(), "sha256": hashlib.sha256(data).hexdigest()}
+        window = (window + data)[-PROOF_WINDOW:]
         if meta:
             body["meta"] = meta
         yield offset, len(data), gzip.compress(json.dumps(body, ensure_ascii=False).encode(), compresslevel=1)
@@ -8628,6 +8795,10 @@ def _send_file(store: Store, client: HubClient, item: PushItem, meta: dict, repo
             if status == 409 and isinstance(resp.get("bytes"), int):
                 restart = resp["bytes"]
                 break
+            if status in (400, 409, 413):
+                # This file alone: a field the hub will not take, bytes that
+                # differ from its copy, a line too long.  The push goes on.
+                raise FileRefused(status, _hub_error(status, resp).args[0])
             raise _hub_error(status, resp)
         if restart is None:
             return
@@ -8731,7 +8902,7 @@ def push(store: Store, cfg: HubConfig, *, progress: Callable[[dict], None] | Non
     own = client is None
     client = client or HubClient(cfg)
     report = {"hub": cfg.url, "device": cfg.device, "files": 0, "files_sent": 0, "chunks": 0, "bytes_sent": 0,
-              "bytes_total": 0, "resumed": 0, "events_added_on_hub": 0, "tombstones": None}
+              "bytes_total": 0, "resumed": 0, "events_added_on_hub": 0, "tombstones": None, "refused": []}
     try:
         digest, cursors = fetch_cursors(store, cfg, client)
         if cursors is None:
@@ -8753,7 +8924,13 @@ def push(store: Store, cfg: HubConfig, *, progress: Callable[[dict], None] | Non
 
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="origin-push") as pool:
             for item in plan:
-                _send_file(store, client, item, _file_meta(store, item.file, fresh), report, progress, pool)
+                try:
+                    _send_file(store, client, item, _file_meta(store, item.file, fresh), report, progress, pool)
+                except (FileRefused, UsageError, StoreError) as e:
+                    # One file the hub (or this mirror) cannot give never
+                    # stops the others; the push reports it and fails at the end.
+                    report["refused"].append({"source": item.file.source, "path": item.file.path,
+                                              "status": getattr(e, "status", None), "error": str(e)})
         report["tombstones"] = pull_tombstones(store, client)
         with transaction(store.conn) as conn:
             conn.execute("INSERT OR REPLACE INTO setting (key, value) VALUES ('hub.last_push', ?)", (str(now_ms()),))
@@ -11450,7 +11627,10 @@ def api_get_tombstones(hub: "Hub", req: "Request") -> Response:
     if not ascii_number(raw_limit, 9) or not 1 <= int(raw_limit) <= TOMBSTONE_PAGE \
             or len(req.query.get("limit") or []) > 1:
         raise UsageError(f"limit is a whole number from 1 to {TOMBSTONE_PAGE}")
-    return Response(200, {"ok": True, **hub_tombstones(req.store, int(after), int(raw_limit))})
+    # Invariant 2 (sticky forget): the fingerprint keys go only to a device
+    # token bound to its device, never to an agent token or an unbound one.
+    device = req.token is not None and req.token.scope == "device" and req.token.device is not None
+    return Response(200, {"ok": True, **hub_tombstones(req.store, int(after), int(raw_limit), keys=device)})
 
 
 #: (method, path) -> Route.  Later surfaces add their own entries, or mount
@@ -11678,7 +11858,8 @@ class Hub:
                                                     f"check the token and retry in {wait} s",
                               "status": 429}, [("Retry-After", str(wait))])
 
-    def authenticate(self, route: Route, headers: dict, client: str, store: Store) -> Token | Response | None:
+    def authenticate(self, route: Route, headers: dict, client: str, store: Store,
+                     path: str = "") -> Token | Response | None:
         """Check the bearer token a route needs; return it or the refusal.
 
         The token is checked first (a hash and one index probe): a token
@@ -11690,7 +11871,7 @@ class Hub:
         if not route.auth:
             return None
         try:
-            return verify_token(store, headers.get("authorization"))
+            token = verify_token(store, headers.get("authorization"))
         except Unauthorized as e:
             limited = self._failed(client_address(headers, self.ip_header, client))
             if limited is not None:
@@ -11698,6 +11879,13 @@ class Hub:
             r = error_response(401, str(e))
             r.headers.append(("WWW-Authenticate", 'Bearer realm="origin"'))
             return r
+        # Invariant 5 (single entry point): the replication API is the
+        # devices' alone; an agent token reaches the archive through /mcp's
+        # tools only, whatever route is added under /v1/.
+        refused = scope_refusal(token, path)
+        if refused is not None:
+            return error_response(403, refused)
+        return token
 
     def check_body(self, route: Route, method: str, headers: dict) -> Response | None:
         """Refuse a body the route cannot take, before reading it."""
@@ -11732,7 +11920,7 @@ class Hub:
         if isinstance(found, Response):
             return found
         if token is None:
-            auth = self.authenticate(found, headers, client, store)
+            auth = self.authenticate(found, headers, client, store, path)
             if isinstance(auth, Response):
                 return auth
             token = auth
@@ -11754,6 +11942,15 @@ class Hub:
             return found.handler(self, req)
         except OffsetMismatch as e:
             return error_response(409, str(e), bytes=e.cursor)
+        except ProofMismatch as e:
+            hub_log(self, f"refused {log_safe(path[:200])}: {e.proof} mismatch")
+            return error_response(409, str(e), proof=e.proof)
+        except (OSError, sqlite3.OperationalError) as e:
+            r = storage_refusal(e)
+            if r is None:
+                raise
+            hub_log(self, f"refused {log_safe(path[:200])} {r.status}: {e}")
+            return r
         except Refused as e:
             r = error_response(e.http_status, str(e))
             if e.retry_after:
@@ -11761,6 +11958,29 @@ class Hub:
             return r
         except OriginError as e:
             return error_response(_status_of(e), str(e))
+
+
+def storage_refusal(e: BaseException) -> Response | None:
+    """The answer for a hub that cannot store a request (its disk, its limits), or None.
+
+    Without it such an error closed the connection with no answer, and the
+    device said it could not reach the hub.
+    """
+    code = getattr(e, "errno", None)
+    full = code in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG) or (
+        isinstance(e, sqlite3.OperationalError) and "full" in str(e))
+    if full:
+        return error_response(507, "the hub's disk is full (or the hub reached its file size limit); nothing was "
+                                   "written: free space on the hub, then push again")
+    if code == errno.ENAMETOOLONG:
+        return error_response(400, "a path of this file is too long for the hub's file system; nothing was "
+                                   "written (the device's other files are not affected)")
+    if code in (errno.EMFILE, errno.ENFILE):
+        r = error_response(503, "the hub has too many open files (its descriptor limit, `ulimit -n`); nothing "
+                                "was written: retry shortly")
+        r.headers.append(("Retry-After", "5"))
+        return r
+    return None
 
 
 def log_safe(text: str) -> str:
@@ -11912,7 +12132,7 @@ def _make_handler(hub: Hub):
                     self._drain_or_close(headers)
                     return self._send(found, "-")
                 self._rpc = found.rpc
-                auth = hub.authenticate(found, headers, client, self._store)
+                auth = hub.authenticate(found, headers, client, self._store, path)
                 if isinstance(auth, Response):
                     self._drain_or_close(headers)
                     return self._send(auth, "-")
@@ -13842,38 +14062,63 @@ def cmd_admin(args) -> int:
 
 
 def cmd_token(args) -> int:
-    """Create, list or revoke the hub's tokens.
+    """Create, list, revoke or rebind the hub's tokens.
 
     A token is shown once, at creation, with the command to run on a
     device and ready-to-paste registrations of the hub's /mcp for Claude
     Code, Codex and Cursor; the hub keeps only its SHA-256.  --url (or
-    ORIGIN_PUBLIC_URL) is the hub's address as they reach it.  A token is
-    bound to the first device name it pushes with.
+    ORIGIN_PUBLIC_URL) is the hub's address as they reach it.  A device
+    token replicates and may use /mcp; it is bound to the first device
+    name it pushes with, if no token had that name before.  --agent makes
+    a token that reaches /mcp only.  --device binds a new token to a device
+    name whose old token was revoked; `rebind NAME --device D` moves a
+    device name to token NAME.
 
     Example: origin token create laptop
     """
     with _open(args) as store:
+        if args.action == "rebind":
+            if not args.name or not args.device:
+                raise UsageError("origin token rebind NAME --device DEVICE")
+            was = rebind_token(store, args.name, args.device)
+            with transaction(store.conn) as conn:
+                audit(conn, "cli", "token_rebound", channel="cli", token=args.name, device=args.device,
+                      **({"from_token": was} if was else {}))
+            out = {"name": args.name, "device": args.device, "taken_from": was}
+            _print_json(out) if args.json else print(
+                f"device {args.device} now belongs to token {args.name}"
+                + (f" (token {was} is unbound)" if was else ""))
+            return 0
+        if args.device and args.action != "create":
+            raise UsageError("--device goes with `origin token create` or `origin token rebind`")
         if args.action == "create":
             if not args.name:
-                raise UsageError("origin token create NAME")
-            token = create_token(store, args.name)
+                raise UsageError("origin token create NAME [--agent | --device DEVICE]")
+            scope = "agent" if args.agent else "device"
+            token = create_token(store, args.name, scope=scope, device=args.device)
             with transaction(store.conn) as conn:
-                audit(conn, "cli", "token_created", channel="cli", token=args.name)
+                audit(conn, "cli", "token_created", channel="cli", token=args.name, scope=scope,
+                      **({"device": args.device} if args.device else {}))
             public = args.url or os.environ.get(ENV_PUBLIC_URL)
             url = check_hub_url(public or f"http://{HUB_LISTEN}")
-            line = f"origin hub connect {url} --token {token} --device {args.name}"
+            line = None if args.agent else \
+                f"origin hub connect {url} --token {token} --device {args.device or args.name}"
             reg = hub_registrations(url, token)
             warning = None if public else _local_url_warning(url)
             if args.json:
-                _print_json({"name": args.name, "token": token, "connect": line, "mcp": reg,
+                _print_json({"name": args.name, "scope": scope, "token": token, "connect": line, "mcp": reg,
                              **({"warning": warning} if warning else {})})
             else:
                 if warning:
                     print(f"origin: {warning}", file=sys.stderr)
-                print(f"token {args.name}: {token}")
-                print("it is shown only this once; on a device with agent logs run:")
-                print(f"  {line}")
-                print(f"\nor register the hub's MCP endpoint {reg['url']} in a cloud agent:")
+                print(f"{scope} token {args.name}: {token}")
+                if line:
+                    print("it is shown only this once; on a device with agent logs run:")
+                    print(f"  {line}")
+                    print(f"\nor register the hub's MCP endpoint {reg['url']} in a cloud agent:")
+                else:
+                    print("it is shown only this once; it reaches the hub's MCP endpoint only (no pushes).")
+                    print(f"register {reg['url']} in an agent:")
                 print(f"  Claude Code:\n    {reg['claude-code']}")
                 print("  Codex (~/.codex/config.toml):\n" + "".join(f"    {x}\n" for x in reg["codex"].splitlines()),
                       end="")
@@ -13896,7 +14141,7 @@ def cmd_token(args) -> int:
         print("no tokens; create one with `origin token create NAME`")
     for t in tokens:
         state = f"revoked {t['revoked']}" if t["revoked"] else f"last used {t['last_used'] or 'never'}"
-        print(f"{t['name']:20} created {t['created']}  {state}  device {t['device'] or '-'}")
+        print(f"{t['name']:20} {t['scope']:6} created {t['created']}  {state}  device {t['device'] or '-'}")
     return 0
 
 
@@ -13991,7 +14236,9 @@ def cmd_push(args) -> int:
     Resumable: it asks the hub's cursors and sends only what the hub lacks;
     run it again after any interruption.  Forgets made on the hub are then
     applied here.  Exits non-zero when the hub is unreachable or refuses
-    the token; the local archive is untouched either way.
+    the token; the local archive is untouched either way.  A file the hub
+    refuses (its reason is printed) does not stop the others; the push
+    then exits 10.
 
     Example: origin push --json
     """
@@ -14006,9 +14253,12 @@ def cmd_push(args) -> int:
     if show:
         sys.stderr.write("\n")
     report["synced_events"] = synced.events_added
+    failed = PUSH_PARTIAL if report["refused"] else 0
     if args.json:
         _print_json(report)
-        return 0
+        return failed
+    for r in report["refused"]:
+        print(f"origin: not pushed: {r['source']} {r['path']}: {r['error']}", file=sys.stderr)
     t = report["tombstones"] or {}
     print(f"pushed {report['bytes_sent'] / 1e6:.2f} MB of {report['files_sent']} files to {cfg.url} as "
           f"{cfg.device}: {report['events_added_on_hub']} new events on the hub")
@@ -14017,7 +14267,9 @@ def cmd_push(args) -> int:
         p = t["purge_offered"]
         print(f"the hub purged forgotten text; here {p['events']} forgotten events and {p['entries']} entries "
               "still have their bytes: run `origin purge` to remove them too")
-    return 0
+    if failed:
+        print(f"origin: {len(report['refused'])} file(s) were not pushed (above); the others were", file=sys.stderr)
+    return failed
 
 
 def cmd_watch(args) -> int:
@@ -14045,6 +14297,8 @@ def cmd_watch(args) -> int:
             msg = f"synced {out['synced']['events_added']} events"
             if pushed:
                 msg += f", pushed {pushed['bytes_sent']} bytes"
+                for r in pushed.get("refused") or []:
+                    msg += f"; not pushed {r['path']}: {r['error']}"
             if out.get("push_error"):
                 msg += f"; push failed: {out['push_error']}"
             print(f"{dt.datetime.now().strftime('%H:%M:%S')} {msg}", flush=True)
@@ -14069,10 +14323,13 @@ def add_hub_commands(command, add_json) -> None:
     sp.add_argument("action", choices=("password",), help="password: set the owner password")
     sp.add_argument("--generate", action="store_true", help="generate a password and print it once")
     add_json(sp)
-    sp = command("token", cmd_token, "create, list or revoke device tokens (on the hub)")
-    sp.add_argument("action", choices=("create", "list", "revoke"), help="create a token, list them, or revoke one")
+    sp = command("token", cmd_token, "create, list, revoke or rebind device and agent tokens (on the hub)")
+    sp.add_argument("action", choices=("create", "list", "revoke", "rebind"),
+                    help="create a token, list them, revoke one, or move a device name to a token")
     sp.add_argument("name", nargs="?", help="the token's name, e.g. the device's (laptop)")
     sp.add_argument("--url", help="the hub URL devices and agents use, for the printed lines")
+    sp.add_argument("--agent", action="store_true", help="a token for agents: /mcp only, no pushes")
+    sp.add_argument("--device", help="bind the token to this device name (create, after a revoke; rebind)")
     add_json(sp)
     sp = command("hub", cmd_hub, "connect this device to a hub, show or drop the connection")
     sp.add_argument("action", choices=("connect", "status", "disconnect"),

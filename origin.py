@@ -11149,8 +11149,13 @@ def api_post_tombstones(hub: "Hub", req: "Request") -> Response:
     if out.get("stale"):
         return error_response(409, "this hub was restored or rebuilt since the device last sent its forgets: "
                                    "send every tombstone again, under this epoch", stale=True, epoch=out["epoch"])
-    if out["applied"] and hub.index is not None:
-        hub.index.poke()
+    if out["applied"]:
+        # The owner can see which device made the hub forget what (counts only).
+        with transaction(req.store.conn) as conn:
+            audit(conn, f"device:{device}", "tombstones_received", channel="replication", client=req.client,
+                  tombstones=out["applied"], keys=out["keys_added"])
+        if hub.index is not None:
+            hub.index.poke()
     return Response(200, {"ok": True, **out})
 
 

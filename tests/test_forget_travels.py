@@ -173,6 +173,11 @@ def test_invariant_2_the_hub_refuses_a_batch_with_one_bad_tombstone_and_applies_
     finally:
         conn.close()
     assert _excluded(hub.home, "claude-code:x")
+    # The owner's audit log says which device made the hub forget, with counts only.
+    with sqlite3.connect(hub.home / origin.DB_NAME) as h:
+        rows = h.execute("SELECT actor, action, channel, details FROM audit_log "
+                         "WHERE action = 'tombstones_received'").fetchall()
+    assert rows == [("device:laptop", "tombstones_received", "replication", '{"keys":0,"tombstones":1}')]
     assert hub.stop() == 0, "".join(hub.log)
 
 

@@ -23,8 +23,8 @@ Invariants (the only place they are defined; code cites them by number):
         user's own machines; Origin never calls a third-party service.
     Invariant 5 (single entry point): every read and write, from the CLI or
         MCP, goes through the same core operations; the hub's replication
-        API only moves raw mirror bytes up and tombstones down between a
-        person's own stores, and is no entry point for agents or people.
+        API only moves raw mirror bytes up and tombstones both ways between
+        a person's own stores, and is no entry point for agents or people.
 
 Section map (a section calls only sections above it):
 
@@ -1802,11 +1802,14 @@ class transaction:
 # forgets everything again before anything can be read.
 
 #: setting rows: the key ring (``fpkey:<id>`` -> hex), the id of this store's
-#: own key, the store id (also written into each index file) and how many
-#: bytes of the tombstone log are applied.
+#: own key, the store id (also written into each index file), the store
+#: epoch (made with the database, renewed by a restore: a hub sends it with
+#: its tombstones, so a device notices a hub that is not the one it knew)
+#: and how many bytes of the tombstone log are applied.
 _KEY_PREFIX = "fpkey:"
 _OWN_KEY = "fpkey_own"
 _STORE_ID = "store_id"
+_EPOCH = "store_epoch"
 _LOG_DONE = "tombstone_log_bytes"
 _KEY_ID = LazyRegex(r"[A-Za-z0-9_-]{1,32}\Z")
 _TOMB_UID = LazyRegex(r"tmb_[0-9a-f]{8,64}\Z")
@@ -2151,15 +2154,18 @@ def _prepare_store(store: "Store") -> None:
     fingerprints recorded before a rebuild still match.
     """
     conn = store.conn
-    have = dict(conn.execute("SELECT key, value FROM setting WHERE key IN (?, ?, ?, ?)",
-                             (_STORE_ID, _OWN_KEY, _LOG_DONE, _ENTRIES_DONE)))
-    if _STORE_ID in have and _OWN_KEY in have and have.get(_LOG_DONE) == str(_tombstone_log_size(store.root)) \
+    have = dict(conn.execute("SELECT key, value FROM setting WHERE key IN (?, ?, ?, ?, ?)",
+                             (_STORE_ID, _OWN_KEY, _LOG_DONE, _ENTRIES_DONE, _EPOCH)))
+    if _STORE_ID in have and _OWN_KEY in have and _EPOCH in have \
+            and have.get(_LOG_DONE) == str(_tombstone_log_size(store.root)) \
             and have.get(_ENTRIES_DONE) == str(_journal_size(store.root, ENTRIES_LOG)):
         return
     with transaction(conn):
         replay_tombstone_log(store)
         if _setting(conn, _STORE_ID) is None:
             _put_setting(conn, _STORE_ID, secrets.token_hex(8))
+        if _setting(conn, _EPOCH) is None:
+            _put_setting(conn, _EPOCH, new_store_epoch())
         if _setting(conn, _OWN_KEY) is None:
             ring = key_ring(conn)
             if ring:
@@ -2175,6 +2181,20 @@ def _prepare_store(store: "Store") -> None:
                 _put_setting(conn, _LOG_DONE, str(_log_append(store.home, records)))
         # Entries after forgets: an entry the log forgot never shows.
         replay_entries_log(store)
+
+
+def new_store_epoch() -> str:
+    """A fresh store epoch: 16 random hex characters."""
+    return secrets.token_hex(8)
+
+
+def store_epoch(conn: sqlite3.Connection) -> str:
+    """This store's epoch: made with origin.db, renewed by `origin restore`.
+
+    Local tombstone ids count within one epoch; a peer that kept a cursor
+    over them under another epoch has to start again from 0.
+    """
+    return _setting(conn, _EPOCH) or ""
 
 
 def _legacy_tombstones(conn: sqlite3.Connection, ring: dict[str, bytes]) -> list[dict]:
@@ -3300,14 +3320,14 @@ def _purged_lines(conn: sqlite3.Connection) -> int:
         return 0
 
 
-def _empty_target(path: Path, what: str, allow: tuple[str, ...] = ()) -> None:
+def _empty_target(path: Path, what: str, allow: tuple[str, ...] = (), hint: str = "") -> None:
     if path.exists() and not path.is_dir():
         raise UsageError(f"{what} {path} is a file; name a new or empty directory")
     if path.is_dir():
         extra = sorted(p.name for p in path.iterdir() if p.name not in allow)
         if extra:
             raise UsageError(f"{what} {path} is not empty (it holds {', '.join(extra[:3])}"
-                             f"{', …' if len(extra) > 3 else ''}); name a new or empty directory")
+                             f"{', …' if len(extra) > 3 else ''}); name a new or empty directory{hint}")
 
 
 def backup(store: Store, dest: Path) -> dict:
@@ -3432,7 +3452,74 @@ def read_backup_manifest(src: Path) -> dict:
     return manifest
 
 
-def restore(src: Path, home: Path) -> dict:
+def _known_forgets(path: Path, what: str) -> tuple[list[dict], int]:
+    """Read the key and tombstone records of a tombstone log; return them checked and how many were not.
+
+    A record that does not check out (a torn line, another kind of record,
+    a malformed field) is counted and left out, never fatal.
+    """
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise UsageError(f"{what} {path} does not exist; give the tombstones.log of an Origin home") from None
+    except OSError as e:
+        raise UsageError(f"{what} {path} cannot be read ({e.strerror}); give a readable tombstones.log") from None
+    out, bad = [], 0
+    for line in data.split(b"\n"):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+            if not isinstance(rec, dict):
+                raise ValueError("not an object")
+            if rec.get("type") == "key":
+                kid, key = rec.get("key_id"), bytes.fromhex(rec.get("key"))
+                if not isinstance(kid, str) or not _KEY_ID.match(kid) or not 16 <= len(key) <= 64:
+                    raise ValueError("not a fingerprint key")
+                out.append({"type": "key", "key_id": kid, "key": key.hex(), "created_at": rec.get("created_at")})
+            elif rec.get("type") == "tombstone":
+                out.append({"type": "tombstone", **check_tombstone_record(rec)})
+            else:
+                raise ValueError("not a key or a tombstone")
+        except (OriginError, ValueError, TypeError):
+            bad += 1
+    return out, bad
+
+
+def merge_tombstone_logs(base: bytes, others: list[list[dict]]) -> tuple[bytes, int]:
+    """Return the tombstone log base followed by the records of others it lacks, and how many tombstones those are.
+
+    Records count as known by uid (tombstones) and by key id (keys).  base
+    is kept byte for byte (up to its last complete line), so a store that
+    applied a prefix of it replays exactly the rest.
+    """
+    base = base[: base.rfind(b"\n") + 1]
+    uids, kids = set(), set()
+    for line in base.split(b"\n"):
+        try:
+            rec = json.loads(line) if line.strip() else None
+        except ValueError:
+            continue
+        if isinstance(rec, dict):
+            if rec.get("type") == "tombstone":
+                uids.add(rec.get("uid"))
+            elif rec.get("type") == "key":
+                kids.add(rec.get("key_id"))
+    encode = _log_encoder().encode
+    added, n = [], 0
+    for records in others:
+        for rec in records:
+            if rec["type"] == "key" and rec["key_id"] not in kids:
+                kids.add(rec["key_id"])
+                added.append(rec)
+            elif rec["type"] == "tombstone" and rec["uid"] not in uids:
+                uids.add(rec["uid"])
+                added.append(rec)
+                n += 1
+    return base + "".join(encode(r) + "\n" for r in added).encode("utf-8"), n
+
+
+def restore(src: Path, home: Path, forgets: Path | None = None) -> dict:
     """Restore a backup folder into an empty ORIGIN_HOME and check it.
 
     Every file is checked against the manifest's size and SHA-256 while it is
@@ -3440,10 +3527,31 @@ def restore(src: Path, home: Path) -> dict:
     until all of them match and the database passes ``integrity_check``.
     ``origin.db`` is moved last, so an interrupted restore never looks like
     a store.  Opening the restored store replays its tombstone log.
+
+    home may already hold a tombstone log (the forgets this machine made
+    since the backup), and forgets may name another one: their tombstones
+    and keys are merged by uid into the restored log before the store
+    opens.  The restored store gets a new epoch, so a hub's devices read
+    and send every tombstone again.
     """
     src, home = Path(src).absolute(), Path(home).absolute()
     manifest = read_backup_manifest(src)
-    _empty_target(home, "ORIGIN_HOME", allow=(RESTORE_STAGING,))
+    # Invariant 2 (sticky forget): a home holding only its tombstone log is
+    # restored into, and the forgets it knows are merged, not lost.
+    _empty_target(home, "ORIGIN_HOME", allow=(RESTORE_STAGING, TOMBSTONE_LOG),
+                  hint=f" (it may keep {TOMBSTONE_LOG}, whose forgets are merged; or move the old home aside "
+                       f"and give its log with --forgets)")
+    known: list[list[dict]] = []
+    unreadable = 0
+    for path, what in ((home / TOMBSTONE_LOG, "the tombstone log"), (forgets, "--forgets")):
+        if path is None or (what != "--forgets" and not path.exists()):
+            continue
+        records, bad = _known_forgets(Path(path).absolute(), what)
+        if what == "--forgets" and bad and not records:
+            raise UsageError(f"{path} holds no tombstone records ({bad} lines are not); give the tombstones.log "
+                             "of an Origin home")
+        known.append(records)
+        unreadable += bad
     started = time.monotonic()
     private_dir(home)
     staging = home / RESTORE_STAGING
@@ -3468,6 +3576,14 @@ def restore(src: Path, home: Path) -> dict:
             check.close()
         if result != "ok":
             raise StoreError(f"the backed-up {DB_NAME} fails SQLite's integrity check ({result})")
+        merged = 0
+        if known:
+            log = staging / TOMBSTONE_LOG
+            data, merged = merge_tombstone_logs(log.read_bytes() if log.exists() else b"", known)
+            with open(private_file(log), "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
         _fsync_dirs(staging)
         names = sorted((p.name for p in staging.iterdir()), key=lambda n: n == DB_NAME)
         for name in names:
@@ -3479,10 +3595,15 @@ def restore(src: Path, home: Path) -> dict:
         raise
     private_dir(home / "raw")
     with open_store(home) as store:
+        # Local tombstone ids are numbered again from the backup's: the new
+        # epoch makes every peer's cursor over them start again from 0.
+        with transaction(store.conn) as conn:
+            _put_setting(conn, _EPOCH, new_store_epoch())
         update_index(store)
         integrity = store.conn.execute("PRAGMA integrity_check").fetchone()[0]
         counts = _store_counts(store.conn)
     return {"home": str(home), "backup": str(src), "created": manifest.get("created"), **counts,
+            "forgets_merged": merged, "forgets_unreadable": unreadable,
             "integrity": integrity, "bytes": manifest.get("bytes"), "files": len(manifest["files"]),
             "seconds": round(time.monotonic() - started, 3)}
 
@@ -8028,10 +8149,12 @@ def list_admin_sessions(store: Store) -> list[dict]:
 # Replication #################################################################
 ###############################################################################
 # Owns: the hub side of replication (accept a chunk of mirror bytes, report
-# cursors, hand out tombstones) and the device side (status, diff, a pure
-# plan, apply, the HTTP client).  Upholds: Invariant 5 (the replication API
-# moves raw mirror bytes up and tombstones down, nothing else) and, on the
-# hub, Invariant 1 (bytes are mirrored before they are parsed).
+# cursors, hand out tombstones and take a device's in) and the device side
+# (status, diff, a pure plan, apply, the HTTP client).  Upholds: Invariant 5
+# (the replication API moves raw mirror bytes up and tombstones both ways,
+# nothing else), Invariant 2 (a device's forgets reach the hub before its
+# bytes do) and, on the hub, Invariant 1 (bytes are mirrored before they
+# are parsed).
 
 #: A device name (also the folder of its mirrors on the hub).
 DEVICE_NAME = LazyRegex(r"^[a-z0-9][a-z0-9._-]{0,62}$")
@@ -8353,6 +8476,10 @@ def accept_chunk(store: Store, c: Chunk, token: Token | None = None, pool: Threa
             bind_device(conn, token, c.device)
             conn.execute("UPDATE token_device SET last_push = ? WHERE token_id = ?", (now_ms(), token.id))
         row = conn.execute("SELECT * FROM raw_file WHERE id = ?", (row["id"],)).fetchone()
+        # Invariant 2 (sticky forget): what a device pushes is checked on
+        # arrival like a local sync, so a copy of forgotten text under
+        # another id (another device, a rewrite) is excluded here too.
+        writer.checks = arrivals(store)
         # The cursor check happens under the write lock: the chunk is taken
         # only if it starts exactly where the hub's copy ends.
         if row["bytes_ingested"] != c.offset:
@@ -8475,8 +8602,73 @@ def hub_tombstones(store: Store, after: int, limit: int = TOMBSTONE_PAGE, *, key
     # A purge is no tombstone: the devices only learn that one happened, so
     # each can offer `origin purge` itself.
     purged_at = store.conn.execute("SELECT max(purged_at) FROM purged_line").fetchone()[0]
+    # The seqs count within this epoch: a device that kept a cursor under
+    # another one (this hub was restored or rebuilt since) reads from 0.
     return {"tombstones": records, "more": more, "next": records[-1]["seq"] if records else after, "keys": ring,
-            "purged_at": purged_at}
+            "purged_at": purged_at, "epoch": store_epoch(store.conn)}
+
+
+#: Most fingerprint keys a device sends with its tombstones.
+KEYS_MAX = 64
+_UP_FIELDS = {"device", "epoch", "keys", "tombstones"}
+
+
+def accept_tombstones(store: Store, body: Any) -> dict:
+    """Apply a device's own tombstones here (``POST /v1/tombstones``); return what changed.
+
+    body is ``{"device", "epoch", "keys": [[key id, hex]], "tombstones":
+    [records]}``.  Every key and record is checked before anything is
+    written: one bad one refuses the whole batch with its reason.  A batch
+    sent for another epoch of this store (the device's cursor counts a
+    store this one was restored over) applies nothing and answers
+    ``{"stale": true, "epoch"}``; the device then sends all of its
+    tombstones again.  Keys join the ring before the records are applied,
+    so their fingerprints match here from the same commit on.
+    """
+    if not isinstance(body, dict):
+        raise UsageError("send tombstones as {\"device\", \"epoch\", \"keys\", \"tombstones\"}")
+    extra = sorted(set(body) - _UP_FIELDS)
+    if extra:
+        raise UsageError(f"unknown field {extra[0]!r}: a tombstone batch has {', '.join(sorted(_UP_FIELDS))}")
+    check_device(body.get("device"))
+    epoch = body.get("epoch")
+    if epoch is not None and (not isinstance(epoch, str) or len(epoch) > 64):
+        raise UsageError("epoch is the store epoch the hub last sent (a short string), or null")
+    keys, records = body.get("keys", []), body.get("tombstones", [])
+    if not isinstance(keys, list) or len(keys) > KEYS_MAX:
+        raise UsageError(f"keys are at most {KEYS_MAX} [key id, hex] pairs")
+    ring = fingerprint_keys(store)
+    checked_keys: list[tuple[str, bytes]] = []
+    for k in keys:
+        try:
+            kid, key = k
+            key = bytes.fromhex(key)
+        except (TypeError, ValueError):
+            raise UsageError("a fingerprint key is a [key id, hex] pair") from None
+        if not isinstance(kid, str) or not _KEY_ID.match(kid) or not 16 <= len(key) <= 64:
+            raise UsageError("a fingerprint key id is 1 to 32 letters, digits, '-' or '_' and a key 16 to 64 bytes")
+        if kid in ring and not hmac.compare_digest(ring[kid], key):
+            raise Conflict(f"fingerprint key {kid} is already in the hub's ring with another value; nothing was "
+                           "applied")
+        checked_keys.append((kid, key))
+    if not isinstance(records, list) or len(records) > TOMBSTONE_PAGE:
+        raise UsageError(f"tombstones are a list of at most {TOMBSTONE_PAGE} records")
+    checked = []
+    for i, rec in enumerate(records, 1):
+        try:
+            checked.append(check_tombstone_record(rec))
+        except UsageError as e:
+            uid = rec.get("uid") if isinstance(rec, dict) and isinstance(rec.get("uid"), str) else "without a uid"
+            raise UsageError(f"record {i} of the batch ({uid[:80]}): {e}; nothing of this batch was applied, "
+                             "send it again without that record") from None
+    mine = store_epoch(store.conn)
+    if epoch is not None and epoch != mine:
+        return {"stale": True, "epoch": mine}
+    added = sum(add_fingerprint_key(store, kid, key) for kid, key in checked_keys)
+    # Invariant 2 (sticky forget): a device's forgets become the hub's own,
+    # before the device sends a byte, so the hub never serves their text.
+    applied = apply_tombstones(store, checked) if checked else 0
+    return {"applied": applied, "keys_added": added, "epoch": mine}
 
 
 # -- device side ---------------------------------------------------------------
@@ -8811,15 +9003,103 @@ def _send_file(store: Store, client: HubClient, item: PushItem, meta: dict, repo
         start = restart
 
 
+#: setting rows of a device, per hub URL: the hub's tombstones applied here
+#: (down) and this device's own tombstones the hub acknowledged (up), each
+#: {"epoch", "seq"}.  A seq counts only within its epoch.
+_DOWN_CURSOR = "hub.tombstones_down:"
+_UP_CURSOR = "hub.tombstones_up:"
+
+
+def _hub_cursor(store: Store, key: str) -> tuple[str | None, int]:
+    """Return (epoch, seq) of a tombstone cursor; (None, 0) when there is none."""
+    raw = _setting(store.conn, key)
+    try:
+        got = json.loads(raw) if raw else None
+        if isinstance(got, dict) and isinstance(got.get("epoch"), str) and isinstance(got.get("seq"), int):
+            return got["epoch"], got["seq"]
+    except ValueError:
+        pass
+    return None, 0
+
+
+def _put_hub_cursor(store: Store, key: str, epoch: str, seq: int) -> None:
+    with transaction(store.conn) as conn:
+        _put_setting(conn, key, json.dumps({"epoch": epoch, "seq": seq}))
+
+
+#: Largest batch of tombstones a device sends in one request, before gzip
+#: (a longer single record goes alone).
+TOMBSTONE_BATCH_BYTES = 4 << 20
+
+
+def push_tombstones(store: Store, client: HubClient) -> dict:
+    """Send the hub this store's tombstones it has not acknowledged, with the keys they use.
+
+    Invariant 2 (sticky forget): a forget made here (before the hub was
+    connected, between a disconnect and a reconnect, or replayed from a
+    restored log) becomes the hub's own before any mirror byte goes up.
+    The cursor is this store's last tombstone the hub acknowledged, under
+    the hub's epoch: a hub restored or rebuilt since answers with its new
+    epoch, and every tombstone is sent again (idempotent by uid).
+    """
+    import gzip
+
+    key = _UP_CURSOR + client.cfg.url
+    epoch, after = _hub_cursor(store, key)
+    sent = applied = keys_added = 0
+    restarted = False
+    while True:
+        records = tombstones_after(store, after, TOMBSTONE_PAGE)
+        batch, size = [], 0
+        for rec in records:
+            rec = {k: v for k, v in rec.items() if k != "seq"}
+            line = len(json.dumps(rec))
+            if batch and size + line > TOMBSTONE_BATCH_BYTES:
+                break
+            batch.append(rec)
+            size += line
+        ring = fingerprint_keys(store)
+        used = sorted({kid for r in batch for kid, _fp in r["fingerprints"] if kid in ring})
+        body = {"device": client.cfg.device, "epoch": epoch, "keys": [[k, ring[k].hex()] for k in used],
+                "tombstones": batch}
+        status, data = client.request("POST", "/v1/tombstones", gzip.compress(json.dumps(body).encode("utf-8"), 6),
+                                      encoding="gzip")
+        if status in (404, 405):
+            if batch:
+                raise HubUnavailable(
+                    f"the hub at {client.cfg.url} cannot take this device's forgets (it answered {status}: it runs "
+                    "an older Origin); upgrade Origin on the hub, then push again. Nothing was pushed, so "
+                    "nothing forgotten here reaches the hub", retryable=False)
+            return {"sent": 0, "applied": 0, "keys_added": 0, "restarted": False}
+        if status == 409 and isinstance(data, dict) and data.get("stale") and not restarted:
+            # The hub is not the store this cursor counted (restored or
+            # rebuilt): send it everything again.
+            epoch, after, restarted = None, 0, True
+            continue
+        if status != 200 or not isinstance(data, dict) or not isinstance(data.get("epoch"), str):
+            raise _hub_error(status, data)
+        epoch = data["epoch"]
+        sent += len(batch)
+        applied += int(data.get("applied") or 0)
+        keys_added += int(data.get("keys_added") or 0)
+        if batch:
+            after = records[len(batch) - 1]["seq"]
+        _put_hub_cursor(store, key, epoch, after)
+        if not batch or (len(batch) == len(records) and len(records) < TOMBSTONE_PAGE):
+            break
+    return {"sent": sent, "applied": applied, "keys_added": keys_added, "restarted": restarted}
+
+
 def pull_tombstones(store: Store, client: HubClient) -> dict:
     """Fetch the hub's tombstones not applied here yet and apply them.
 
     Invariant 2 (sticky forget): a forget made on the hub reaches this
     replica; applying is idempotent, so a pull cut short is simply re-run.
+    The cursor counts the hub's tombstones within the hub's epoch: a hub
+    that was restored or rebuilt since is read again from its first one.
     """
-    key = f"hub.tombstones_after:{client.cfg.url}"
-    r = store.conn.execute("SELECT value FROM setting WHERE key = ?", (key,)).fetchone()
-    after = int(r[0]) if r and str(r[0]).isdigit() else 0
+    key = _DOWN_CURSOR + client.cfg.url
+    epoch, after = _hub_cursor(store, key)
     applied = fetched = 0
     purged_at = None
     from concurrent.futures import ThreadPoolExecutor
@@ -8828,7 +9108,14 @@ def pull_tombstones(store: Store, client: HubClient) -> dict:
     # time on the connection: only the fetching thread uses it meanwhile).
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="origin-pull") as pool:
         page = client.get("/v1/tombstones", after=after)
+        hub_epoch = page.get("epoch") if isinstance(page.get("epoch"), str) else ""
+        if hub_epoch != epoch and after:
+            # Another epoch: this cursor counts a store the hub no longer is.
+            after = 0
+            page = client.get("/v1/tombstones", after=after)
         while True:
+            if (page.get("epoch") if isinstance(page.get("epoch"), str) else "") != hub_epoch:
+                break  # restored under this pull: the next push starts over
             have = set(fingerprint_keys(store))
             try:
                 for kid, hexkey in page.get("keys") or []:
@@ -8851,10 +9138,9 @@ def pull_tombstones(store: Store, client: HubClient) -> dict:
                     ahead.cancel() or ahead.exception()  # the connection is free again before it is closed
                 raise
             purged_at = page.get("purged_at") if isinstance(page.get("purged_at"), int) else purged_at
-            if nxt != after:
-                after = nxt
-                with transaction(store.conn) as conn:
-                    conn.execute("INSERT OR REPLACE INTO setting (key, value) VALUES (?, ?)", (key, str(after)))
+            if nxt != after or epoch != hub_epoch:
+                after, epoch = nxt, hub_epoch
+                _put_hub_cursor(store, key, epoch, after)
             if ahead is None:
                 break
             page = ahead.result()
@@ -8892,18 +9178,24 @@ def fetch_cursors(store: Store, cfg: HubConfig, client: HubClient) -> tuple[str,
 
 def push(store: Store, cfg: HubConfig, *, progress: Callable[[dict], None] | None = None,
          client: HubClient | None = None, discover: bool = True) -> dict:
-    """Send every local mirror's new bytes to the hub, then pull its forgets.
+    """Send the hub this device's forgets, take in the hub's, then send every mirror's new bytes.
 
-    Reads the hub's cursors, plans what is missing, sends it in gzip'ed
-    chunks of whole lines, resumes from the cursor a 409 returns, then
-    applies the hub's new tombstones here.  Only reads the local store,
-    except for the tombstones it applies and the last push time.
+    First the tombstones the hub has not acknowledged go up and the hub's
+    new ones are applied here; then it reads the hub's cursors, plans what
+    is missing, sends it in gzip'ed chunks of whole lines and resumes from
+    the cursor a 409 returns.  Only reads the local store, except for the
+    tombstones it applies, the tombstone cursors and the last push time.
     """
     own = client is None
     client = client or HubClient(cfg)
     report = {"hub": cfg.url, "device": cfg.device, "files": 0, "files_sent": 0, "chunks": 0, "bytes_sent": 0,
-              "bytes_total": 0, "resumed": 0, "events_added_on_hub": 0, "tombstones": None, "refused": []}
+              "bytes_total": 0, "resumed": 0, "events_added_on_hub": 0, "tombstones_sent": None, "tombstones": None,
+              "refused": []}
     try:
+        # Invariant 2 (sticky forget): forgets travel both ways before any
+        # byte does, so the hub never holds text whose forget it lacks.
+        report["tombstones_sent"] = push_tombstones(store, client)
+        report["tombstones"] = pull_tombstones(store, client)
         digest, cursors = fetch_cursors(store, cfg, client)
         if cursors is None:
             # The hub holds exactly what this device does: nothing to plan.
@@ -8931,7 +9223,6 @@ def push(store: Store, cfg: HubConfig, *, progress: Callable[[dict], None] | Non
                     # stops the others; the push reports it and fails at the end.
                     report["refused"].append({"source": item.file.source, "path": item.file.path,
                                               "status": getattr(e, "status", None), "error": str(e)})
-        report["tombstones"] = pull_tombstones(store, client)
         with transaction(store.conn) as conn:
             conn.execute("INSERT OR REPLACE INTO setting (key, value) VALUES ('hub.last_push', ?)", (str(now_ms()),))
     finally:
@@ -11633,6 +11924,29 @@ def api_get_tombstones(hub: "Hub", req: "Request") -> Response:
     return Response(200, {"ok": True, **hub_tombstones(req.store, int(after), int(raw_limit), keys=device)})
 
 
+def api_post_tombstones(hub: "Hub", req: "Request") -> Response:
+    """POST /v1/tombstones: a device's own forgets, applied here before its bytes arrive."""
+    if req.query:
+        raise UsageError("POST /v1/tombstones takes no query parameters")
+    body = req.json()
+    device = check_device(body.get("device") if isinstance(body, dict) else None)
+    if req.token is not None and req.token.device != device:
+        with transaction(req.store.conn) as conn:
+            bind_device(conn, req.token, device)
+    out = accept_tombstones(req.store, body)
+    if out.get("stale"):
+        return error_response(409, "this hub was restored or rebuilt since the device last sent its forgets: "
+                                   "send every tombstone again, under this epoch", stale=True, epoch=out["epoch"])
+    if out["applied"]:
+        # The owner can see which device made the hub forget what (counts only).
+        with transaction(req.store.conn) as conn:
+            audit(conn, f"device:{device}", "tombstones_received", channel="replication", client=req.client,
+                  tombstones=out["applied"], keys=out["keys_added"])
+        if hub.index is not None:
+            hub.index.poke()
+    return Response(200, {"ok": True, **out})
+
+
 #: (method, path) -> Route.  Later surfaces add their own entries, or mount
 #: a handler on a path prefix with ``Hub.mount`` (``/mcp``, ``/admin``).
 HUB_ROUTES: dict[tuple[str, str], Route] = {
@@ -11640,6 +11954,7 @@ HUB_ROUTES: dict[tuple[str, str], Route] = {
     ("GET", "/v1/cursors"): Route(api_get_cursors),
     ("POST", "/v1/ingest"): Route(api_post_ingest, body_max=BODY_MAX),
     ("GET", "/v1/tombstones"): Route(api_get_tombstones),
+    ("POST", "/v1/tombstones"): Route(api_post_tombstones, body_max=BODY_MAX),
     ("POST", "/mcp"): Route(api_mcp, body_max=MCP_BODY_MAX, rpc=True),
 }
 
@@ -13838,20 +14153,28 @@ def cmd_backup(args) -> int:
 
 
 def cmd_restore(args) -> int:
-    """Restore a backup into ORIGIN_HOME, which must be empty or absent.
+    """Restore a backup into ORIGIN_HOME, which must be empty, absent, or hold only tombstones.log.
 
     Every file is checked against backup.json before anything is moved into
-    place; the restored store must pass SQLite's integrity check.
+    place; the restored store must pass SQLite's integrity check.  Every
+    forget this machine knows is kept: the tombstone log already in
+    ORIGIN_HOME, and one given with --forgets, are merged into the restored
+    one, so nothing forgotten since the backup comes back.
 
     Example: ORIGIN_HOME=~/.origin origin restore /mnt/usb/origin-2026-12-01
     """
-    r = restore(Path(args.src), resolve_home())
+    r = restore(Path(args.src), resolve_home(), Path(args.forgets) if args.forgets else None)
     if args.json:
         _print_json(r)
         return 0
     print(f"restored {r['events']} events, {r['entries']} entries, {r['tombstones']} forgets "
           f"({r['files']} files, {(r['bytes'] or 0) / 1e6:.1f} MB, integrity {r['integrity']}) "
           f"into {r['home']} in {r['seconds']:.1f} s")
+    if r["forgets_merged"]:
+        print(f"kept {_n(r['forgets_merged'], 'forget')} made since the backup")
+    if r["forgets_unreadable"]:
+        print(f"{_n(r['forgets_unreadable'], 'line')} of the tombstone logs given were not forgets and were "
+              "left out", file=sys.stderr)
     return 0
 
 
@@ -14231,14 +14554,15 @@ def _push_printer():
 
 
 def cmd_push(args) -> int:
-    """Sync, send this device's new mirror bytes to the hub, pull its forgets.
+    """Sync, exchange forgets with the hub, then send this device's new mirror bytes.
 
-    Resumable: it asks the hub's cursors and sends only what the hub lacks;
-    run it again after any interruption.  Forgets made on the hub are then
-    applied here.  Exits non-zero when the hub is unreachable or refuses
-    the token; the local archive is untouched either way.  A file the hub
-    refuses (its reason is printed) does not stop the others; the push
-    then exits 10.
+    Forgets made here that the hub has not acknowledged go up first, and
+    forgets made on the hub are applied here, so the hub never holds bytes
+    whose forget it lacks.  Resumable: it asks the hub's cursors and sends
+    only what the hub lacks; run it again after any interruption.  Exits
+    non-zero when the hub is unreachable or refuses the token; the local
+    archive is untouched either way.  A file the hub refuses (its reason is
+    printed) does not stop the others; the push then exits 10.
 
     Example: origin push --json
     """
@@ -14260,8 +14584,11 @@ def cmd_push(args) -> int:
     for r in report["refused"]:
         print(f"origin: not pushed: {r['source']} {r['path']}: {r['error']}", file=sys.stderr)
     t = report["tombstones"] or {}
+    up = report["tombstones_sent"] or {}
     print(f"pushed {report['bytes_sent'] / 1e6:.2f} MB of {report['files_sent']} files to {cfg.url} as "
           f"{cfg.device}: {report['events_added_on_hub']} new events on the hub")
+    print(f"forgets to the hub: {up.get('sent', 0)} sent, {up.get('applied', 0)} new there"
+          + (" (the hub was restored or rebuilt: all sent again)" if up.get("restarted") else ""))
     print(f"forgets from the hub: {t.get('fetched', 0)} fetched, {t.get('applied', 0)} new here")
     if t.get("purge_offered"):
         p = t["purge_offered"]
@@ -14338,7 +14665,7 @@ def add_hub_commands(command, add_json) -> None:
     sp.add_argument("--token", help="the token `origin token create` printed on the hub")
     sp.add_argument("--device", help="this device's name (default: the host name)")
     add_json(sp)
-    sp = command("push", cmd_push, "send this device's archive to the hub and pull its forgets")
+    sp = command("push", cmd_push, "exchange forgets with the hub, then send this device's archive")
     add_json(sp)
     sp = command("watch", cmd_watch, "sync and push whenever agents' logs change")
     sp.add_argument("--poll", type=float, default=WATCH_POLL, help="seconds between stat polls")
@@ -14683,8 +15010,10 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     sp.add_argument("--timeout", type=float, default=HEALTHCHECK_TIMEOUT, help="seconds to wait for the answer")
     add_json(sp)
 
-    sp = command("restore", cmd_restore, "restore a backup into an empty ORIGIN_HOME")
+    sp = command("restore", cmd_restore, "restore a backup into an empty ORIGIN_HOME, keeping every known forget")
     sp.add_argument("src", help="a folder written by `origin backup`")
+    sp.add_argument("--forgets", metavar="FILE",
+                    help="a tombstones.log whose forgets the restored store keeps too (the old home's)")
     add_json(sp)
     add_mcp_commands(sub, command, add_json)
     add_hub_commands(command, add_json)

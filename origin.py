@@ -7505,6 +7505,8 @@ ENV_PUBLIC_URL = "ORIGIN_PUBLIC_URL"
 FORGET_PLANS = "forget-plans.json"
 #: Seconds the device waits for the hub on one request.
 HUB_TIMEOUT = 60.0
+#: Seconds a device waits for a connection to its hub.
+HUB_CONNECT_TIMEOUT = 5.0
 #: Resumes after 409 allowed per file in one push before giving up on it.
 MAX_RESUMES = 50
 
@@ -7951,7 +7953,13 @@ class HubClient:
 
         if self._conn is None:
             cls = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
-            self._conn = cls(self._host, self._port, timeout=self.timeout)
+            # A hub that is down answers nothing at all: give up on connecting
+            # soon (a device then answers from its own store), and give a
+            # connected hub the whole timeout to answer.
+            conn = cls(self._host, self._port, timeout=min(self.timeout, HUB_CONNECT_TIMEOUT))
+            conn.connect()
+            conn.sock.settimeout(self.timeout)
+            self._conn = conn
         return self._conn
 
     def request(self, method: str, path: str, body: bytes | None = None, *, auth: bool = True,
@@ -9650,9 +9658,12 @@ class McpProxy(McpService):
     ``correct`` always (so the line an agent wrote a moment ago is on the
     hub when it cites it), and after a forget (so the device applies the
     forget at once).  ``tools/list`` is answered from the local definitions,
-    so the proxy starts, and lists its tools, while the hub is down; each
-    call then is a tool error naming the hub and what to check, and the next
-    call after the hub is back simply works.
+    so the proxy starts, and lists its tools, while the hub is down.  While
+    the hub cannot be reached, a read tool is answered by this device's own
+    store, with ``"served_by": "local, hub unreachable"`` in its result;
+    ``remember``, ``correct`` and ``forget`` are refused with the reason
+    (never queued, so never applied twice).  Each call asks the hub first,
+    so the first call after it is back is answered there.
     """
 
     def __init__(self, home: Path, sync_fn: Callable[..., Any], cfg: HubConfig, *,
@@ -9665,10 +9676,16 @@ class McpProxy(McpService):
         super().close()
 
     def call(self, name: str, arguments: dict | None, author: str) -> tuple[str, bool]:
-        def run(tool: McpTool, args: dict) -> str:
+        def run(tool: McpTool, args: dict) -> str | dict:
             with self._lock:
                 self._refresh(always=tool.writes)
-                text, is_error = self.remote.call(tool.name, args, client=author)
+                try:
+                    text, is_error = self.remote.call(tool.name, args, client=author)
+                except HubUnavailable as e:
+                    if tool.writes or tool.name == "forget":
+                        raise ToolError(hub_down_write(self.remote.cfg, tool.name, e)) from None
+                    # The device keeps answering from its own archive, and says so.
+                    return {"served_by": SERVED_LOCALLY, **tool.run(self.store, args, author)}
                 if tool.name == "forget" and not args.get("preview") and not is_error:
                     self._refresh(always=True)  # Invariant 2 (sticky forget): pull the hub's forget down now
             if is_error:
@@ -9676,6 +9693,17 @@ class McpProxy(McpService):
             return text
 
         return run_tool(name, arguments, author, run)
+
+
+#: What a read answered by a device's own store while its hub is down says.
+SERVED_LOCALLY = "local, hub unreachable"
+
+
+def hub_down_write(cfg: HubConfig, what: str, err: OriginError) -> str:
+    """Say why a write is refused while the hub is down, and what to do."""
+    return (f"hub unreachable: {what} was not done ({err}); nothing was written on this device and nothing is "
+            f"queued, so it is never applied twice. Reads are answered from this device's archive meanwhile; "
+            f"run it again once the hub at {cfg.url} answers (`origin hub status` checks it)")
 
 
 ###############################################################################
@@ -12611,6 +12639,20 @@ def _on_hub(cfg: HubConfig, tool: str, arguments: dict) -> dict:
     return out
 
 
+def _hub_down(cfg: HubConfig, err: OriginError) -> None:
+    """Say, once on stderr, that this answer comes from the device's own store."""
+    print(f"origin: the hub at {cfg.url} cannot be reached ({err}); answering from this device's store, "
+          "which holds what this device archived (the next command asks the hub again)", file=sys.stderr)
+
+
+def _write_on_hub(cfg: HubConfig, what: str, act: Callable[[], Any]) -> Any:
+    """Run a write on the hub; while it cannot be reached, refuse it with the reason."""
+    try:
+        return act()
+    except HubUnavailable as e:
+        raise HubUnavailable(hub_down_write(cfg, what, e)) from None
+
+
 def _saved_plan(target: str, same_text: bool) -> str | None:
     """Return the digest the last preview of target showed, if any."""
     try:
@@ -12659,12 +12701,15 @@ def cmd_search(args) -> int:
     query = " ".join(args.query)
     hub = _hub_of(args)
     if hub is not None:
-        res = _on_hub(hub, "search", {
-            "query": query or None, "scope": args.scope, "limit": args.limit, "offset": args.offset,
-            "recent": args.recent, "include_tools": args.all, "source": args.source, "project": args.project,
-            "session": args.session, "since": args.since, "until": args.until, "kind": args.kind,
-            "history": args.history, "strict": args.strict})
-    else:
+        try:
+            res = _on_hub(hub, "search", {
+                "query": query or None, "scope": args.scope, "limit": args.limit, "offset": args.offset,
+                "recent": args.recent, "include_tools": args.all, "source": args.source, "project": args.project,
+                "session": args.session, "since": args.since, "until": args.until, "kind": args.kind,
+                "history": args.history, "strict": args.strict})
+        except HubUnavailable as e:
+            hub = _hub_down(hub, e)
+    if hub is None:
         with _open(args) as store:
             res = readout(search(store, query or None, scope=args.scope, limit=args.limit, offset=args.offset,
                                  recent=args.recent, include_tools=args.all, source=args.source,
@@ -12716,11 +12761,14 @@ def cmd_ask(args) -> int:
     question = " ".join(args.question)
     hub = _hub_of(args)
     if hub is not None:
-        res = _on_hub(hub, "search", {"query": question, "limit": args.limit, "include_tools": args.all})
-        # The tool says what it understood only when it read a project or a time.
-        res.setdefault("understood", {"words": content_words(parse_query(question))})
-        found = _on_hub(hub, "get", {"ids": [e["id"] for e in res["entries"]]})["items"] if res["entries"] else []
-    else:
+        try:
+            res = _on_hub(hub, "search", {"query": question, "limit": args.limit, "include_tools": args.all})
+            # The tool says what it understood only when it read a project or a time.
+            res.setdefault("understood", {"words": content_words(parse_query(question))})
+            found = _on_hub(hub, "get", {"ids": [e["id"] for e in res["entries"]]})["items"] if res["entries"] else []
+        except HubUnavailable as e:
+            hub = _hub_down(hub, e)
+    if hub is None:
         with _open(args) as store:
             res = readout(ask(store, question, limit=args.limit, include_tools=args.all))
             _note_if_unsynced(store, res)
@@ -12796,13 +12844,17 @@ def cmd_timeline(args) -> int:
         key = "events" if args.session else "sessions"
         ask = {"session": args.session, "after": args.after, "since": args.since, "until": args.until,
                "source": args.source, "project": args.project, "include_tools": args.all, "offset": args.offset}
-        res = _on_hub(hub, "timeline", {**ask, "limit": min(want, MAX_LIMIT)})
-        while len(res[key]) < want and res.get("next"):  # a tool's page is at most MAX_LIMIT long
-            more = _on_hub(hub, "timeline", {**ask, **res.pop("next"), "limit": min(want - len(res[key]), MAX_LIMIT)})
-            res[key] += more[key]
-            if more.get("next"):
-                res["next"] = more["next"]
-    else:
+        try:
+            res = _on_hub(hub, "timeline", {**ask, "limit": min(want, MAX_LIMIT)})
+            while len(res[key]) < want and res.get("next"):  # a tool's page is at most MAX_LIMIT long
+                more = _on_hub(hub, "timeline", {**ask, **res.pop("next"),
+                                                 "limit": min(want - len(res[key]), MAX_LIMIT)})
+                res[key] += more[key]
+                if more.get("next"):
+                    res["next"] = more["next"]
+        except HubUnavailable as e:
+            hub = _hub_down(hub, e)
+    if hub is None:
         with _open(args) as store:
             res = readout(timeline(store, session=args.session, since=since, until=until, source=args.source,
                                    project=args.project, include_tools=args.all, limit=args.limit,
@@ -12876,11 +12928,15 @@ def cmd_show(args) -> int:
         if args.context and (args.all or args.context > MCP_MAX_CONTEXT):
             raise UsageError(f"on the hub, --context is at most {MCP_MAX_CONTEXT} and counts messages only: "
                              "add --local for this device's store")
-        item = _on_hub(hub, "get", {"ids": [args.id], "context": args.context or None})["items"][0]
-        if args.context and "event" not in item:
-            raise UsageError("--context shows the events around an event; an entry shows its sources")
-        raw = _on_hub(hub, "sources", {"id": args.id, "max_chars": MCP_RAW_MAX, "limit": MCP_SOURCES_MAX})["sources"]
-    else:
+        try:
+            item = _on_hub(hub, "get", {"ids": [args.id], "context": args.context or None})["items"][0]
+            if args.context and "event" not in item:
+                raise UsageError("--context shows the events around an event; an entry shows its sources")
+            raw = _on_hub(hub, "sources", {"id": args.id, "max_chars": MCP_RAW_MAX,
+                                           "limit": MCP_SOURCES_MAX})["sources"]
+        except HubUnavailable as e:
+            hub = _hub_down(hub, e)
+    if hub is None:
         with _open(args) as store:
             item = readout(_item_or_session_pointer(store, args.id))
             # --reveal shows the original lines as written, on this device
@@ -12967,10 +13023,13 @@ def cmd_entries(args) -> int:
     """
     hub = _hub_of(args)
     if hub is not None:
-        res = _on_hub(hub, "search", {"scope": "entries", "kind": args.kind, "project": args.project,
-                                      "history": args.history, "limit": args.limit, "offset": args.offset})
-        res = {"entries": res["entries"], **({"next": res["next"]} if res.get("next") else {})}
-    else:
+        try:
+            res = _on_hub(hub, "search", {"scope": "entries", "kind": args.kind, "project": args.project,
+                                          "history": args.history, "limit": args.limit, "offset": args.offset})
+            res = {"entries": res["entries"], **({"next": res["next"]} if res.get("next") else {})}
+        except HubUnavailable as e:
+            hub = _hub_down(hub, e)
+    if hub is None:
         with _open(args) as store:
             rows = readout(search_entries(store, None, kind=args.kind, project=args.project, history=args.history,
                                           limit=args.limit + 1, offset=args.offset))
@@ -13041,10 +13100,12 @@ def cmd_remember(args) -> int:
                    valid_to=args.valid_to)
     hub = _hub_of(args)
     if hub is not None:
-        _push_now(args, hub)  # so a quote from moments ago is on the hub
-        res = _on_hub(hub, "remember", {
-            "kind": args.kind, "text": args.text, "sources": _cli_sources(args), "confidence": args.confidence,
-            "project": args.project, "valid_from": args.valid_from, "valid_to": args.valid_to})
+        def act() -> dict:
+            _push_now(args, hub)  # so a quote from moments ago is on the hub
+            return _on_hub(hub, "remember", {
+                "kind": args.kind, "text": args.text, "sources": _cli_sources(args), "confidence": args.confidence,
+                "project": args.project, "valid_from": args.valid_from, "valid_to": args.valid_to})
+        res = _write_on_hub(hub, "remember", act)
         _print_entry({**res["entry"], **({"similar": res["similar"]} if res.get("similar") else {})}, args.json)
         return 0
     with _open(args) as store:
@@ -13068,10 +13129,13 @@ def cmd_correct(args) -> int:
                    valid_to=args.valid_to, correcting=True)
     hub = _hub_of(args)
     if hub is not None:
-        _push_now(args, hub)
-        res = _on_hub(hub, "correct", {
-            "id": args.id, "text": args.text, "sources": _cli_sources(args) or None, "confidence": args.confidence,
-            "kind": args.kind, "project": args.project, "valid_from": args.valid_from, "valid_to": args.valid_to})
+        def act() -> dict:
+            _push_now(args, hub)
+            return _on_hub(hub, "correct", {
+                "id": args.id, "text": args.text, "sources": _cli_sources(args) or None,
+                "confidence": args.confidence, "kind": args.kind, "project": args.project,
+                "valid_from": args.valid_from, "valid_to": args.valid_to})
+        res = _write_on_hub(hub, "correct", act)
         _print_entry(res["entry"], args.json)
         return 0
     with _open(args) as store:
@@ -13113,7 +13177,8 @@ def cmd_forget(args) -> int:
         store = stack.enter_context(_open(args)) if hub is None else None
         if not args.yes:
             if hub is not None:
-                preview = _on_hub(hub, "forget", {"id": args.id, "preview": True, "same_text": args.same_text})
+                preview = _write_on_hub(hub, "forget", lambda: _on_hub(
+                    hub, "forget", {"id": args.id, "preview": True, "same_text": args.same_text}))
                 preview.pop("done", None)
             else:
                 preview = readout(preview_forget(store, args.id, same_text=args.same_text))
@@ -13138,15 +13203,20 @@ def cmd_forget(args) -> int:
         digest = _saved_plan(args.id, args.same_text)
         try:
             if hub is not None:
-                res = _on_hub(hub, "forget", {"id": args.id, "reason": args.reason, "same_text": args.same_text,
-                                              "digest": digest})
+                res = _write_on_hub(hub, "forget", lambda: _on_hub(
+                    hub, "forget", {"id": args.id, "reason": args.reason, "same_text": args.same_text,
+                                    "digest": digest}))
                 res.pop("done", None)
             else:
                 res = forget(store, args.id, reason=args.reason, same_text=args.same_text, expect_digest=digest)
         finally:
             _save_plan(args.id, args.same_text, None)  # a changed plan needs a new preview
     if hub is not None:
-        _push_now(args, hub)  # this device takes the forget in now, not at its next push
+        try:
+            _push_now(args, hub)  # this device takes the forget in now, not at its next push
+        except HubUnavailable as e:
+            print(f"origin: the forget is done on the hub, which then stopped answering ({e}); this device "
+                  "applies it at its next push", file=sys.stderr)
     if args.json:
         _print_json({"done": True, **res})
     else:

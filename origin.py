@@ -1347,6 +1347,13 @@ CREATE TABLE IF NOT EXISTS flush_point (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS raw_file_device ON raw_file (device, source, path, generation, bytes_ingested);
 CREATE INDEX IF NOT EXISTS raw_file_source_counts ON raw_file (source, parse_errors, unknown_records, last_sync);
+CREATE INDEX IF NOT EXISTS raw_file_last_sync ON raw_file (last_sync);
+-- The folders of recently ingested files with their mtime when the last sync
+-- began: a CLI read stats them to tell whether a file arrived since.
+CREATE TABLE IF NOT EXISTS watched_dir (
+    path TEXT PRIMARY KEY,
+    mtime_ns INTEGER NOT NULL
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS token_device (
     token_id INTEGER PRIMARY KEY REFERENCES api_token(id),
     device TEXT NOT NULL,
@@ -3272,6 +3279,7 @@ class SyncReport:
     sources: dict = Fresh(dict)
     looked_in: dict = Fresh(dict)
     problems: list = Fresh(list)
+    cut_short: bool = False  # a deadline stopped it before every file was taken in
 
     def source(self, name: str) -> dict:
         """Return the counters of one source, starting them at zero."""
@@ -4064,7 +4072,8 @@ def looked_in(env: dict | None = None, home: Path | None = None) -> dict:
 
 def sync(store: Store, *, env: dict | None = None, home: Path | None = None, sources: Iterable[str] | None = None,
          progress: Callable[[int, int, int], None] | None = None, changed_since: int | None = None,
-         revisit_db_ms: int | None = None, index: IndexWriters | None = None) -> SyncReport:
+         revisit_db_ms: int | None = None, index: IndexWriters | None = None,
+         deadline: float | None = None) -> SyncReport:
     """Archive every agent's logs into the store; return what was added.
 
     Unchanged files (same size, mtime and inode as last time) are skipped
@@ -4075,10 +4084,16 @@ def sync(store: Store, *, env: dict | None = None, home: Path | None = None, sou
     read that recently (for frequent background syncs: its unfinished rows
     would not be exported anyway).  The search index is brought up to date
     before this returns, unless ``index`` hands in the caller's own
-    IndexWriters, which then carry on in the background.
+    IndexWriters, which then carry on in the background.  ``deadline``
+    (a ``time.monotonic()`` value) stops it from starting another group of
+    files after that moment (``cut_short``); the next sync takes in the rest.
     """
     report = SyncReport()
     src = set(sources) if sources else None
+    # The folders to watch, stat'ed before discovery lists them: a file
+    # that arrives later changes its folder's mtime (fresh_changes).
+    started_ns = time.time_ns()
+    watched = _folder_mtimes(store)
     # Private copies of agent databases live under ORIGIN_HOME; a run killed
     # while reading one left it behind, and this removes it.
     adapters.use_scratch_dir(store.home / SCRATCH_DIR)
@@ -4124,7 +4139,7 @@ def sync(store: Store, *, env: dict | None = None, home: Path | None = None, sou
     if writers is None and (todo or index_lagging(store)):
         writers = IndexWriters(store.home)
     try:
-        _ingest_todo(store, todo, report, progress, writers)
+        _ingest_todo(store, todo, report, progress, writers, deadline)
     except BaseException:
         if writers is not None and writers is not index:
             writers.close(wait=False)  # interrupted: the next sync finishes the catch-up
@@ -4134,8 +4149,22 @@ def sync(store: Store, *, env: dict | None = None, home: Path | None = None, sou
     elif writers is not None:
         for err in writers.close():
             report.problems.append({"source": "index", "path": str(store.home / INDEX_DIR), "error": err})
-    if changed_since is None:
+    if changed_since is None and not report.cut_short:
         _record_sync_run(store, src or set(adapters.ADAPTERS), report)
+    if not report.cut_short and src is None:
+        for _adapter, sf, _basis, _sig in todo:
+            # A folder first seen now was not stat'ed before the listing: its
+            # mtime now holds if it is older than this sync; else -1 makes the
+            # next read catch up once (a file may have come after the listing).
+            parent = os.path.dirname(sf.path)
+            for folder in (parent, os.path.dirname(parent)):
+                if folder and folder not in watched and len(watched) < FRESH_FILES_MAX:
+                    try:
+                        mtime = os.stat(folder).st_mtime_ns
+                    except OSError:
+                        continue
+                    watched[folder] = mtime if mtime < started_ns else -1
+        _record_watched(store, watched)
     if todo:
         # Copy what this sync wrote into the database now, without waiting
         # for readers (PASSIVE): the next write can then restart the WAL and
@@ -4143,6 +4172,85 @@ def sync(store: Store, *, env: dict | None = None, home: Path | None = None, sou
         # connection open for hours.
         store.conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
     return report
+
+
+# -- fresh reads -----------------------------------------------------------------
+# A CLI read first asks, cheaply and without loading the adapters, whether any
+# agent wrote since the last sync: one stat per recently ingested file (its
+# signature against the one recorded) and per folder holding them (its mtime
+# against the one stat'ed as that sync began).  Only then does it sync, for at
+# most CATCH_UP_SECONDS.
+
+#: Files ingested this recently are the ones a read checks for new lines (ms).
+FRESH_FILES_MS = 30 * 86_400_000
+#: Most files (the most recently ingested) and folders it stats.
+FRESH_FILES_MAX = 2000
+#: Longest a CLI read spends catching up before it answers (s); the rest
+#: waits for the next sync.
+CATCH_UP_SECONDS = 2.0
+
+
+def _recent_files(conn: sqlite3.Connection) -> list:
+    """The newest generation of each local file ingested within FRESH_FILES_MS."""
+    return conn.execute(
+        "SELECT path, kind, src_sig, max(generation) FROM raw_file WHERE last_sync >= ? "
+        "AND substr(path, 1, 1) != '@' GROUP BY source, path ORDER BY max(last_sync) DESC LIMIT ?",
+        (now_ms() - FRESH_FILES_MS, FRESH_FILES_MAX)).fetchall()
+
+
+def _folder_mtimes(store: Store) -> dict[str, int]:
+    """Return the mtime of the folder and the parent folder of each recent file."""
+    folders: dict[str, int] = {}
+    for row in _recent_files(store.conn):
+        parent = os.path.dirname(row[0])
+        for folder in (parent, os.path.dirname(parent)):
+            if folder and folder not in folders and len(folders) < FRESH_FILES_MAX:
+                try:
+                    folders[folder] = os.stat(folder).st_mtime_ns
+                except OSError:
+                    pass
+    return folders
+
+
+def _record_watched(store: Store, folders: dict[str, int]) -> None:
+    """Keep the folders' mtimes of this sync's start (written only when they differ)."""
+    if dict(store.conn.execute("SELECT path, mtime_ns FROM watched_dir").fetchall()) == folders:
+        return
+    with transaction(store.conn) as conn:
+        conn.execute("DELETE FROM watched_dir")
+        conn.executemany("INSERT INTO watched_dir (path, mtime_ns) VALUES (?, ?)", folders.items())
+
+
+def fresh_changes(store: Store) -> bool:
+    """Tell whether an agent wrote since the last sync, as far as stat tells.
+
+    True when a recently ingested file's size, mtime or inode changed, or a
+    folder holding such files changed since the last sync began (a new file
+    in it).  A new folder of a new project is seen only by a full sync.
+    """
+    for path, kind, sig, _generation in _recent_files(store.conn):
+        now = FileStat.of(path, kind)
+        if now is not None and now.key != sig:
+            return True
+    for path, mtime_ns in store.conn.execute("SELECT path, mtime_ns FROM watched_dir"):
+        try:
+            if os.stat(path).st_mtime_ns != mtime_ns:
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def catch_up(store: Store, seconds: float = CATCH_UP_SECONDS) -> SyncReport | None:
+    """Sync before a read when fresh_changes says something new arrived; else None.
+
+    Bounded in time: no group of files is started after ``seconds``
+    (``cut_short`` then says so).  An agent database read moments ago is
+    not read again (as before the MCP server's read tools).
+    """
+    if not fresh_changes(store):
+        return None
+    return sync(store, revisit_db_ms=DB_REVISIT_MS, deadline=time.monotonic() + seconds)
 
 
 #: Key in the setting table of the last full sync run of each source.
@@ -4172,8 +4280,9 @@ def _record_sync_run(store: Store, sources: Iterable[str], report: SyncReport) -
         conn.execute("INSERT OR REPLACE INTO setting (key, value) VALUES (?, ?)", (SYNC_RUNS_KEY, json.dumps(runs)))
 
 
-def _ingest_todo(store: Store, todo: list, report: SyncReport, progress, writers: IndexWriters | None) -> None:
-    """Ingest the files sync picked, in groups, parsing the next one ahead."""
+def _ingest_todo(store: Store, todo: list, report: SyncReport, progress, writers: IndexWriters | None,
+                 deadline: float | None = None) -> None:
+    """Ingest the files sync picked, in groups, parsing the next one ahead (none after deadline)."""
     done = done_bytes = 0
     from concurrent.futures import ThreadPoolExecutor
 
@@ -4192,6 +4301,9 @@ def _ingest_todo(store: Store, todo: list, report: SyncReport, progress, writers
         if todo:
             futures[0] = parse_pool.submit(_prepare, *todo[0][:3])
         for group in _groups(todo):
+            if deadline is not None and done and time.monotonic() > deadline:
+                report.cut_short = True
+                break
             attempts = 0
             while group:
                 items = [(todo[i][0], todo[i][1], prepared(i) if attempts == 0 else None) for i in group]
@@ -12639,6 +12751,26 @@ def _on_hub(cfg: HubConfig, tool: str, arguments: dict) -> dict:
     return out
 
 
+def _fresh(store: Store) -> SyncReport | None:
+    """Before a read: take in what agents wrote since the last sync (catch_up), for at most 2 s."""
+    report = catch_up(store)
+    if report is not None and report.cut_short:
+        print(f"origin: some new log lines are not archived yet (a read catches up for at most "
+              f"{CATCH_UP_SECONDS:g} s); `origin sync` takes in the rest", file=sys.stderr)
+    return report
+
+
+def _fresh_on_hub(args, cfg: HubConfig) -> None:
+    """Before a read on the hub: catch up here, and push what that added, so the hub holds it."""
+    with _open(args) as store:
+        report = _fresh(store)
+        if report is not None and report.events_added:
+            try:
+                push(store, cfg, discover=False)
+            except HubUnavailable:
+                pass  # the read that follows finds the hub down and says so
+
+
 def _hub_down(cfg: HubConfig, err: OriginError) -> None:
     """Say, once on stderr, that this answer comes from the device's own store."""
     print(f"origin: the hub at {cfg.url} cannot be reached ({err}); answering from this device's store, "
@@ -12702,6 +12834,7 @@ def cmd_search(args) -> int:
     hub = _hub_of(args)
     if hub is not None:
         try:
+            _fresh_on_hub(args, hub)
             res = _on_hub(hub, "search", {
                 "query": query or None, "scope": args.scope, "limit": args.limit, "offset": args.offset,
                 "recent": args.recent, "include_tools": args.all, "source": args.source, "project": args.project,
@@ -12711,6 +12844,7 @@ def cmd_search(args) -> int:
             hub = _hub_down(hub, e)
     if hub is None:
         with _open(args) as store:
+            _fresh(store)
             res = readout(search(store, query or None, scope=args.scope, limit=args.limit, offset=args.offset,
                                  recent=args.recent, include_tools=args.all, source=args.source,
                                  project=args.project, session=args.session, since=since, until=until,
@@ -12762,6 +12896,7 @@ def cmd_ask(args) -> int:
     hub = _hub_of(args)
     if hub is not None:
         try:
+            _fresh_on_hub(args, hub)
             res = _on_hub(hub, "search", {"query": question, "limit": args.limit, "include_tools": args.all})
             # The tool says what it understood only when it read a project or a time.
             res.setdefault("understood", {"words": content_words(parse_query(question))})
@@ -12770,6 +12905,7 @@ def cmd_ask(args) -> int:
             hub = _hub_down(hub, e)
     if hub is None:
         with _open(args) as store:
+            _fresh(store)
             res = readout(ask(store, question, limit=args.limit, include_tools=args.all))
             _note_if_unsynced(store, res)
             found = [readout(get_item(store, e["id"])) for e in res["entries"]]
@@ -12845,6 +12981,7 @@ def cmd_timeline(args) -> int:
         ask = {"session": args.session, "after": args.after, "since": args.since, "until": args.until,
                "source": args.source, "project": args.project, "include_tools": args.all, "offset": args.offset}
         try:
+            _fresh_on_hub(args, hub)
             res = _on_hub(hub, "timeline", {**ask, "limit": min(want, MAX_LIMIT)})
             while len(res[key]) < want and res.get("next"):  # a tool's page is at most MAX_LIMIT long
                 more = _on_hub(hub, "timeline", {**ask, **res.pop("next"),
@@ -12856,6 +12993,7 @@ def cmd_timeline(args) -> int:
             hub = _hub_down(hub, e)
     if hub is None:
         with _open(args) as store:
+            _fresh(store)
             res = readout(timeline(store, session=args.session, since=since, until=until, source=args.source,
                                    project=args.project, include_tools=args.all, limit=args.limit,
                                    after=args.after, offset=args.offset))
@@ -12929,6 +13067,7 @@ def cmd_show(args) -> int:
             raise UsageError(f"on the hub, --context is at most {MCP_MAX_CONTEXT} and counts messages only: "
                              "add --local for this device's store")
         try:
+            _fresh_on_hub(args, hub)
             item = _on_hub(hub, "get", {"ids": [args.id], "context": args.context or None})["items"][0]
             if args.context and "event" not in item:
                 raise UsageError("--context shows the events around an event; an entry shows its sources")
@@ -12938,6 +13077,7 @@ def cmd_show(args) -> int:
             hub = _hub_down(hub, e)
     if hub is None:
         with _open(args) as store:
+            _fresh(store)
             item = readout(_item_or_session_pointer(store, args.id))
             # --reveal shows the original lines as written, on this device
             # only; no MCP tool has it.

@@ -398,7 +398,7 @@ def test_cli_setup_prints_what_it_did_and_runs_a_first_sync(agents, claude_root,
     assert code == 0 and "would register:" in out and "first sync" not in out
     code, res, _ = run_cli(capsys, "setup", "--json")
     res = json.loads(res)
-    assert code == 0 and res["sync"]["events_added"] > 0 and res["changed"] == len(agents)
+    assert code == 0 and res["sync"]["events_added"] > 0 and res["changed"] == len(agents) + 1  # and the hook
     assert res["command"][-1] == "mcp" and all(os.path.isabs(p) for p in res["command"][:-1])
     zcode = next(a for a in res["agents"] if a["agent"] == "zcode")
     assert "not document" in zcode["note"]

@@ -5666,27 +5666,34 @@ def _orphan_mirrors(store: Store, sources: Iterable[str]) -> list[dict]:
     """Return the files under raw/ of these sources that no raw_file row owns.
 
     They are mirrors of an earlier store (origin.db lost or replaced while
-    raw/ was kept: the files read again got new mirrors beside them).  Each
-    is described as a raw_file row would be, from a row of the same relative
-    path when one exists, so its adapter reads it with the same metadata.
+    raw/ was kept: the files read again got new mirrors beside them), on a
+    device (``raw/<source>/…``) or a hub (``raw/devices/<device>/<source>/…``).
+    Each is described as a raw_file row would be, from a row of the same
+    relative path when one exists, so its adapter reads it with the same
+    metadata.
     """
     conn = store.conn
     owned = {r[0] for r in conn.execute("SELECT mirror FROM raw_file")}
+    wanted = set(sources)
     out = []
-    for source in sorted(set(sources)):
-        folder = store.raw_dir / source
-        if not folder.is_dir():
+    if not store.raw_dir.is_dir():
+        return out
+    for p in sorted(store.raw_dir.rglob("*")):
+        parts = p.relative_to(store.raw_dir).parts
+        device = None
+        if parts[0] == "devices" and len(parts) > 3:
+            device, parts = parts[1], parts[2:]
+        mirror = p.relative_to(store.home).as_posix()
+        if (len(parts) < 2 or parts[0] not in wanted or mirror in owned or p.name.endswith(".purging")
+                or p.is_symlink() or not p.is_file()):
             continue
-        for p in sorted(folder.rglob("*")):
-            mirror = p.relative_to(store.home).as_posix()
-            if not p.is_file() or p.is_symlink() or mirror in owned or p.name.endswith(".purging"):
-                continue
-            rel = re.sub(r"(\.g\d+)?(~\d+)?$", "", p.relative_to(folder).as_posix())
-            row = conn.execute("SELECT path, rel, kind FROM raw_file WHERE source = ? AND rel = ? ORDER BY id DESC "
-                               "LIMIT 1", (source, rel)).fetchone()
-            out.append({"id": None, "source": source, "path": row["path"] if row else str(p),
-                        "rel": row["rel"] if row else rel, "kind": row["kind"] if row else "log",
-                        "compression": None, "mirror": mirror, "bytes_ingested": p.stat().st_size})
+        source = parts[0]
+        rel = re.sub(r"(\.g\d+)?(~\d+)?$", "", "/".join(parts[1:]))
+        row = conn.execute("SELECT path, rel, kind FROM raw_file WHERE source = ? AND rel = ? AND device IS ? "
+                           "ORDER BY id DESC LIMIT 1", (source, rel, device)).fetchone()
+        out.append({"id": None, "source": source, "path": row["path"] if row else str(p),
+                    "rel": row["rel"] if row else rel, "kind": row["kind"] if row else "log",
+                    "compression": None, "mirror": mirror, "bytes_ingested": p.stat().st_size})
     return out
 
 
@@ -5820,6 +5827,8 @@ def _match_mirror(store: Store, m: dict, needles: list[bytes], hashes: tuple[byt
     key, known = hashes
     found: set[int] = set()
     kept: dict[int, bytes] = {}
+    if not (needles or known or keep):
+        return found, kept
     lineno = 0
     with open(store.home / m["mirror"], "rb") as fh:
         for complete in LineBlocks(fh.read, m["bytes_ingested"]):

@@ -450,14 +450,19 @@ def test_invariant_2_purge_reads_mirrors_no_store_row_owns(user_home, origin_hom
         origin.sync(s)
     for p in origin_home.glob(origin.DB_NAME + "*"):
         p.unlink()
+    # A hub keeps a device's mirrors under raw/devices/<device>/<source>/.
+    (old,) = (origin_home / "raw" / "claude-code").rglob("sess-orphan.jsonl")
+    hub_copy = origin_home / "raw" / "devices" / "laptop" / old.relative_to(origin_home / "raw")
+    hub_copy.parent.mkdir(parents=True)
+    shutil.copy(old, hub_copy)
     with origin.open_store(origin_home) as s:
         origin.sync(s)
         mirrors = [r[0] for r in s.conn.execute("SELECT mirror FROM raw_file WHERE source = 'claude-code'")]
         assert mirrors and all(m.endswith("~2") for m in mirrors)
         origin.forget(s, "claude-code:u-1")
-    assert len([f for f in grep(origin_home, "saffron hinge") if "/raw/" in f]) == 2
+    assert len([f for f in grep(origin_home, "saffron hinge") if "/raw/" in f]) == 3
     code, preview = cli("purge", "--json")
-    assert preview["mirrors_to_read"] == 2
+    assert preview["mirrors_to_read"] == 3
     _purge(cli)
     assert grep(origin_home, "saffron hinge") == []
-    assert len([f for f in grep(origin_home, "Noted.") if "/raw/" in f]) == 2  # the rest of both stays
+    assert len([f for f in grep(origin_home, "Noted.") if "/raw/" in f]) == 3  # the rest of each stays

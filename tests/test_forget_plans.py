@@ -176,3 +176,21 @@ def test_a_same_text_forget_previews_the_sessions_and_projects_it_reaches(store,
         service.close()
     assert not is_error and json.loads(text)["same_text_reach"] == {"events": 4, "sessions": 3, "projects": 2}
     assert tombstones(store) == 0
+
+
+def test_yes_without_a_kept_preview_forgets_on_the_hub_too(tmp_path, claude_root):
+    from test_hub_mcp import Device, Serve
+
+    with origin.open_store(tmp_path / "hub") as hub_store:
+        origin.sync(hub_store)
+    hub = Serve(tmp_path / "hub")
+    try:
+        dev = Device(tmp_path, "laptop", hub.url, hub.token("laptop"))
+        assert dev.run("push").returncode == 0
+        found = json.loads(dev.run("search", "type-check", "--scope", "events", "--json").stdout)["events"][0]
+        # The hub's tool now previews when called without a digest; the CLI's --yes asks for it first.
+        p = dev.run("forget", found["id"], "--yes", "--json")
+    finally:
+        hub.stop()
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["excluded_events"][0] == found["id"]

@@ -3630,9 +3630,11 @@ class Gemini(Adapter):
                 meta = {"cwd": cwd} if cwd else {"project": folder.name if len(folder.name) < 64 else None}
                 meta = {k: v for k, v in meta.items() if v}
                 for path in _files(chats, ".json"):
-                    yield SourceFile(str(path), _rel(prefix, root, path), kind="db", meta=meta)
+                    if path.name.startswith("session-"):
+                        yield SourceFile(str(path), _rel(prefix, root, path), kind="db", meta=meta)
                 for path in _files(chats, ".jsonl"):
-                    yield SourceFile(str(path), _rel(prefix, root, path), meta=meta)
+                    if path.name.startswith("session-"):
+                        yield SourceFile(str(path), _rel(prefix, root, path), meta=meta)
                 for sub in _subdirs(chats):  # a sub-agent's session, in its parent's folder
                     for path in _files(sub, ".jsonl"):
                         yield SourceFile(str(path), _rel(prefix, root, path), meta={**meta, "parent": sub.name})
@@ -4113,4 +4115,7 @@ class ClaudeMemory(Adapter):
 # Registry ####################################################################
 ###############################################################################
 
-ADAPTERS = {a.name: a for a in (ClaudeCode(), Codex(), Cursor(), ZCode(), Grok(), ClaudeMemory(), OpenCode(), Gemini(), Goose())}
+#: The table of agents: one row per adapter (see ``Adapter``); everything
+#: in Origin that lists agents reads it.
+ADAPTERS = {a.name: a for a in (ClaudeCode(), Codex(), Cursor(), ZCode(), Grok(), ClaudeMemory(), OpenCode(),
+                                Gemini(), Goose())}

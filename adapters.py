@@ -3421,7 +3421,7 @@ class OpenCode(ZCode):
     name = "opencode"
     display = "OpenCode"
     kind = "db"
-    env_vars = ("ORIGIN_OPENCODE_HOME",)
+    env_vars = ("ORIGIN_OPENCODE_HOME", "XDG_DATA_HOME")
     mcp = McpConfig("json", ("mcp",),
                     lambda env, home: [home / ".config" / "opencode" / "opencode.json"], ("opencode",),
                     homes=lambda env, home: (env_dirs(env, "ORIGIN_OPENCODE_HOME", _opencode_data_dirs(env, home))
@@ -3841,7 +3841,7 @@ class Goose(Adapter):
 
     name = "goose"
     display = "Goose"
-    env_vars = ("ORIGIN_GOOSE_HOME",)
+    env_vars = ("ORIGIN_GOOSE_HOME", "GOOSE_PATH_ROOT")
     # Goose keeps extensions in YAML, which Origin does not rewrite:
     # setup prints the lines to add.
     mcp = McpConfig("yaml", ("extensions",),

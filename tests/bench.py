@@ -66,8 +66,7 @@ TOPUP_FILES_PER_MB = 8.5
 #: The archive of many small files that the re-sync figures run on.
 SMALL_FILES = 10_000
 #: Variables that point discovery at real logs; the bench clears them.
-AGENT_VARS = ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "GROK_HOME", "ORIGIN_CURSOR_USER_DIR", "ORIGIN_CURSOR_HOME",
-              "ORIGIN_ZCODE_HOME", "APPDATA")
+AGENT_VARS = (*dict.fromkeys(v for a in adapters.ADAPTERS.values() for v in a.env_vars), "APPDATA")
 
 
 def sample_identifier(store: origin.Store) -> str:

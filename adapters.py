@@ -3685,7 +3685,7 @@ class Gemini(Adapter):
                 return _gemini_message(obj["session"], obj["message"], ctx)
             return _unknown(ctx)
         if "$rewindTo" in obj:
-            return []  # undone in the agent; what was archived stays (Invariant 3)
+            return []  # undone in the agent; what Origin archived stays archived
         if isinstance(obj.get("$set"), dict):
             sid = _str(ctx.state.get("session"))
             if not sid:

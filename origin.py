@@ -11631,9 +11631,9 @@ def _entry_for(target: AgentTarget, command: list[str], old: Any = None, reg_env
     Keys the user added to an existing entry (timeouts, other variables)
     stay; of the variables setup manages, exactly those of reg_env remain.
     """
-    old, reg_env = (old if isinstance(old, dict) else {}), reg_env or {}
+    old, reg_env, managed = (old if isinstance(old, dict) else {}), reg_env or {}, registered_vars()
     env = {k: reg_env.get(k, v) for k, v in _dict_or_empty(old.get("env")).items()
-           if k not in registered_vars() or k in reg_env}
+           if k not in managed or k in reg_env}
     env.update({k: v for k, v in reg_env.items() if k not in env})
     entry = {**old, "command": command[0], "args": command[1:]}
     if target.stdio_type:
@@ -11672,7 +11672,8 @@ def _dict_or_empty(value: Any) -> dict:
 
 
 def _managed_env(entry: dict) -> dict:
-    return {k: v for k, v in _dict_or_empty(entry.get("env")).items() if k in registered_vars()}
+    managed = registered_vars()
+    return {k: v for k, v in _dict_or_empty(entry.get("env")).items() if k in managed}
 
 
 def _is_current(entry: Any, command: list[str], reg_env: dict | None = None) -> bool:
@@ -13065,9 +13066,9 @@ def cmd_mcp(args) -> int:
 def cmd_setup(args) -> int:
     """Register `origin mcp` with every installed agent, then sync.
 
-    Each installed agent that reads an MCP configuration (the list is in
-    `origin path`) gets an "origin" server entry in its file; nothing else
-    in those files changes.  Each changed file is first copied to
+    Each installed agent that reads an MCP configuration file gets an
+    "origin" server entry in it (--dry-run lists them with the exact text);
+    nothing else in those files changes.  Each changed file is first copied to
     <file>.origin-backup-<time>, and a file that cannot be parsed is left
     alone.  A format Origin does not edit (YAML) is not written: the lines
     to add are printed.  Running it again changes nothing.

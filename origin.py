@@ -8406,7 +8406,10 @@ def _schema(properties: dict, required: tuple[str, ...] = ()) -> dict:
 _KIND_ARG = {"type": "string", "enum": list(ENTRY_KINDS),
              "description": "memory: what happened; knowledge: a stable fact; cognition: the user's "
                             "preferences and ways."}
-_SOURCE_ARG = {"type": "string", "enum": list(SOURCES)}
+#: Checked against every agent's name, but published without the list (it
+#: grows with the table of agents): the description points at `sources`.
+_SOURCE_ARG = {"type": "string", "enum": list(SOURCES), "unlisted": True,
+               "description": "An agent, as `sources` names it."}
 _PROJECT_ARG = _text_arg("Name (any case) or the end of its folder path.", MAX_NAME)
 #: From `next`, as the tools' descriptions say; the core refuses one past MAX_OFFSET.
 _OFFSET_ARG = {"type": "integer", "minimum": 0}
@@ -8812,16 +8815,18 @@ def published_schema(schema: Any, top: bool = True) -> Any:
     """A tool's schema as tools/list shows it: bounds a model needs, no more.
 
     Every agent session pays for tools/list in context, so length bounds,
-    lower bounds of 0 and 1, false and zero defaults and nested
-    ``additionalProperties`` are left out.  They are still enforced
-    (``check_tool_args`` uses the full schema), and a request past one is
-    refused with its reason.
+    lower bounds of 0 and 1, false and zero defaults, nested
+    ``additionalProperties`` and the enum of an argument marked
+    ``unlisted`` are left out.  They are still enforced (``check_tool_args``
+    uses the full schema), and a request past one is refused with its reason.
     """
     if isinstance(schema, list):
         return [published_schema(v, False) for v in schema]
     if not isinstance(schema, dict):
         return schema
-    drop = {"minLength", "maxLength"} | (set() if top else {"additionalProperties"})
+    drop = {"minLength", "maxLength", "unlisted"} | (set() if top else {"additionalProperties"})
+    if schema.get("unlisted"):
+        drop.add("enum")
     out = {}
     for k, v in schema.items():
         if k in drop or (k == "required" and v == []) or (k in ("default", "minimum", "minItems")

@@ -3426,7 +3426,7 @@ class OpenCode(ZCode):
     name = "opencode"
     display = "OpenCode"
     kind = "db"
-    env_vars = ("ORIGIN_OPENCODE_HOME",)
+    env_vars = ("ORIGIN_OPENCODE_HOME", "XDG_DATA_HOME")
     mcp = McpConfig("json", ("mcp",),
                     lambda env, home: [home / ".config" / "opencode" / "opencode.json"], ("opencode",),
                     homes=lambda env, home: (env_dirs(env, "ORIGIN_OPENCODE_HOME", _opencode_data_dirs(env, home))
@@ -3635,9 +3635,11 @@ class Gemini(Adapter):
                 meta = {"cwd": cwd} if cwd else {"project": folder.name if len(folder.name) < 64 else None}
                 meta = {k: v for k, v in meta.items() if v}
                 for path in _files(chats, ".json"):
-                    yield SourceFile(str(path), _rel(prefix, root, path), kind="db", meta=meta)
+                    if path.name.startswith("session-"):
+                        yield SourceFile(str(path), _rel(prefix, root, path), kind="db", meta=meta)
                 for path in _files(chats, ".jsonl"):
-                    yield SourceFile(str(path), _rel(prefix, root, path), meta=meta)
+                    if path.name.startswith("session-"):
+                        yield SourceFile(str(path), _rel(prefix, root, path), meta=meta)
                 for sub in _subdirs(chats):  # a sub-agent's session, in its parent's folder
                     for path in _files(sub, ".jsonl"):
                         yield SourceFile(str(path), _rel(prefix, root, path), meta={**meta, "parent": sub.name})
@@ -3688,7 +3690,7 @@ class Gemini(Adapter):
                 return _gemini_message(obj["session"], obj["message"], ctx)
             return _unknown(ctx)
         if "$rewindTo" in obj:
-            return []  # undone in the agent; what was archived stays (Invariant 3)
+            return []  # undone in the agent; what Origin archived stays archived
         if isinstance(obj.get("$set"), dict):
             sid = _str(ctx.state.get("session"))
             if not sid:
@@ -3844,7 +3846,7 @@ class Goose(Adapter):
 
     name = "goose"
     display = "Goose"
-    env_vars = ("ORIGIN_GOOSE_HOME",)
+    env_vars = ("ORIGIN_GOOSE_HOME", "GOOSE_PATH_ROOT")
     # Goose keeps extensions in YAML, which Origin does not rewrite:
     # setup prints the lines to add.
     mcp = McpConfig("yaml", ("extensions",),
@@ -4118,4 +4120,7 @@ class ClaudeMemory(Adapter):
 # Registry ####################################################################
 ###############################################################################
 
-ADAPTERS = {a.name: a for a in (ClaudeCode(), Codex(), Cursor(), ZCode(), Grok(), ClaudeMemory(), OpenCode(), Gemini(), Goose())}
+#: The table of agents: one row per adapter (see ``Adapter``); everything
+#: in Origin that lists agents reads it.
+ADAPTERS = {a.name: a for a in (ClaudeCode(), Codex(), Cursor(), ZCode(), Grok(), ClaudeMemory(), OpenCode(),
+                                Gemini(), Goose())}

@@ -9616,7 +9616,10 @@ def _schema(properties: dict, required: tuple[str, ...] = ()) -> dict:
 _KIND_ARG = {"type": "string", "enum": list(ENTRY_KINDS),
              "description": "memory: what happened; knowledge: a stable fact; cognition: the user's "
                             "preferences and ways."}
-_SOURCE_ARG = {"type": "string", "enum": list(SOURCES)}
+#: Checked against every agent's name, but published without the list (it
+#: grows with the table of agents): the description points at `sources`.
+_SOURCE_ARG = {"type": "string", "enum": list(SOURCES), "unlisted": True,
+               "description": "An agent, as `sources` names it."}
 _PROJECT_ARG = _text_arg("Name (any case) or the end of its folder path.", MAX_NAME)
 #: From `next`, as the tools' descriptions say; the core refuses one past MAX_OFFSET.
 _OFFSET_ARG = {"type": "integer", "minimum": 0}
@@ -10045,16 +10048,18 @@ def published_schema(schema: Any, top: bool = True) -> Any:
     """A tool's schema as tools/list shows it: bounds a model needs, no more.
 
     Every agent session pays for tools/list in context, so length bounds,
-    lower bounds of 0 and 1, false and zero defaults and nested
-    ``additionalProperties`` are left out.  They are still enforced
-    (``check_tool_args`` uses the full schema), and a request past one is
-    refused with its reason.
+    lower bounds of 0 and 1, false and zero defaults, nested
+    ``additionalProperties`` and the enum of an argument marked
+    ``unlisted`` are left out.  They are still enforced (``check_tool_args``
+    uses the full schema), and a request past one is refused with its reason.
     """
     if isinstance(schema, list):
         return [published_schema(v, False) for v in schema]
     if not isinstance(schema, dict):
         return schema
-    drop = {"minLength", "maxLength"} | (set() if top else {"additionalProperties"})
+    drop = {"minLength", "maxLength", "unlisted"} | (set() if top else {"additionalProperties"})
+    if schema.get("unlisted"):
+        drop.add("enum")
     out = {}
     for k, v in schema.items():
         if k in drop or (k == "required" and v == []) or (k in ("default", "minimum", "minItems")
@@ -13005,9 +13010,9 @@ def _entry_for(target: AgentTarget, command: list[str], old: Any = None, reg_env
     Keys the user added to an existing entry (timeouts, other variables)
     stay; of the variables setup manages, exactly those of reg_env remain.
     """
-    old, reg_env = (old if isinstance(old, dict) else {}), reg_env or {}
+    old, reg_env, managed = (old if isinstance(old, dict) else {}), reg_env or {}, registered_vars()
     env = {k: reg_env.get(k, v) for k, v in _dict_or_empty(old.get("env")).items()
-           if k not in registered_vars() or k in reg_env}
+           if k not in managed or k in reg_env}
     env.update({k: v for k, v in reg_env.items() if k not in env})
     entry = {**old, "command": command[0], "args": command[1:]}
     if target.stdio_type:
@@ -13046,7 +13051,8 @@ def _dict_or_empty(value: Any) -> dict:
 
 
 def _managed_env(entry: dict) -> dict:
-    return {k: v for k, v in _dict_or_empty(entry.get("env")).items() if k in registered_vars()}
+    managed = registered_vars()
+    return {k: v for k, v in _dict_or_empty(entry.get("env")).items() if k in managed}
 
 
 def _is_current(entry: Any, command: list[str], reg_env: dict | None = None) -> bool:
@@ -14865,12 +14871,12 @@ def context_hook(argv: list[str]) -> int:
 def cmd_setup(args) -> int:
     """Register `origin mcp` with every installed agent, then sync.
 
-    Each installed agent that reads an MCP configuration (the list is in
-    `origin path`) gets an "origin" server entry in its file; Claude Code
-    also gets a SessionStart hook in ~/.claude/settings.json that runs
-    `origin context --hook`, so each session starts with the project's
-    entries (--no-hook leaves it out).  Nothing else in those files
-    changes.  Each changed file is first copied to
+    Each installed agent that reads an MCP configuration file gets an
+    "origin" server entry in it (--dry-run lists them with the exact text);
+    Claude Code also gets a SessionStart hook in ~/.claude/settings.json
+    that runs `origin context --hook`, so each session starts with the
+    project's entries (--no-hook leaves it out).  Nothing else in those
+    files changes.  Each changed file is first copied to
     <file>.origin-backup-<time>, and a file that cannot be parsed is left
     alone.  A format Origin does not edit (YAML) is not written: the lines
     to add are printed.  Running it again changes nothing.  --remove takes

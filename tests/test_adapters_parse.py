@@ -978,6 +978,7 @@ def test_gemini_discovers_both_eras_with_each_project_folder_path(tmp_path):
     shutil.copy(GEMINI_JSONL, rooted / "session-2026-04-29T21-39-gemini_s.jsonl")
     shutil.copy(GEMINI_JSONL, rooted / "parent-id" / "child.jsonl")
     (slug / "notes.txt").write_text("not a session")
+    (slug / "checkpoint-x.json").write_text("{}")  # only session-* files are sessions
     found = {f.rel: f for f in ADAPTERS["gemini"].discover({}, tmp_path)}
     assert sorted(found) == ["tmp/api/chats/parent-id/child.jsonl", "tmp/api/chats/session-2026-04-29T21-39-gemini_s.jsonl",
                              "tmp/shop/chats/session-2026-01-16T18-34-3739ef95.json"]

@@ -277,6 +277,9 @@ def test_tools_list_costs_at_most_6000_characters(archive, capsys, mode):
 def test_published_schemas_leave_out_bounds_that_are_still_enforced(archive, origin_home):
     published = origin.published_schema(origin.MCP_TOOLS["search"].schema)
     assert "maxLength" not in published["properties"]["query"]
+    # The agents' names grow with the table of agents: listed by `sources`, still checked.
+    assert "enum" not in published["properties"]["source"] and "unlisted" not in published["properties"]["source"]
+    assert origin.MCP_TOOLS["search"].schema["properties"]["source"]["enum"] == list(origin.SOURCES)
     service = origin.McpService(origin_home, FakeSync())
     text, is_error = service.call("search", {"query": "x" * (origin.MAX_QUERY + 1)}, "t")
     service.close()

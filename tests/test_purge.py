@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import sqlite3
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -101,6 +103,13 @@ def plant(home: Path, monkeypatch) -> dict[str, Path]:
     _replace_in(updates, '"text":"I\'ll read"', f'"text":"{CANARY}"')
     chat = next((home / ".grok" / "sessions").glob(f"*/{GROK_ID}/chat_history.jsonl"))
     _replace_in(chat, "I'll read the file first.", CANARY)
+    _replace_in_db(home / ".local" / "share" / "opencode" / "opencode.db", "part", "data",
+                   "The file has been successfully written")
+    gemini = next((home / ".gemini" / "tmp").glob("*/chats/session-*-standard_session.json"))
+    _replace_in(gemini, "Fix the login bug", CANARY)
+    os.utime(gemini, (time.time() - 86400,) * 2)  # a session finished a day ago
+    _replace_in_db(home / ".local" / "share" / "goose" / "sessions" / "sessions.db", "messages", "content_json",
+                   "Read the file /work/src/orders.py using an absolute path")
     return {"demo": demo, "zst": zst, "chat": chat, "updates": updates}
 
 
@@ -214,7 +223,9 @@ def test_every_event_left_still_reads_back_its_line_after_a_purge(planted, origi
             if r["kind"] == "log" and r["generation"] == newest:  # an older generation's source was rewritten
                 source = decompressed(r["path"], r["compression"]).split(b"\n")
                 assert lines == source[r["line"] - 1: r["line"] - 1 + r["span"]]
-        assert 1 <= withheld <= 10  # the neighbours of the purged lines only
+        # The neighbours of the purged lines only (the OpenCode message whose
+        # answer held the canary also holds its reasoning, on the same line).
+        assert 1 <= withheld <= 11
         neighbour = origin.get_event(s, "claude-code:purge-shared#1")
         assert neighbour["kind"] == "tool_call" and neighbour["provenance"]["raw_withheld"]
         assert origin.search(s, CANARY.split()[2], include_tools=True) == {"entries": [], "events": []}

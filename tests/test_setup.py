@@ -464,3 +464,27 @@ def test_goose_yaml_is_never_rewritten_and_setup_prints_the_lines_to_add(user_ho
     code, out, _ = run_cli(capsys, "setup", "--agent", "goose")
     assert code == 0 and "add by hand" in out and "    cmd: " in out and "nothing to change" not in out
     assert config.read_text() == GOOSE
+
+
+def test_an_agent_added_to_the_table_of_agents_is_set_up_with_its_variable(user_home, tmp_path, monkeypatch):
+    """The adapter's row is all setup needs: its configuration file, and the variable that moves its folder."""
+    import adapters
+
+    class Fake(adapters.Adapter):
+        name, display = "fake-agent", "Fake Agent"
+        env_vars = ("ORIGIN_FAKE_HOME",)
+        mcp = adapters.McpConfig("json", ("servers",), lambda env, home: [home / ".fake" / "mcp.json"], ("fake",))
+
+        def roots(self, env, home):
+            return adapters.env_dirs(env, "ORIGIN_FAKE_HOME", [home / ".fake"])
+
+    monkeypatch.setitem(adapters.ADAPTERS, "fake-agent", Fake())
+    elsewhere = tmp_path / "fake-logs"
+    elsewhere.mkdir()
+    (user_home / ".fake").mkdir()
+    env = {**env_of(user_home), "ORIGIN_FAKE_HOME": str(elsewhere)}
+    res = origin.setup_agents(env, user_home, COMMAND, agents=["fake-agent"])
+    assert installed(res) == {"fake-agent": "created"} and res["env"] == {"ORIGIN_FAKE_HOME": str(elsewhere)}
+    entry = json.loads((user_home / ".fake" / "mcp.json").read_text())["servers"]["origin"]
+    assert entry == {"command": COMMAND[0], "args": COMMAND[1:], "env": {"ORIGIN_FAKE_HOME": str(elsewhere)}}
+    assert "ORIGIN_FAKE_HOME" in origin.registered_vars()

@@ -260,7 +260,9 @@ def test_credentials_next_to_agent_logs_never_reach_the_store(lay, user_home, or
     lay(*LAYOUTS)
     secret = json.dumps({"token": FAKE_TOKEN, "apiKey": FAKE_TOKEN})
     for rel in (".codex/auth.json", ".grok/auth.json", ".claude/.credentials.json", ".zcode/cli/config.json",
-                ".zcode/v2/credentials.json", ".codex/config.toml", ".grok/config.toml"):
+                ".zcode/v2/credentials.json", ".codex/config.toml", ".grok/config.toml",
+                ".local/share/opencode/auth.json", ".gemini/oauth_creds.json", ".gemini/settings.json",
+                ".config/goose/secrets.yaml", ".config/goose/config.yaml"):
         p = user_home / rel
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(secret)
@@ -268,6 +270,12 @@ def test_credentials_next_to_agent_logs_never_reach_the_store(lay, user_home, or
     with sqlite3.connect(db) as c:
         c.execute("INSERT INTO ItemTable (key, value) VALUES ('cursorAuth/accessToken', ?)", (FAKE_TOKEN,))
         c.execute("INSERT INTO ItemTable (key, value) VALUES ('cursorAuth/refreshToken', ?)", (FAKE_TOKEN,))
+    # OpenCode keeps accounts and credentials in the same database as its sessions.
+    with sqlite3.connect(user_home / ".local" / "share" / "opencode" / "opencode.db") as c:
+        c.execute("INSERT INTO credential (id, label, value, time_created, time_updated) VALUES ('c', 'k', ?, 1, 1)",
+                  (FAKE_TOKEN,))
+        c.execute("INSERT INTO account (id, email, url, access_token, refresh_token, time_created, time_updated) "
+                  "VALUES ('a', 'e', 'u', ?, ?, 1, 1)", (FAKE_TOKEN, FAKE_TOKEN))
     with origin.open_store(origin_home) as s:
         assert origin.sync(s).events_added > 0
         s.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")

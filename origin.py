@@ -1616,6 +1616,22 @@ def tightened_notice(store: Store) -> str:
             f"({store.tightened} files and folders are now owner-only)")
 
 
+def out_of_files() -> str | None:
+    """Why this process cannot open a file now (EMFILE, ENFILE), or None.
+
+    SQLite reports a connection it could not open for want of a descriptor
+    as it reports a file it cannot use; asked on that error path, this
+    keeps a process at its limit from being told its store is damaged.
+    """
+    try:
+        os.close(os.open(os.devnull, os.O_RDONLY))
+    except OSError as e:
+        if e.errno in (errno.EMFILE, errno.ENFILE):
+            return (f"this process has too many open files ({e.strerror}); nothing is damaged: close some, or "
+                    "raise the limit (`ulimit -n`), and try again")
+    return None
+
+
 def open_store(home: Path | None = None) -> Store:
     """Open (creating if needed) the store under home and apply the schema."""
     home = _home_dir() if home is None else os.fspath(home)
@@ -1641,7 +1657,7 @@ def open_store(home: Path | None = None) -> Store:
             check_same_thread=False,
         )
     except sqlite3.Error as e:
-        raise StoreError(f"cannot open {db}: {e}") from None
+        raise StoreError(out_of_files() or f"cannot open {db}: {e}") from None
     conn.row_factory = sqlite3.Row
     try:
         # busy_timeout first, so a crowd of new connections waits rather than
@@ -1669,7 +1685,10 @@ def open_store(home: Path | None = None) -> Store:
         # applied before the store serves a single read.
         _prepare_store(store)
     except sqlite3.DatabaseError as e:
+        busy = out_of_files()  # asked first: closing frees a descriptor
         conn.close()
+        if busy:
+            raise StoreError(f"cannot open {db}: {busy}") from None
         raise StoreError(
             f"{db} is not a usable Origin store ({e}); move it aside (with its -wal and -shm files) and "
             f"run `origin sync`: the new store re-reads the agents' logs, and every forget comes back from "
@@ -2467,9 +2486,10 @@ def _connect_reader(home: Path | str) -> sqlite3.Connection:
             # cached saves a tenth of a two-word search on a large archive.
             conn.execute(f"PRAGMA ix_{part}.cache_size = -{READER_CACHE_KIB}")
     except sqlite3.Error as e:
+        busy = out_of_files()  # asked first: closing frees a descriptor
         if conn is not None:
             conn.close()
-        raise StoreError(_damaged_index(home, e)) from None
+        raise StoreError(busy or _damaged_index(home, e)) from None
     return conn
 
 
@@ -10918,6 +10938,97 @@ HUB_FAIL_WINDOW = 60.0
 HUB_FAIL_CLIENTS = 4096
 #: Largest body of a request that is not an ingest.
 SMALL_BODY_MAX = 64 << 10
+#: Connections served at once (a thread each); under a low descriptor
+#: limit, a quarter of it.  Past it, an idle connection is closed to make
+#: room, else the newcomer gets a 503.
+HUB_CONNECTIONS = 256
+#: Stores (a database connection and its reader) the requests share: at
+#: most this many open at once (under a low descriptor limit, one per 64
+#: descriptors), and this many kept open between requests.  A connection
+#: holds one only while a request runs, never while it idles.
+HUB_STORES = 16
+HUB_STORES_IDLE = 4
+#: Seconds a request waits for a free store before it is answered 503.
+HUB_STORE_WAIT = 30.0
+
+
+def descriptor_limit() -> int | None:
+    """This process's soft limit on open files, where the system has one."""
+    try:
+        import resource
+    except ImportError:
+        return None
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    return None if soft == resource.RLIM_INFINITY else soft
+
+
+def hub_connection_cap() -> int:
+    """How many connections the hub serves at once (HUB_CONNECTIONS, or a quarter of the descriptors)."""
+    limit = descriptor_limit()
+    return HUB_CONNECTIONS if limit is None else max(8, min(HUB_CONNECTIONS, limit // 4))
+
+
+class StorePool:
+    """The stores a hub's requests share, opened when needed, at most ``size`` at once.
+
+    Before, each connection opened a store at its first request and kept it
+    while it idled: a few hundred idle connections used up the process's
+    descriptors, and the next open was reported as a damaged store.
+    """
+
+    def __init__(self, home: Path, size: int | None = None, idle: int = HUB_STORES_IDLE):
+        limit = descriptor_limit()
+        self.home = home
+        self.size = size or (HUB_STORES if limit is None else max(2, min(HUB_STORES, limit // 64)))
+        self.idle_max = idle
+        self._idle: list[Store] = []
+        self._open = 0
+        self._cond = threading.Condition()
+
+    def take(self, wait: float = HUB_STORE_WAIT) -> Store:
+        """A store for one request; give it back with ``give``."""
+        deadline = time.monotonic() + wait
+        with self._cond:
+            while not self._idle and self._open >= self.size:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise Refused("the hub is busy (every store connection is in use); retry shortly", 503,
+                                  retry_after=5)
+                self._cond.wait(left)
+            if self._idle:
+                return self._idle.pop()
+            self._open += 1
+        try:
+            return open_store(self.home)
+        except BaseException:
+            with self._cond:
+                self._open -= 1
+                self._cond.notify()
+            raise
+
+    def give(self, store: Store) -> None:
+        """Return a store taken for a request: kept for the next one, or closed."""
+        keep = True
+        if store.conn.in_transaction:
+            try:
+                store.conn.execute("ROLLBACK")  # a request cut short mid-transaction: never carried over
+            except sqlite3.Error:
+                keep = False
+        with self._cond:
+            if keep and len(self._idle) < self.idle_max:
+                self._idle.append(store)
+                self._cond.notify()
+                return
+            self._open -= 1
+            self._cond.notify()
+        store.close()
+
+    def close(self) -> None:
+        with self._cond:
+            idle, self._idle = self._idle, []
+            self._open -= len(idle)
+        for store in idle:
+            store.close()
 
 
 @record
@@ -11139,6 +11250,7 @@ class Hub:
         self._fails: dict[str, list[float]] = {}
         self._lock = threading.Lock()
         self._store: Store | None = None
+        self.stores = StorePool(self.home)
 
     def add_name(self, url_or_host: str) -> None:
         """Answer MCP requests for this host name too (and its URL as a browser Origin)."""
@@ -11210,6 +11322,7 @@ class Hub:
             self.index.close()
         if self._store is not None:
             self._store.close()
+        self.stores.close()
 
     def default_store(self) -> Store:
         with self._lock:
@@ -11426,7 +11539,6 @@ def _make_handler(hub: Hub):
         def setup(self):
             super().setup()
             self.busy = False
-            self._store = None
             self.server.track(self, True)
 
         def finish(self):
@@ -11435,8 +11547,6 @@ def _make_handler(hub: Hub):
             finally:
                 self.server.track(self, False)
                 close_thread_loop()
-                if self._store is not None:
-                    self._store.close()
 
         def log_message(self, format, *args):  # noqa: A002 - the stdlib's name
             pass  # one line per request is written by _send instead
@@ -11505,11 +11615,10 @@ def _make_handler(hub: Hub):
             self._t0 = time.monotonic()
             self._rpc = False
             self.busy = True
+            store = None
             try:
                 headers = {k.lower(): v for k, v in self.headers.items()}
                 client = self.client_address[0] if self.client_address else "-"
-                if self._store is None:
-                    self._store = open_store(hub.home)
                 path = self.path.split("?", 1)[0]
                 framing = framing_refusal(self.headers, self.request_version)
                 if framing is not None:
@@ -11523,7 +11632,14 @@ def _make_handler(hub: Hub):
                     self._drain_or_close(headers)
                     return self._send(found, "-")
                 self._rpc = found.rpc
-                auth = hub.authenticate(found, headers, client, self._store, path)
+                # A store is taken to check the token and again to answer,
+                # never while a body arrives or the connection idles.
+                store = self._take(path)
+                if store is None:
+                    return
+                auth = hub.authenticate(found, headers, client, store, path)
+                hub.stores.give(store)
+                store = None
                 if isinstance(auth, Response):
                     self._drain_or_close(headers)
                     return self._send(auth, "-")
@@ -11540,7 +11656,10 @@ def _make_handler(hub: Hub):
                     self.close_connection = True
                     return self._send(error_response(400, "the body ended before its Content-Length"),
                                       auth.name if auth else "-")
-                r = hub.dispatch(self.command, self.path, headers, body, client=client, store=self._store,
+                store = self._take(path)
+                if store is None:
+                    return
+                r = hub.dispatch(self.command, self.path, headers, body, client=client, store=store,
                                  token=auth, header_items=list(self.headers.items()))
                 self._send(r, auth.name if auth else "-")
             except TimeoutError:
@@ -11560,6 +11679,21 @@ def _make_handler(hub: Hub):
                     pass
             finally:
                 self.busy = False
+                if store is not None:
+                    hub.stores.give(store)
+
+        def _take(self, path: str) -> Store | None:
+            """A store from the hub's pool, or None once the refusal is sent."""
+            try:
+                return hub.stores.take()
+            except OriginError as e:
+                self.close_connection = True
+                r = error_response(_status_of(e), str(e))
+                if getattr(e, "retry_after", None):
+                    r.headers.append(("Retry-After", str(e.retry_after)))
+                hub_log(hub, f"refused {log_safe(path[:200])} {r.status}: {e}")
+                self._send(r, "-")
+                return None
 
         do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = _handle
 
@@ -11604,11 +11738,67 @@ def make_hub_server(hub: Hub, host: str, port: int):
             self.stopping = False
             self.conns: set = set()
             self.conns_lock = threading.Lock()
+            self.active = 0  # connections with a thread, set up or not yet
+            self.turned_away = 0
+            self.last_note = 0.0
             super().__init__(*a, **kw)
 
         def track(self, handler, alive: bool) -> None:
             with self.conns_lock:
                 (self.conns.add if alive else self.conns.discard)(handler)
+
+        def process_request(self, request, client_address):
+            """Serve a connection in a thread of its own, at most hub_connection_cap() at once.
+
+            At the cap, an idle kept-alive connection (or one still sending
+            its headers) is closed to make room; with none, the newcomer is
+            answered 503 and closed, so threads and descriptors stay bounded.
+            """
+            cap = hub_connection_cap()
+            with self.conns_lock:
+                room = self.active < cap
+                if not room:
+                    idle = [h for h in self.conns if not h.busy]
+                    if idle:
+                        try:
+                            idle[0].connection.shutdown(socket.SHUT_RDWR)
+                        except OSError:
+                            pass
+                        room = True
+                if room:
+                    self.active += 1
+            if room:
+                try:
+                    return super().process_request(request, client_address)
+                except RuntimeError:  # no thread could be started
+                    with self.conns_lock:
+                        self.active -= 1
+            self.turn_away(request, cap)
+
+        def process_request_thread(self, request, client_address):
+            try:
+                super().process_request_thread(request, client_address)
+            finally:
+                with self.conns_lock:
+                    self.active -= 1
+
+        def turn_away(self, request, cap: int) -> None:
+            body = json.dumps({"ok": False, "status": 503, "error": f"the hub is serving {cap} connections, its "
+                               "most; retry shortly"}).encode()
+            try:
+                request.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+                                b"Retry-After: 5\r\nConnection: close\r\nContent-Length: "
+                                + str(len(body)).encode() + b"\r\n\r\n" + body)
+            except OSError:
+                pass
+            self.shutdown_request(request)
+            self.turned_away += 1
+            if time.monotonic() - self.last_note > 60:
+                self.last_note = time.monotonic()
+                hub_log(hub, f"turned {self.turned_away} connection(s) away: {cap} connections at once is the "
+                             "most (a quarter of the open-file limit, `ulimit -n`, up to "
+                             f"{HUB_CONNECTIONS})")
+                self.turned_away = 0
 
         def stop_idle(self) -> None:
             """Close kept-alive connections waiting for a next request."""

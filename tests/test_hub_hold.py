@@ -15,6 +15,7 @@ import http.client
 import json
 import os
 import resource
+import socket
 import sqlite3
 import subprocess
 import time
@@ -280,3 +281,57 @@ def test_a_full_disk_is_a_507_and_the_device_prints_what_the_hub_said(hub, tmp_p
     assert p.returncode == 0, p.stderr
     mirror = next((hub.home / "raw" / "devices" / "laptop").rglob("s-big.jsonl"))
     assert mirror.read_bytes() == log.read_bytes()
+
+
+# -- resources -----------------------------------------------------------------
+
+
+def _fds(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def test_idle_connections_hold_no_store_and_the_hub_keeps_serving_at_its_descriptor_limit(hub):
+    tok = token(hub, "laptop")
+    host, port = hub.url.rsplit("//", 1)[1].split(":")
+    # The hub may hold 100 more descriptors than it does now.
+    resource.prlimit(hub.proc.pid, resource.RLIMIT_NOFILE, (_fds(hub.proc.pid) + 100,
+                                                            resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+    idle = []
+    try:
+        for _ in range(150):  # each asks once, needing no token, then idles, kept alive
+            s = socket.create_connection((host, int(port)), timeout=60)
+            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert s.recv(65536).startswith(b"HTTP/1.1 200"), "no answer"
+            idle.append(s)
+        status, body = call(hub, "GET", "/v1/cursors?device=laptop", tok)
+        assert status == 200, body
+    finally:
+        for s in idle:
+            s.close()
+    assert not logged_now(hub, "move it aside") and not logged_now(hub, "internal error")
+
+
+def logged_now(hub: HubProcess, text: str) -> bool:
+    return any(text in line for line in hub.log)
+
+
+def test_a_store_that_cannot_be_opened_for_want_of_descriptors_is_not_called_damaged(tmp_path):
+    home = tmp_path / "store"
+    origin.open_store(home).close()
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    held = []
+    resource.setrlimit(resource.RLIMIT_NOFILE, (_fds(os.getpid()) + 40, hard))
+    try:
+        while True:  # every descriptor the process may have, taken but one
+            try:
+                held.append(os.open(os.devnull, os.O_RDONLY))
+            except OSError:
+                break
+        os.close(held.pop())
+        with pytest.raises(origin.StoreError) as e:
+            origin.open_store(home).close()
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert "too many open files" in str(e.value) and "move it aside" not in str(e.value)

@@ -10928,8 +10928,17 @@ HUB_LISTEN = "127.0.0.1:7077"
 ENV_HUB_WORKERS = "ORIGIN_HUB_WORKERS"
 #: Most tool workers a hub can be given.
 HUB_WORKERS_MAX = 64
-#: Seconds a connection may sit idle or stall mid-request before it is dropped.
+#: Seconds a connection may sit idle or stall mid-request before it is dropped,
+#: and the most a request's line and headers may take to arrive in all
+#: (counted from the end of the previous answer): a client trickling a byte
+#: at a time is dropped at this deadline, not at a timeout per read.
 HUB_READ_TIMEOUT = 30.0
+#: A body must arrive at this many bytes a second on average, on top of
+#: HUB_READ_TIMEOUT, or the request is dropped.
+HUB_BODY_RATE = 16 << 10
+#: Largest body of an early refusal (unknown route, bad token …) that is
+#: read and dropped to keep a kept-alive connection; a larger one closes it.
+HUB_DRAIN_MAX = 64 << 10
 #: Failed authentications allowed per client address in HUB_FAIL_WINDOW s.
 HUB_FAIL_MAX = 20
 HUB_FAIL_WINDOW = 60.0
@@ -11519,7 +11528,25 @@ def framing_refusal(headers, version: str) -> str | None:
 
 
 def _make_handler(hub: Hub):
+    import io
     from http.server import BaseHTTPRequestHandler
+
+    class _DeadlineReader(io.RawIOBase):
+        """A connection's socket read under its handler's ``deadline`` (monotonic s)."""
+
+        def __init__(self, sock, handler):
+            self.sock = sock
+            self.handler = handler
+
+        def readable(self) -> bool:
+            return True
+
+        def readinto(self, b) -> int:
+            left = self.handler.deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("the request did not arrive in time")
+            self.sock.settimeout(min(left, HUB_READ_TIMEOUT))
+            return self.sock.recv_into(b)
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"  # keep-alive; every response sets Content-Length
@@ -11539,7 +11566,15 @@ def _make_handler(hub: Hub):
         def setup(self):
             super().setup()
             self.busy = False
+            self.deadline = time.monotonic() + HUB_READ_TIMEOUT
+            # Every read of the request goes through the deadline, not only
+            # the socket's timeout per read.
+            self.rfile = io.BufferedReader(_DeadlineReader(self.connection, self), 1 << 16)
             self.server.track(self, True)
+
+        def handle_one_request(self):
+            self.deadline = time.monotonic() + HUB_READ_TIMEOUT
+            super().handle_one_request()
 
         def finish(self):
             try:
@@ -11567,6 +11602,7 @@ def _make_handler(hub: Hub):
             if r.close or self.server.stopping:
                 self.close_connection = True
             try:
+                self.connection.settimeout(HUB_READ_TIMEOUT)  # the read deadline is no write deadline
                 self.send_response(r.status)
                 if r.body is not None:
                     self.send_header("Content-Type", r.ctype)
@@ -11599,8 +11635,8 @@ def _make_handler(hub: Hub):
                 self.close_connection = True
                 return
             n = int(raw)
-            if n > BODY_MAX:
-                self.close_connection = True
+            if n > HUB_DRAIN_MAX:
+                self.close_connection = True  # never read a large body for a refusal
                 return
             try:
                 while n > 0:
@@ -11651,6 +11687,7 @@ def _make_handler(hub: Hub):
                         self._drain_or_close(headers)
                     return self._send(refused, auth.name if auth else "-")
                 n = int(headers.get("content-length") or 0)
+                self.deadline = time.monotonic() + HUB_READ_TIMEOUT + n / HUB_BODY_RATE
                 body = self.rfile.read(n) if n else b""
                 if len(body) < n:
                     self.close_connection = True

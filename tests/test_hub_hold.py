@@ -15,9 +15,11 @@ import http.client
 import json
 import os
 import resource
+import select
 import socket
 import sqlite3
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -335,3 +337,55 @@ def test_a_store_that_cannot_be_opened_for_want_of_descriptors_is_not_called_dam
             os.close(fd)
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
     assert "too many open files" in str(e.value) and "move it aside" not in str(e.value)
+
+
+def test_a_client_trickling_its_headers_is_dropped_at_the_request_deadline(hub):
+    host, port = hub.url.rsplit("//", 1)[1].split(":")
+    request = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 60 + b"\r\n\r\n"
+    sent = 0
+    with socket.create_connection((host, int(port)), timeout=60) as s:
+        # One byte every 1.5 s: each read is well within the 30 s timeout
+        # per read, the request as a whole never is.
+        while sent < len(request):
+            try:
+                s.sendall(request[sent:sent + 1])
+            except OSError:
+                break
+            sent += 1
+            ready, _, _ = select.select([s], [], [], 1.5)
+            if ready:
+                try:
+                    got = s.recv(65536)
+                except OSError:
+                    got = b""
+                if not got or b"HTTP/1.1 408" in got:
+                    break
+    assert sent < len(request), "the hub waited for the whole trickled request"
+
+
+def test_a_large_body_with_a_bad_token_is_refused_unread_and_the_connection_closed(hub):
+    host, port = hub.url.rsplit("//", 1)[1].split(":")
+    body = b"x" * (1 << 20)
+    head = (b"POST /v1/ingest HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ogn_wrong\r\n"
+            b"Content-Type: application/json\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n")
+    with socket.create_connection((host, int(port)), timeout=60) as s:
+        s.sendall(head)
+
+        def send_body():
+            try:
+                s.sendall(body)
+            except OSError:
+                pass  # the hub closed: it never read the body
+
+        sender = threading.Thread(target=send_body)
+        sender.start()
+        out = b""
+        try:
+            while b"\r\n\r\n" not in out:
+                got = s.recv(65536)
+                if not got:
+                    break
+                out += got
+        finally:
+            sender.join(60)
+    assert out.startswith(b"HTTP/1.1 401") and b"Connection: close" in out, out[:300]

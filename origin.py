@@ -726,11 +726,9 @@ def _has_mix(value: str) -> bool:
 
 def _entropy(value: str) -> float:
     """Shannon entropy of value in bits per character."""
-    counts: dict[str, int] = {}
-    for c in value:
-        counts[c] = counts.get(c, 0) + 1
     n = len(value)
-    return -sum(k / n * math.log2(k / n) for k in counts.values())
+    # str.count per distinct character: C loops, not one Python step per character.
+    return -sum(k / n * math.log2(k / n) for k in (value.count(c) for c in set(value)))
 
 
 #: Values assigned to a secret-looking name that are not secrets.
@@ -823,7 +821,9 @@ def _may_assign(text: str, at: int) -> bool:
     j += 1
     while j < end and text[j] in "\\\"' \t>":
         j += 1
-    return end - j >= 12 and all(_in_value(c) for c in text[j:j + 12])
+    seg = text[j:j + 12]
+    # No separator and no white space (str.split splits where isspace holds).
+    return len(seg) == 12 and _NOT_IN_VALUE.isdisjoint(seg) and seg.split() == [seg]
 
 
 def _may_end_assigned(tail: str) -> bool:
@@ -930,6 +930,7 @@ def find_secrets(text: str) -> list[tuple[int, int, str]]:
         return all(b <= s or a >= e for s, e, _k in spans)
 
     low = text.lower()
+    vetted: dict[tuple, bool] = {}
     # Each literal and key word is looked for once per text, not once per
     # family that uses it; most texts hold none, and no family is tried.
     hinted = {h for h in _SECRET_HINTS if h in text}
@@ -952,8 +953,16 @@ def find_secrets(text: str) -> list[tuple[int, int, str]]:
             if has_v is None:
                 has_v = "v" in m.re.groupindex
             a, b = m.span("v") if p.names else m.span()
-            if p.check is not None and not p.check(m.group("v") if has_v else m.group(0)):
-                continue
+            if p.check is not None:
+                # A value met again (``password=`` repeated, each value
+                # the same 200 characters) is vetted once per text, so a
+                # line of repeats costs about what a plain line does.
+                value = m.group("v") if has_v else m.group(0)
+                ok = vetted.get((p.check, value))
+                if ok is None:
+                    ok = vetted[(p.check, value)] = p.check(value)
+                if not ok:
+                    continue
             if free(a, b):
                 spans.append((a, b, p.kind))
         if p.kind == "aws-access-key":
@@ -3569,6 +3578,7 @@ class _EventWriter:
         self.added = 0
         self.sessions: set[str] = set()
         self.infos: dict[str, dict] = {}
+        self.hold = False  # True: keep every row for a flush under a write lock taken later
 
     def record(self, rec: Record, lineno: int, offset: int) -> None:
         if not isinstance(rec, adapters.Record) or not rec.id or not rec.session or rec.kind not in adapters.KINDS:
@@ -3592,7 +3602,7 @@ class _EventWriter:
             max(1, rec.span),
         ))
         self.sessions.add(rec.session)
-        if len(self.rows) >= INSERT_BATCH:
+        if len(self.rows) >= INSERT_BATCH and not self.hold:
             self.flush()
 
     def add(self, item, lineno: int, offset: int) -> None:
@@ -7826,8 +7836,19 @@ def accept_chunk(store: Store, c: Chunk, token: Token | None = None, pool: Threa
             raise OffsetMismatch(0)
         row = _register_remote(store, c, token)
     sf = adapters.SourceFile(row["path"], row["rel"], None, row["kind"], c.meta)
-    writer = _EventWriter(conn, adapter.name, row["id"])
-    errors: list = []
+    mtime = None if c.kind == "db" else c.mtime_ms
+    # Parsing (and masking the secrets of every event) happens before the
+    # write lock: a pathological line costs this request its time, not
+    # every other device's push.  It counts only if, under the lock, the
+    # file's cursor and parse state are still the ones it started from.
+    basis = (row["bytes_ingested"], row["lines_ingested"], row["parse_state"])
+    early = None
+    if basis[0] == c.offset and c.data:
+        writer = _EventWriter(conn, adapter.name, row["id"])
+        writer.hold = True
+        state, errors = _load_state(adapter, sf, row), []
+        lines = _parse_lines(adapter, sf, writer.add, state, c.data, row["lines_ingested"], c.offset, mtime, errors)
+        early = (writer, state, errors, lines)
     res = FileResult()
     conn.execute("BEGIN IMMEDIATE")
     try:
@@ -7854,8 +7875,12 @@ def accept_chunk(store: Store, c: Chunk, token: Token | None = None, pool: Threa
                                        (row["id"], c.offset)).fetchone():
             conn.execute("COMMIT")
             return {"bytes": c.offset, "eventsAdded": 0, "parseErrors": 0}
-        state = _load_state(adapter, sf, row)
-        mtime = None if c.kind == "db" else c.mtime_ms
+        if early is not None and (row["bytes_ingested"], row["lines_ingested"], row["parse_state"]) == basis:
+            writer, state, errors, lines = early
+            writer.hold = False
+        else:
+            writer, errors, lines = _EventWriter(conn, adapter.name, row["id"]), [], None
+            state = _load_state(adapter, sf, row)
         mirror = _open_remote_mirror(store, row, c.device)
         try:
             mirror.write(c.data)
@@ -7863,14 +7888,16 @@ def accept_chunk(store: Store, c: Chunk, token: Token | None = None, pool: Threa
             mirror.close()
             raise
         # Invariant 1 (provenance): the bytes reach the hub's mirror and are
-        # fdatasync'ed (on a pool thread, while they are parsed) before any
-        # event parsed from them commits.
+        # fdatasync'ed (on a pool thread, while the rows are written) before
+        # any event parsed from them commits.
         durable = _Durable(pool)
         durable.add(mirror)
         _crash_point("hub-mirror-appended")
         edges = _Edges(c.offset)
         edges.add(c.data)
-        lines = _parse_lines(adapter, sf, writer.add, state, c.data, row["lines_ingested"], c.offset, mtime, errors)
+        if lines is None:  # another push moved the file meanwhile: parsed here, under the lock
+            lines = _parse_lines(adapter, sf, writer.add, state, c.data, row["lines_ingested"], c.offset, mtime,
+                                 errors)
         if c.flush and hasattr(adapter, "flush"):
             flush_file(store, adapter, sf, row["id"], writer, state, row["lines_ingested"] + lines,
                        c.offset + len(c.data), mtime, errors)

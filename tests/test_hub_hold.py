@@ -21,6 +21,7 @@ import sqlite3
 import subprocess
 import threading
 import time
+import types
 from pathlib import Path
 
 import pytest
@@ -389,3 +390,48 @@ def test_a_large_body_with_a_bad_token_is_refused_unread_and_the_connection_clos
         finally:
             sender.join(60)
     assert out.startswith(b"HTTP/1.1 401") and b"Connection: close" in out, out[:300]
+
+
+def test_repeated_key_words_cost_the_secret_scanner_one_check_per_distinct_value(monkeypatch):
+    calls = []
+    real = origin._entropy
+    monkeypatch.setattr(origin, "_entropy", lambda v: calls.append(v) or real(v))
+    spans = origin.find_secrets("password=" * 20000)
+    assert spans == [] and len(calls) <= 30  # 20,000 values, all but the last few the same 200 characters
+    calls.clear()
+    text = "password=" * 200 + " password=Xk9#m2Lq8vZ1wR4t"
+    assert [k for _a, _b, k in origin.find_secrets(text)] == ["password"]
+
+
+def test_a_pathological_line_is_parsed_while_other_pushes_can_write(tmp_path, monkeypatch):
+    hub = origin.Hub(tmp_path / "hubhome", index=False)
+    server = origin.make_hub_server(hub, "127.0.0.1", 0)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    tok = origin.create_token(hub.default_store(), "laptop")
+    locked = []
+    real = origin.mask_secrets
+
+    def spy(text):
+        if text.startswith("password=password="):
+            # What another device's push would meet now: is the write lock free?
+            with sqlite3.connect(hub.home / "origin.db", timeout=0) as c:
+                try:
+                    c.execute("BEGIN IMMEDIATE")
+                    c.execute("ROLLBACK")
+                    locked.append(False)
+                except sqlite3.OperationalError:
+                    locked.append(True)
+        return real(text)
+
+    monkeypatch.setattr(origin, "mask_secrets", spy)
+    line = json.dumps({"type": "user", "sessionId": "s-p", "uuid": "p1", "timestamp": "2026-11-02T10:00:00Z",
+                       "message": {"role": "user", "content": "password=" * 20000}}).encode() + b"\n"
+    try:
+        at = types.SimpleNamespace(url=f"http://127.0.0.1:{server.server_address[1]}")  # all call() needs
+        status, out = call(at, "POST", "/v1/ingest", tok, chunk(data=line))
+        assert status == 200 and out["eventsAdded"] == 1, out
+        assert locked == [False]
+    finally:
+        server.shutdown()
+        server.server_close()
+        hub.close()

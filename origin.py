@@ -7101,7 +7101,8 @@ def rebind_token(store: Store, name: str, device: str) -> str | None:
         if r is None:
             raise NotFound(f"no token named {name!r}; `origin token list` shows them")
         if r["revoked_at"] is not None:
-            raise Conflict(f"token {name!r} is revoked; create a new one with `origin token create NAME --device {device}`")
+            raise Conflict(f"token {name!r} is revoked; create a new one with "
+                           f"`origin token create NAME --device {device}`")
         if r["scope"] != "device":
             raise Conflict(f"token {name!r} is an agent token and cannot push; create a device token with "
                            f"`origin token create NAME --device {device}`")
@@ -8070,6 +8071,7 @@ class HubClient:
         self._https = u.scheme == "https"
         self._host, self._port, self._base = u.hostname, u.port, u.path
         self._conn = None
+        self.proofs = True  # chunks carry before/sha256 (off for a hub from before them)
 
     def close(self) -> None:
         if self._conn is not None:
@@ -8269,8 +8271,10 @@ def _bodies(store: Store, client: HubClient, item: PushItem, start: int, meta: d
     for offset, data, flush in _chunks(store.home / f.mirror, start, item.end, item.flushes):
         body = {"device": client.cfg.device, "source": f.source, "path": f.path, "relPath": f.rel,
                 "generation": f.generation, "offset": offset, "mtimeMs": mtime, "kind": f.kind,
-                "data": base64.b64encode(data).decode("ascii"), "flush": flush,
-                "before": hashlib.sha256(window).hexdigest(), "sha256": hashlib.sha256(data).hexdigest()}
+                "data": base64.b64encode(data).decode("ascii"), "flush": flush}
+        if client.proofs:
+            body["before"] = hashlib.sha256(window).hexdigest()
+            body["sha256"] = hashlib.sha256(data).hexdigest()
         window = (window + data)[-PROOF_WINDOW:]
         if meta:
             body["meta"] = meta
@@ -8280,7 +8284,7 @@ def _bodies(store: Store, client: HubClient, item: PushItem, start: int, meta: d
 def _send_file(store: Store, client: HubClient, item: PushItem, meta: dict, report: dict,
                progress: Callable[[dict], None] | None, pool: ThreadPoolExecutor) -> None:
     """Send one file's chunks, the next one encoded while the hub takes this one."""
-    start, resumes = item.start, 0
+    start, resumes, plain = item.start, 0, False
     while True:
         restart = None
         bodies = _bodies(store, client, item, start, meta)
@@ -8304,6 +8308,10 @@ def _send_file(store: Store, client: HubClient, item: PushItem, meta: dict, repo
             if status == 409 and isinstance(resp.get("bytes"), int):
                 restart = resp["bytes"]
                 break
+            if status == 400 and client.proofs and "unknown field 'before'" in str(resp.get("error")):
+                client.proofs = False  # a hub from before the proofs: the same chunk without them
+                restart, plain = offset, True
+                break
             if status in (400, 409, 413):
                 # This file alone: a field the hub will not take, bytes that
                 # differ from its copy, a line too long.  The push goes on.
@@ -8311,6 +8319,9 @@ def _send_file(store: Store, client: HubClient, item: PushItem, meta: dict, repo
             raise _hub_error(status, resp)
         if restart is None:
             return
+        if plain:
+            start, plain = restart, False
+            continue
         # Another push got there first (or the hub holds less than assumed):
         # carry on from the cursor the hub reported.
         report["resumed"] += 1

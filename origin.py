@@ -730,11 +730,9 @@ def _has_mix(value: str) -> bool:
 
 def _entropy(value: str) -> float:
     """Shannon entropy of value in bits per character."""
-    counts: dict[str, int] = {}
-    for c in value:
-        counts[c] = counts.get(c, 0) + 1
     n = len(value)
-    return -sum(k / n * math.log2(k / n) for k in counts.values())
+    # str.count per distinct character: C loops, not one Python step per character.
+    return -sum(k / n * math.log2(k / n) for k in (value.count(c) for c in set(value)))
 
 
 #: Values assigned to a secret-looking name that are not secrets.
@@ -827,7 +825,9 @@ def _may_assign(text: str, at: int) -> bool:
     j += 1
     while j < end and text[j] in "\\\"' \t>":
         j += 1
-    return end - j >= 12 and all(_in_value(c) for c in text[j:j + 12])
+    seg = text[j:j + 12]
+    # No separator and no white space (str.split splits where isspace holds).
+    return len(seg) == 12 and _NOT_IN_VALUE.isdisjoint(seg) and seg.split() == [seg]
 
 
 def _may_end_assigned(tail: str) -> bool:
@@ -934,6 +934,7 @@ def find_secrets(text: str) -> list[tuple[int, int, str]]:
         return all(b <= s or a >= e for s, e, _k in spans)
 
     low = text.lower()
+    vetted: dict[tuple, bool] = {}
     # Each literal and key word is looked for once per text, not once per
     # family that uses it; most texts hold none, and no family is tried.
     hinted = {h for h in _SECRET_HINTS if h in text}
@@ -956,8 +957,16 @@ def find_secrets(text: str) -> list[tuple[int, int, str]]:
             if has_v is None:
                 has_v = "v" in m.re.groupindex
             a, b = m.span("v") if p.names else m.span()
-            if p.check is not None and not p.check(m.group("v") if has_v else m.group(0)):
-                continue
+            if p.check is not None:
+                # A value met again (``password=`` repeated, each value
+                # the same 200 characters) is vetted once per text, so a
+                # line of repeats costs about what a plain line does.
+                value = m.group("v") if has_v else m.group(0)
+                ok = vetted.get((p.check, value))
+                if ok is None:
+                    ok = vetted[(p.check, value)] = p.check(value)
+                if not ok:
+                    continue
             if free(a, b):
                 spans.append((a, b, p.kind))
         if p.kind == "aws-access-key":
@@ -1637,6 +1646,22 @@ def tightened_notice(store: Store) -> str:
             f"({store.tightened} files and folders are now owner-only)")
 
 
+def out_of_files() -> str | None:
+    """Why this process cannot open a file now (EMFILE, ENFILE), or None.
+
+    SQLite reports a connection it could not open for want of a descriptor
+    as it reports a file it cannot use; asked on that error path, this
+    keeps a process at its limit from being told its store is damaged.
+    """
+    try:
+        os.close(os.open(os.devnull, os.O_RDONLY))
+    except OSError as e:
+        if e.errno in (errno.EMFILE, errno.ENFILE):
+            return (f"this process has too many open files ({e.strerror}); nothing is damaged: close some, or "
+                    "raise the limit (`ulimit -n`), and try again")
+    return None
+
+
 def open_store(home: Path | None = None) -> Store:
     """Open (creating if needed) the store under home and apply the schema."""
     home = _home_dir() if home is None else os.fspath(home)
@@ -1662,7 +1687,7 @@ def open_store(home: Path | None = None) -> Store:
             check_same_thread=False,
         )
     except sqlite3.Error as e:
-        raise StoreError(f"cannot open {db}: {e}") from None
+        raise StoreError(out_of_files() or f"cannot open {db}: {e}") from None
     conn.row_factory = sqlite3.Row
     try:
         # busy_timeout first, so a crowd of new connections waits rather than
@@ -1690,7 +1715,10 @@ def open_store(home: Path | None = None) -> Store:
         # applied before the store serves a single read.
         _prepare_store(store)
     except sqlite3.DatabaseError as e:
+        busy = out_of_files()  # asked first: closing frees a descriptor
         conn.close()
+        if busy:
+            raise StoreError(f"cannot open {db}: {busy}") from None
         raise StoreError(
             f"{db} is not a usable Origin store ({e}); move it aside (with its -wal and -shm files) and "
             f"run `origin sync`: the new store re-reads the agents' logs, and every forget comes back from "
@@ -2732,9 +2760,10 @@ def _connect_reader(home: Path | str) -> sqlite3.Connection:
             # cached saves a tenth of a two-word search on a large archive.
             conn.execute(f"PRAGMA ix_{part}.cache_size = -{READER_CACHE_KIB}")
     except sqlite3.Error as e:
+        busy = out_of_files()  # asked first: closing frees a descriptor
         if conn is not None:
             conn.close()
-        raise StoreError(_damaged_index(home, e)) from None
+        raise StoreError(busy or _damaged_index(home, e)) from None
     return conn
 
 
@@ -3916,6 +3945,7 @@ class _EventWriter:
         self.added = 0
         self.sessions: set[str] = set()
         self.infos: dict[str, dict] = {}
+        self.hold = False  # True: keep every row for a flush under a write lock taken later
 
     def record(self, rec: Record, lineno: int, offset: int) -> None:
         if not isinstance(rec, adapters.Record) or not rec.id or not rec.session or rec.kind not in adapters.KINDS:
@@ -3939,7 +3969,7 @@ class _EventWriter:
             max(1, rec.span),
         ))
         self.sessions.add(rec.session)
-        if len(self.rows) >= INSERT_BATCH:
+        if len(self.rows) >= INSERT_BATCH and not self.hold:
             self.flush()
 
     def add(self, item, lineno: int, offset: int) -> None:
@@ -7929,7 +7959,8 @@ def rebind_token(store: Store, name: str, device: str) -> str | None:
         if r is None:
             raise NotFound(f"no token named {name!r}; `origin token list` shows them")
         if r["revoked_at"] is not None:
-            raise Conflict(f"token {name!r} is revoked; create a new one with `origin token create NAME --device {device}`")
+            raise Conflict(f"token {name!r} is revoked; create a new one with "
+                           f"`origin token create NAME --device {device}`")
         if r["scope"] != "device":
             raise Conflict(f"token {name!r} is an agent token and cannot push; create a device token with "
                            f"`origin token create NAME --device {device}`")
@@ -8668,8 +8699,19 @@ def accept_chunk(store: Store, c: Chunk, token: Token | None = None, pool: Threa
             raise OffsetMismatch(0)
         row = _register_remote(store, c, token)
     sf = adapters.SourceFile(row["path"], row["rel"], None, row["kind"], c.meta)
-    writer = _EventWriter(conn, adapter.name, row["id"])
-    errors: list = []
+    mtime = None if c.kind == "db" else c.mtime_ms
+    # Parsing (and masking the secrets of every event) happens before the
+    # write lock: a pathological line costs this request its time, not
+    # every other device's push.  It counts only if, under the lock, the
+    # file's cursor and parse state are still the ones it started from.
+    basis = (row["bytes_ingested"], row["lines_ingested"], row["parse_state"])
+    early = None
+    if basis[0] == c.offset and c.data:
+        writer = _EventWriter(conn, adapter.name, row["id"])
+        writer.hold = True
+        state, errors = _load_state(adapter, sf, row), []
+        lines = _parse_lines(adapter, sf, writer.add, state, c.data, row["lines_ingested"], c.offset, mtime, errors)
+        early = (writer, state, errors, lines)
     res = FileResult()
     conn.execute("BEGIN IMMEDIATE")
     try:
@@ -8700,8 +8742,12 @@ def accept_chunk(store: Store, c: Chunk, token: Token | None = None, pool: Threa
                                        (row["id"], c.offset)).fetchone():
             conn.execute("COMMIT")
             return {"bytes": c.offset, "eventsAdded": 0, "parseErrors": 0}
-        state = _load_state(adapter, sf, row)
-        mtime = None if c.kind == "db" else c.mtime_ms
+        if early is not None and (row["bytes_ingested"], row["lines_ingested"], row["parse_state"]) == basis:
+            writer, state, errors, lines = early
+            writer.hold = False
+        else:
+            writer, errors, lines = _EventWriter(conn, adapter.name, row["id"]), [], None
+            state = _load_state(adapter, sf, row)
         mirror = _open_remote_mirror(store, row, c.device)
         try:
             mirror.write(c.data)
@@ -8709,14 +8755,16 @@ def accept_chunk(store: Store, c: Chunk, token: Token | None = None, pool: Threa
             mirror.close()
             raise
         # Invariant 1 (provenance): the bytes reach the hub's mirror and are
-        # fdatasync'ed (on a pool thread, while they are parsed) before any
-        # event parsed from them commits.
+        # fdatasync'ed (on a pool thread, while the rows are written) before
+        # any event parsed from them commits.
         durable = _Durable(pool)
         durable.add(mirror)
         _crash_point("hub-mirror-appended")
         edges = _Edges(c.offset)
         edges.add(c.data)
-        lines = _parse_lines(adapter, sf, writer.add, state, c.data, row["lines_ingested"], c.offset, mtime, errors)
+        if lines is None:  # another push moved the file meanwhile: parsed here, under the lock
+            lines = _parse_lines(adapter, sf, writer.add, state, c.data, row["lines_ingested"], c.offset, mtime,
+                                 errors)
         if c.flush and hasattr(adapter, "flush"):
             flush_file(store, adapter, sf, row["id"], writer, state, row["lines_ingested"] + lines,
                        c.offset + len(c.data), mtime, errors)
@@ -8954,6 +9002,7 @@ class HubClient:
         self._https = u.scheme == "https"
         self._host, self._port, self._base = u.hostname, u.port, u.path
         self._conn = None
+        self.proofs = True  # chunks carry before/sha256 (off for a hub from before them)
 
     def close(self) -> None:
         if self._conn is not None:
@@ -9159,8 +9208,10 @@ def _bodies(store: Store, client: HubClient, item: PushItem, start: int, meta: d
     for offset, data, flush in _chunks(store.home / f.mirror, start, item.end, item.flushes):
         body = {"device": client.cfg.device, "source": f.source, "path": f.path, "relPath": f.rel,
                 "generation": f.generation, "offset": offset, "mtimeMs": mtime, "kind": f.kind,
-                "data": base64.b64encode(data).decode("ascii"), "flush": flush,
-                "before": hashlib.sha256(window).hexdigest(), "sha256": hashlib.sha256(data).hexdigest()}
+                "data": base64.b64encode(data).decode("ascii"), "flush": flush}
+        if client.proofs:
+            body["before"] = hashlib.sha256(window).hexdigest()
+            body["sha256"] = hashlib.sha256(data).hexdigest()
         window = (window + data)[-PROOF_WINDOW:]
         if meta:
             body["meta"] = meta
@@ -9170,7 +9221,7 @@ def _bodies(store: Store, client: HubClient, item: PushItem, start: int, meta: d
 def _send_file(store: Store, client: HubClient, item: PushItem, meta: dict, report: dict,
                progress: Callable[[dict], None] | None, pool: ThreadPoolExecutor) -> None:
     """Send one file's chunks, the next one encoded while the hub takes this one."""
-    start, resumes = item.start, 0
+    start, resumes, plain = item.start, 0, False
     while True:
         restart = None
         bodies = _bodies(store, client, item, start, meta)
@@ -9194,6 +9245,10 @@ def _send_file(store: Store, client: HubClient, item: PushItem, meta: dict, repo
             if status == 409 and isinstance(resp.get("bytes"), int):
                 restart = resp["bytes"]
                 break
+            if status == 400 and client.proofs and "unknown field 'before'" in str(resp.get("error")):
+                client.proofs = False  # a hub from before the proofs: the same chunk without them
+                restart, plain = offset, True
+                break
             if status in (400, 409, 413):
                 # This file alone: a field the hub will not take, bytes that
                 # differ from its copy, a line too long.  The push goes on.
@@ -9201,6 +9256,9 @@ def _send_file(store: Store, client: HubClient, item: PushItem, meta: dict, repo
             raise _hub_error(status, resp)
         if restart is None:
             return
+        if plain:
+            start, plain = restart, False
+            continue
         # Another push got there first (or the hub holds less than assumed):
         # carry on from the cursor the hub reported.
         report["resumed"] += 1
@@ -12040,8 +12098,17 @@ HUB_LISTEN = "127.0.0.1:7077"
 ENV_HUB_WORKERS = "ORIGIN_HUB_WORKERS"
 #: Most tool workers a hub can be given.
 HUB_WORKERS_MAX = 64
-#: Seconds a connection may sit idle or stall mid-request before it is dropped.
+#: Seconds a connection may sit idle or stall mid-request before it is dropped,
+#: and the most a request's line and headers may take to arrive in all
+#: (counted from the end of the previous answer): a client trickling a byte
+#: at a time is dropped at this deadline, not at a timeout per read.
 HUB_READ_TIMEOUT = 30.0
+#: A body must arrive at this many bytes a second on average, on top of
+#: HUB_READ_TIMEOUT, or the request is dropped.
+HUB_BODY_RATE = 16 << 10
+#: Largest body of an early refusal (unknown route, bad token …) that is
+#: read and dropped to keep a kept-alive connection; a larger one closes it.
+HUB_DRAIN_MAX = 64 << 10
 #: Failed authentications allowed per client address in HUB_FAIL_WINDOW s.
 HUB_FAIL_MAX = 20
 HUB_FAIL_WINDOW = 60.0
@@ -12050,6 +12117,97 @@ HUB_FAIL_WINDOW = 60.0
 HUB_FAIL_CLIENTS = 4096
 #: Largest body of a request that is not an ingest.
 SMALL_BODY_MAX = 64 << 10
+#: Connections served at once (a thread each); under a low descriptor
+#: limit, a quarter of it.  Past it, an idle connection is closed to make
+#: room, else the newcomer gets a 503.
+HUB_CONNECTIONS = 256
+#: Stores (a database connection and its reader) the requests share: at
+#: most this many open at once (under a low descriptor limit, one per 64
+#: descriptors), and this many kept open between requests.  A connection
+#: holds one only while a request runs, never while it idles.
+HUB_STORES = 16
+HUB_STORES_IDLE = 4
+#: Seconds a request waits for a free store before it is answered 503.
+HUB_STORE_WAIT = 30.0
+
+
+def descriptor_limit() -> int | None:
+    """This process's soft limit on open files, where the system has one."""
+    try:
+        import resource
+    except ImportError:
+        return None
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    return None if soft == resource.RLIM_INFINITY else soft
+
+
+def hub_connection_cap() -> int:
+    """How many connections the hub serves at once (HUB_CONNECTIONS, or a quarter of the descriptors)."""
+    limit = descriptor_limit()
+    return HUB_CONNECTIONS if limit is None else max(8, min(HUB_CONNECTIONS, limit // 4))
+
+
+class StorePool:
+    """The stores a hub's requests share, opened when needed, at most ``size`` at once.
+
+    Before, each connection opened a store at its first request and kept it
+    while it idled: a few hundred idle connections used up the process's
+    descriptors, and the next open was reported as a damaged store.
+    """
+
+    def __init__(self, home: Path, size: int | None = None, idle: int = HUB_STORES_IDLE):
+        limit = descriptor_limit()
+        self.home = home
+        self.size = size or (HUB_STORES if limit is None else max(2, min(HUB_STORES, limit // 64)))
+        self.idle_max = idle
+        self._idle: list[Store] = []
+        self._open = 0
+        self._cond = threading.Condition()
+
+    def take(self, wait: float = HUB_STORE_WAIT) -> Store:
+        """A store for one request; give it back with ``give``."""
+        deadline = time.monotonic() + wait
+        with self._cond:
+            while not self._idle and self._open >= self.size:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise Refused("the hub is busy (every store connection is in use); retry shortly", 503,
+                                  retry_after=5)
+                self._cond.wait(left)
+            if self._idle:
+                return self._idle.pop()
+            self._open += 1
+        try:
+            return open_store(self.home)
+        except BaseException:
+            with self._cond:
+                self._open -= 1
+                self._cond.notify()
+            raise
+
+    def give(self, store: Store) -> None:
+        """Return a store taken for a request: kept for the next one, or closed."""
+        keep = True
+        if store.conn.in_transaction:
+            try:
+                store.conn.execute("ROLLBACK")  # a request cut short mid-transaction: never carried over
+            except sqlite3.Error:
+                keep = False
+        with self._cond:
+            if keep and len(self._idle) < self.idle_max:
+                self._idle.append(store)
+                self._cond.notify()
+                return
+            self._open -= 1
+            self._cond.notify()
+        store.close()
+
+    def close(self) -> None:
+        with self._cond:
+            idle, self._idle = self._idle, []
+            self._open -= len(idle)
+        for store in idle:
+            store.close()
 
 
 @record
@@ -12295,6 +12453,7 @@ class Hub:
         self._fails: dict[str, list[float]] = {}
         self._lock = threading.Lock()
         self._store: Store | None = None
+        self.stores = StorePool(self.home)
 
     def add_name(self, url_or_host: str) -> None:
         """Answer MCP requests for this host name too (and its URL as a browser Origin)."""
@@ -12366,6 +12525,7 @@ class Hub:
             self.index.close()
         if self._store is not None:
             self._store.close()
+        self.stores.close()
 
     def default_store(self) -> Store:
         with self._lock:
@@ -12562,7 +12722,25 @@ def framing_refusal(headers, version: str) -> str | None:
 
 
 def _make_handler(hub: Hub):
+    import io
     from http.server import BaseHTTPRequestHandler
+
+    class _DeadlineReader(io.RawIOBase):
+        """A connection's socket read under its handler's ``deadline`` (monotonic s)."""
+
+        def __init__(self, sock, handler):
+            self.sock = sock
+            self.handler = handler
+
+        def readable(self) -> bool:
+            return True
+
+        def readinto(self, b) -> int:
+            left = self.handler.deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("the request did not arrive in time")
+            self.sock.settimeout(min(left, HUB_READ_TIMEOUT))
+            return self.sock.recv_into(b)
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"  # keep-alive; every response sets Content-Length
@@ -12582,8 +12760,15 @@ def _make_handler(hub: Hub):
         def setup(self):
             super().setup()
             self.busy = False
-            self._store = None
+            self.deadline = time.monotonic() + HUB_READ_TIMEOUT
+            # Every read of the request goes through the deadline, not only
+            # the socket's timeout per read.
+            self.rfile = io.BufferedReader(_DeadlineReader(self.connection, self), 1 << 16)
             self.server.track(self, True)
+
+        def handle_one_request(self):
+            self.deadline = time.monotonic() + HUB_READ_TIMEOUT
+            super().handle_one_request()
 
         def finish(self):
             try:
@@ -12591,8 +12776,6 @@ def _make_handler(hub: Hub):
             finally:
                 self.server.track(self, False)
                 close_thread_loop()
-                if self._store is not None:
-                    self._store.close()
 
         def log_message(self, format, *args):  # noqa: A002 - the stdlib's name
             pass  # one line per request is written by _send instead
@@ -12613,6 +12796,7 @@ def _make_handler(hub: Hub):
             if r.close or self.server.stopping:
                 self.close_connection = True
             try:
+                self.connection.settimeout(HUB_READ_TIMEOUT)  # the read deadline is no write deadline
                 self.send_response(r.status)
                 if r.body is not None:
                     self.send_header("Content-Type", r.ctype)
@@ -12645,8 +12829,8 @@ def _make_handler(hub: Hub):
                 self.close_connection = True
                 return
             n = int(raw)
-            if n > BODY_MAX:
-                self.close_connection = True
+            if n > HUB_DRAIN_MAX:
+                self.close_connection = True  # never read a large body for a refusal
                 return
             try:
                 while n > 0:
@@ -12661,11 +12845,10 @@ def _make_handler(hub: Hub):
             self._t0 = time.monotonic()
             self._rpc = False
             self.busy = True
+            store = None
             try:
                 headers = {k.lower(): v for k, v in self.headers.items()}
                 client = self.client_address[0] if self.client_address else "-"
-                if self._store is None:
-                    self._store = open_store(hub.home)
                 path = self.path.split("?", 1)[0]
                 framing = framing_refusal(self.headers, self.request_version)
                 if framing is not None:
@@ -12679,7 +12862,14 @@ def _make_handler(hub: Hub):
                     self._drain_or_close(headers)
                     return self._send(found, "-")
                 self._rpc = found.rpc
-                auth = hub.authenticate(found, headers, client, self._store, path)
+                # A store is taken to check the token and again to answer,
+                # never while a body arrives or the connection idles.
+                store = self._take(path)
+                if store is None:
+                    return
+                auth = hub.authenticate(found, headers, client, store, path)
+                hub.stores.give(store)
+                store = None
                 if isinstance(auth, Response):
                     self._drain_or_close(headers)
                     return self._send(auth, "-")
@@ -12691,12 +12881,16 @@ def _make_handler(hub: Hub):
                         self._drain_or_close(headers)
                     return self._send(refused, auth.name if auth else "-")
                 n = int(headers.get("content-length") or 0)
+                self.deadline = time.monotonic() + HUB_READ_TIMEOUT + n / HUB_BODY_RATE
                 body = self.rfile.read(n) if n else b""
                 if len(body) < n:
                     self.close_connection = True
                     return self._send(error_response(400, "the body ended before its Content-Length"),
                                       auth.name if auth else "-")
-                r = hub.dispatch(self.command, self.path, headers, body, client=client, store=self._store,
+                store = self._take(path)
+                if store is None:
+                    return
+                r = hub.dispatch(self.command, self.path, headers, body, client=client, store=store,
                                  token=auth, header_items=list(self.headers.items()))
                 self._send(r, auth.name if auth else "-")
             except TimeoutError:
@@ -12716,6 +12910,21 @@ def _make_handler(hub: Hub):
                     pass
             finally:
                 self.busy = False
+                if store is not None:
+                    hub.stores.give(store)
+
+        def _take(self, path: str) -> Store | None:
+            """A store from the hub's pool, or None once the refusal is sent."""
+            try:
+                return hub.stores.take()
+            except OriginError as e:
+                self.close_connection = True
+                r = error_response(_status_of(e), str(e))
+                if getattr(e, "retry_after", None):
+                    r.headers.append(("Retry-After", str(e.retry_after)))
+                hub_log(hub, f"refused {log_safe(path[:200])} {r.status}: {e}")
+                self._send(r, "-")
+                return None
 
         do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = _handle
 
@@ -12760,11 +12969,67 @@ def make_hub_server(hub: Hub, host: str, port: int):
             self.stopping = False
             self.conns: set = set()
             self.conns_lock = threading.Lock()
+            self.active = 0  # connections with a thread, set up or not yet
+            self.turned_away = 0
+            self.last_note = 0.0
             super().__init__(*a, **kw)
 
         def track(self, handler, alive: bool) -> None:
             with self.conns_lock:
                 (self.conns.add if alive else self.conns.discard)(handler)
+
+        def process_request(self, request, client_address):
+            """Serve a connection in a thread of its own, at most hub_connection_cap() at once.
+
+            At the cap, an idle kept-alive connection (or one still sending
+            its headers) is closed to make room; with none, the newcomer is
+            answered 503 and closed, so threads and descriptors stay bounded.
+            """
+            cap = hub_connection_cap()
+            with self.conns_lock:
+                room = self.active < cap
+                if not room:
+                    idle = [h for h in self.conns if not h.busy]
+                    if idle:
+                        try:
+                            idle[0].connection.shutdown(socket.SHUT_RDWR)
+                        except OSError:
+                            pass
+                        room = True
+                if room:
+                    self.active += 1
+            if room:
+                try:
+                    return super().process_request(request, client_address)
+                except RuntimeError:  # no thread could be started
+                    with self.conns_lock:
+                        self.active -= 1
+            self.turn_away(request, cap)
+
+        def process_request_thread(self, request, client_address):
+            try:
+                super().process_request_thread(request, client_address)
+            finally:
+                with self.conns_lock:
+                    self.active -= 1
+
+        def turn_away(self, request, cap: int) -> None:
+            body = json.dumps({"ok": False, "status": 503, "error": f"the hub is serving {cap} connections, its "
+                               "most; retry shortly"}).encode()
+            try:
+                request.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+                                b"Retry-After: 5\r\nConnection: close\r\nContent-Length: "
+                                + str(len(body)).encode() + b"\r\n\r\n" + body)
+            except OSError:
+                pass
+            self.shutdown_request(request)
+            self.turned_away += 1
+            if time.monotonic() - self.last_note > 60:
+                self.last_note = time.monotonic()
+                hub_log(hub, f"turned {self.turned_away} connection(s) away: {cap} connections at once is the "
+                             "most (a quarter of the open-file limit, `ulimit -n`, up to "
+                             f"{HUB_CONNECTIONS})")
+                self.turned_away = 0
 
         def stop_idle(self) -> None:
             """Close kept-alive connections waiting for a next request."""

@@ -617,6 +617,26 @@ def test_a_device_pushes_to_a_hub_from_before_the_cursor_digest(served, user_hom
     assert _rows(hub.default_store()) == _rows(dev)
 
 
+def test_a_device_pushes_to_a_hub_from_before_the_chunk_proofs(served, user_home):
+    hub, cfg, dev = served
+    real = origin.api_post_ingest
+
+    def old_ingest(h, req):  # what a hub of the previous version answered
+        extra = sorted(set(req.json()) & {"before", "sha256"})
+        if extra:
+            raise origin.UsageError(f"unknown field {extra[0]!r}; fields are …")
+        return real(h, req)
+
+    hub.routes[("POST", "/v1/ingest")] = origin.Route(old_ingest, body_max=origin.BODY_MAX)
+    folder = user_home / ".claude" / "projects" / "-shop"
+    folder.mkdir(parents=True)
+    (folder / "s-hub-1.jsonl").write_bytes(LINES)
+    origin.sync(dev)
+    report = origin.push(dev, cfg)
+    assert report["chunks"] == 1 and report["refused"] == []
+    assert _rows(hub.default_store()) == _rows(dev)
+
+
 def _until(predicate, what: str, timeout: float = 60) -> None:
     deadline = origin.time.monotonic() + timeout
     while not predicate():

@@ -15,9 +15,13 @@ import http.client
 import json
 import os
 import resource
+import select
+import socket
 import sqlite3
 import subprocess
+import threading
 import time
+import types
 from pathlib import Path
 
 import pytest
@@ -280,3 +284,154 @@ def test_a_full_disk_is_a_507_and_the_device_prints_what_the_hub_said(hub, tmp_p
     assert p.returncode == 0, p.stderr
     mirror = next((hub.home / "raw" / "devices" / "laptop").rglob("s-big.jsonl"))
     assert mirror.read_bytes() == log.read_bytes()
+
+
+# -- resources -----------------------------------------------------------------
+
+
+def _fds(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def test_idle_connections_hold_no_store_and_the_hub_keeps_serving_at_its_descriptor_limit(hub):
+    tok = token(hub, "laptop")
+    host, port = hub.url.rsplit("//", 1)[1].split(":")
+    # The hub may hold 100 more descriptors than it does now.
+    resource.prlimit(hub.proc.pid, resource.RLIMIT_NOFILE, (_fds(hub.proc.pid) + 100,
+                                                            resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+    idle = []
+    try:
+        for _ in range(150):  # each asks once, needing no token, then idles, kept alive
+            s = socket.create_connection((host, int(port)), timeout=60)
+            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert s.recv(65536).startswith(b"HTTP/1.1 200"), "no answer"
+            idle.append(s)
+        status, body = call(hub, "GET", "/v1/cursors?device=laptop", tok)
+        assert status == 200, body
+    finally:
+        for s in idle:
+            s.close()
+    assert not logged_now(hub, "move it aside") and not logged_now(hub, "internal error")
+
+
+def logged_now(hub: HubProcess, text: str) -> bool:
+    return any(text in line for line in hub.log)
+
+
+def test_a_store_that_cannot_be_opened_for_want_of_descriptors_is_not_called_damaged(tmp_path):
+    home = tmp_path / "store"
+    origin.open_store(home).close()
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    held = []
+    resource.setrlimit(resource.RLIMIT_NOFILE, (_fds(os.getpid()) + 40, hard))
+    try:
+        while True:  # every descriptor the process may have, taken but one
+            try:
+                held.append(os.open(os.devnull, os.O_RDONLY))
+            except OSError:
+                break
+        os.close(held.pop())
+        with pytest.raises(origin.StoreError) as e:
+            origin.open_store(home).close()
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert "too many open files" in str(e.value) and "move it aside" not in str(e.value)
+
+
+def test_a_client_trickling_its_headers_is_dropped_at_the_request_deadline(hub):
+    host, port = hub.url.rsplit("//", 1)[1].split(":")
+    request = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 60 + b"\r\n\r\n"
+    sent = 0
+    with socket.create_connection((host, int(port)), timeout=60) as s:
+        # One byte every 1.5 s: each read is well within the 30 s timeout
+        # per read, the request as a whole never is.
+        while sent < len(request):
+            try:
+                s.sendall(request[sent:sent + 1])
+            except OSError:
+                break
+            sent += 1
+            ready, _, _ = select.select([s], [], [], 1.5)
+            if ready:
+                try:
+                    got = s.recv(65536)
+                except OSError:
+                    got = b""
+                if not got or b"HTTP/1.1 408" in got:
+                    break
+    assert sent < len(request), "the hub waited for the whole trickled request"
+
+
+def test_a_large_body_with_a_bad_token_is_refused_unread_and_the_connection_closed(hub):
+    host, port = hub.url.rsplit("//", 1)[1].split(":")
+    body = b"x" * (1 << 20)
+    head = (b"POST /v1/ingest HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ogn_wrong\r\n"
+            b"Content-Type: application/json\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n")
+    with socket.create_connection((host, int(port)), timeout=60) as s:
+        s.sendall(head)
+
+        def send_body():
+            try:
+                s.sendall(body)
+            except OSError:
+                pass  # the hub closed: it never read the body
+
+        sender = threading.Thread(target=send_body)
+        sender.start()
+        out = b""
+        try:
+            while b"\r\n\r\n" not in out:
+                got = s.recv(65536)
+                if not got:
+                    break
+                out += got
+        finally:
+            sender.join(60)
+    assert out.startswith(b"HTTP/1.1 401") and b"Connection: close" in out, out[:300]
+
+
+def test_repeated_key_words_cost_the_secret_scanner_one_check_per_distinct_value(monkeypatch):
+    calls = []
+    real = origin._entropy
+    monkeypatch.setattr(origin, "_entropy", lambda v: calls.append(v) or real(v))
+    spans = origin.find_secrets("password=" * 20000)
+    assert spans == [] and len(calls) <= 30  # 20,000 values, all but the last few the same 200 characters
+    calls.clear()
+    text = "password=" * 200 + " password=Xk9#m2Lq8vZ1wR4t"
+    assert [k for _a, _b, k in origin.find_secrets(text)] == ["password"]
+
+
+def test_a_pathological_line_is_parsed_while_other_pushes_can_write(tmp_path, monkeypatch):
+    hub = origin.Hub(tmp_path / "hubhome", index=False)
+    server = origin.make_hub_server(hub, "127.0.0.1", 0)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    tok = origin.create_token(hub.default_store(), "laptop")
+    locked = []
+    real = origin.mask_secrets
+
+    def spy(text):
+        if text.startswith("password=password="):
+            # What another device's push would meet now: is the write lock free?
+            with sqlite3.connect(hub.home / "origin.db", timeout=0) as c:
+                try:
+                    c.execute("BEGIN IMMEDIATE")
+                    c.execute("ROLLBACK")
+                    locked.append(False)
+                except sqlite3.OperationalError:
+                    locked.append(True)
+        return real(text)
+
+    monkeypatch.setattr(origin, "mask_secrets", spy)
+    line = json.dumps({"type": "user", "sessionId": "s-p", "uuid": "p1", "timestamp": "2026-11-02T10:00:00Z",
+                       "message": {"role": "user", "content": "password=" * 20000}}).encode() + b"\n"
+    try:
+        at = types.SimpleNamespace(url=f"http://127.0.0.1:{server.server_address[1]}")  # all call() needs
+        status, out = call(at, "POST", "/v1/ingest", tok, chunk(data=line))
+        assert status == 200 and out["eventsAdded"] == 1, out
+        assert locked == [False]
+    finally:
+        server.shutdown()
+        server.server_close()
+        hub.close()

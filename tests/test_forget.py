@@ -609,7 +609,8 @@ class StickyForget(RuleBasedStateMachine):
     any read route, whatever ingest does next — the same lines appended
     under new ids, copies in new files and projects, rewrites that drop or
     insert records, a deleted index, a deleted ``origin.db`` rebuilt from
-    the agents' logs and the tombstone log — and nothing else is hidden.  A
+    the agents' logs and the tombstone log, an old backup restored over the
+    store — and nothing else is hidden.  A
     new copy of an excluded text is excluded on arrival when the forget
     fingerprinted it: when no visible copy of that text was left behind.
     """
@@ -632,6 +633,8 @@ class StickyForget(RuleBasedStateMachine):
         self.excluded: set[str] = set()
         self.fingerprinted: set[tuple] = set()  # (kind, word) of texts a forget fingerprinted
         self.copies = 0
+        self.ops: list[tuple] = []  # every forget: (kind, events excluded, entries forgotten)
+        self.backup: dict | None = None  # the model as the last backup copied it
         for s in self.SESSIONS:
             for kind in ("message", "message", "tool_call", "tool_result", "message"):
                 self._add_event(s, kind)
@@ -786,6 +789,7 @@ class StickyForget(RuleBasedStateMachine):
         self._provenance_cascade()
         assert set(res["forgotten_entries"]) == self.forgotten - before
         assert set(res["excluded_events"]) == cited
+        self.ops.append(("entry", set(cited), set(res["forgotten_entries"])))
 
     @rule(data=st.data(), same_text=st.booleans())
     def forget_event(self, data, same_text):
@@ -806,6 +810,7 @@ class StickyForget(RuleBasedStateMachine):
         self._provenance_cascade()
         assert set(res["excluded_events"]) == planned
         assert set(res["forgotten_entries"]) == self.forgotten - before
+        self.ops.append(("event", set(planned), set(res["forgotten_entries"])))
 
     @rule(session=st.sampled_from(SESSIONS), kind=st.sampled_from(["message", "tool_result", "tool_call"]))
     def new_line(self, session, kind):
@@ -879,6 +884,52 @@ class StickyForget(RuleBasedStateMachine):
         for evid in [e for e in self.events if e.split(":", 1)[1].split("#")[0] not in uuids]:
             del self.events[evid]
             self.excluded.discard(evid)
+
+    @rule()
+    def take_a_backup(self):
+        dest = Path(tempfile.mkdtemp(prefix="backup-", dir=self.tmp))
+        origin.backup(self.store, dest)
+        self.backup = {"dest": dest, "chains": [list(c) for c in self.chains], "sources": dict(self.sources),
+                       "words": dict(self.words), "forgotten": set(self.forgotten), "excluded": set(self.excluded),
+                       "events": dict(self.events), "ops": len(self.ops)}
+
+    @precondition(lambda self: self.backup is not None)
+    @rule()
+    def restore_the_last_backup_over_the_store(self):
+        # The store is lost but for its tombstone log; the last backup,
+        # perhaps older than some forgets, is restored into the same home.
+        b, home = self.backup, self.store.home
+        self.store.close()
+        for p in home.iterdir():
+            if p.name != origin.TOMBSTONE_LOG:
+                shutil.rmtree(p) if p.is_dir() else p.unlink()
+        origin.restore(b["dest"], home)
+        self.store = origin.open_store(home)
+        # Entries are the backup's; every forget since is applied to them
+        # again, by the same rules, from the tombstone log.
+        self.chains, self.words = [list(c) for c in b["chains"]], dict(b["words"])
+        self.sources = dict(b["sources"])
+        self.forgotten, excluded = set(b["forgotten"]), set(b["excluded"])
+        versions = {v for c in self.chains for v in c}
+        for kind, planned, listed in self.ops[b["ops"]:]:
+            excluded |= planned
+            self.forgotten |= listed & versions
+            for chain in self.chains:
+                if kind == "event" and chain[-1] not in self.forgotten \
+                        and any(self.sources[v] & planned for v in chain):
+                    self._forget_chain(chain)
+                if chain[-1] not in self.forgotten and not self.sources[chain[-1]] - excluded:
+                    self._forget_chain(chain)
+        self._sync()
+        # Events are the backup's and whatever the logs hold now; each is
+        # excluded as it was in the backup, by any forget's ids, or on its
+        # arrival since.
+        uuids = {json.loads(line)["uuid"] for f in (self.home / ".claude" / "projects").rglob("*.jsonl")
+                 for line in f.read_text(encoding="utf-8").splitlines() if line.strip()}
+        self.events = {**b["events"], **{e: ev for e, ev in self.events.items()
+                                         if e.split(":", 1)[1].split("#")[0] in uuids}}
+        planned = set().union(*(p for _, p, _ in self.ops))
+        self.excluded = {e for e in self.events if e in self.excluded | b["excluded"] | planned}
 
     # -- invariants ----------------------------------------------------------
 

@@ -5650,6 +5650,14 @@ PURGE_KEY = "purge_line_key"
 #: Setting that stays while the store's and the index's free pages and WAL
 #: may still hold purged bytes (a compaction that could not finish).
 PURGE_PENDING = "purge_compaction_pending"
+#: The folder Litestream keeps beside a database it replicates: its own
+#: copies of the pages each transaction wrote, on their way to the replica.
+LITESTREAM_DIR = f".{DB_NAME}-litestream"
+_LITESTREAM_STEPS = (
+    f"{LITESTREAM_DIR}: Litestream replicates {DB_NAME} and keeps its pages from before this purge in that folder "
+    f"and in its replica (and while it runs it holds {DB_NAME} open, so the WAL cannot be emptied); stop "
+    "Litestream and origin-raw-sync, delete that folder, the replica and the SYNCED_TXID file beside the copied "
+    "raw/, run `origin purge --yes` again, then start them (docs/hub.md, \"Purge beside Litestream\")")
 
 
 def _placeholder(length: int) -> bytes:
@@ -6026,21 +6034,36 @@ def _compact(store: Store, parts: Iterable[str]) -> list[str]:
     ``secure_delete`` zeroes what is freed, a TRUNCATE checkpoint copies the
     WAL into the file and empties it, and VACUUM rebuilds the file from its
     live rows.  Returns what could not be finished (another process holding
-    a snapshot open keeps the WAL from being emptied).
+    a snapshot open keeps the WAL from being emptied; Litestream's folder
+    beside the store keeps pages from before the purge).
     """
     problems = []
     store.close_reader()
+    # Litestream holds a read transaction on the store for as long as it
+    # runs, so waiting for the WAL to empty would only time out.  With its
+    # folder beside the store, the store's checkpoints do not wait, and the
+    # pages Litestream keeps are left to the steps its message gives.
+    litestream = (store.home / LITESTREAM_DIR).exists()
+    if litestream:
+        problems.append(_LITESTREAM_STEPS)
     for part in (None, *parts):
         name = DB_NAME if part is None else f"{INDEX_DIR}/{EVENT_INDEXES[part][0]}"
         own = part is not None
         conn = store.conn if part is None else _open_index(store.home, part)
+        patient = not (litestream and part is None)
         try:
             conn.execute("PRAGMA secure_delete = ON")
             for step in ("checkpoint", "VACUUM", "checkpoint"):
                 if step == "VACUUM":
                     conn.execute("VACUUM main")
                     continue
-                busy = conn.execute("PRAGMA main.wal_checkpoint(TRUNCATE)").fetchone()[0]
+                conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS if patient else 0}")
+                try:
+                    busy = conn.execute("PRAGMA main.wal_checkpoint(TRUNCATE)").fetchone()[0]
+                finally:
+                    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+                if busy and not patient:
+                    continue  # reported above; VACUUM still leaves no purged byte in a live page
                 if busy:
                     problems.append(f"{name}: another process has it open, so its WAL could not be emptied; close "
                                     "the other Origin processes (MCP servers, syncs) and run `origin purge` again")

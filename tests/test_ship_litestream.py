@@ -5,7 +5,9 @@ packaging/litestream.yml and packaging/origin-raw-sync copies raw/: once by
 syncs and entries, once by a device's real `origin push` runs against a real
 `origin serve`.  Then every process is SIGKILLed, as if the machine died
 (the hub in the middle of a push), and the store is rebuilt in a fresh
-folder from the replica alone, as docs/hub.md says.
+folder from the replica alone, as docs/hub.md says.  A third run purges a
+forgotten text beside the running sidecars and then takes the steps of
+"Purge beside Litestream", down to a `grep -r` of the store and the replica.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import origin
 from conftest import ROOT, expected_rows, index_rows
 from reliability_tools import lay_mixed_corpus, run_sync
 from shiptools import read_rounds, rows, start_loader, wait_for
+from test_purge import CANARY, DEMO, _claude_line, forget_every_event_holding, grep
 
 pytestmark = pytest.mark.slow
 
@@ -52,7 +55,7 @@ def _replication(exe: str, home: Path, replica: Path, logs: Path) -> dict:
     renv = {**os.environ, "ORIGIN_HOME": str(home), "ORIGIN_REPLICA_URL": f"file://{replica}/db",
             "ORIGIN_REPLICA_FILES": str(replica / "files"), "ORIGIN_RAW_SYNC_INTERVAL": "1",
             "PATH": f"{Path(exe).parent}:{os.environ['PATH']}"}
-    (replica / "files").mkdir(parents=True)
+    (replica / "files").mkdir(parents=True, exist_ok=True)
     logs.mkdir(exist_ok=True)
     return {
         "litestream": subprocess.Popen([exe, "replicate", "-config", str(PACKAGING / "litestream.yml")], env=renv,
@@ -67,6 +70,15 @@ def _kill_all(procs: dict) -> None:
     for p in procs.values():
         if p.poll() is None:
             p.send_signal(signal.SIGKILL)
+    for p in procs.values():
+        p.wait(timeout=60)
+
+
+def _stop_all(procs: dict) -> None:
+    """Stop every process as a service manager would (SIGTERM), and reap them."""
+    for p in procs.values():
+        if p.poll() is None:
+            p.terminate()
     for p in procs.values():
         p.wait(timeout=60)
 
@@ -244,3 +256,61 @@ def test_litestream_recipe_restores_a_hub_killed_mid_push(tmp_path):
         name, store = "laptop", dev_store
 
     mirrors_match(fresh, Dev)
+
+
+def test_invariant_2_purge_beside_litestream_and_its_recipe_leave_no_forgotten_byte(tmp_path, user_home, origin_home,
+                                                                                   cli):
+    """A purge with the docs/hub.md sidecars running finishes and names what is left; the steps of
+    "Purge beside Litestream" then leave the forgotten text nowhere under ORIGIN_HOME (Litestream's
+    folder included) nor in the replica, and the fresh replica restores a store that keeps the forget."""
+    exe = litestream()
+    log = user_home / ".claude" / "projects" / "-path-to-Demo" / DEMO
+    log.parent.mkdir(parents=True)
+    log.write_text("".join(_claude_line(f"purge-{i}", text) for i, text in enumerate(
+        ["Listing the docs first.", f"{CANARY}: noted before the listing.", "The docs are listed."])))
+    with origin.open_store(origin_home) as store:
+        assert not origin.sync(store).problems
+        gone = forget_every_event_holding(store, CANARY)
+    assert gone
+    replica = tmp_path / "replica"
+    shadow = origin_home / origin.LITESTREAM_DIR
+    procs = _replication(exe, origin_home, replica, tmp_path / "logs")
+    try:
+        wait_for(lambda: (replica / "files" / "SYNCED_TXID").exists(), "the first raw/ copy")
+        # Before the purge, Litestream's folder, its replica and the copied
+        # mirrors all hold the forgotten text.
+        assert grep(shadow) and grep(replica / "db") and grep(replica / "files")
+
+        code, res = cli("purge", "--yes", "--json")
+        assert code == 1 and res["done"] and not res["complete"], res
+        assert res["events"] == len(gone) and res["lines"] > 0
+        assert len(res["problems"]) == 1 and res["problems"][0].startswith(origin.LITESTREAM_DIR), res["problems"]
+        assert '"Purge beside Litestream"' in res["problems"][0]
+        # What is Origin's own is purged at once, beside the running sidecars.
+        assert grep(origin_home / "raw") == [] and grep(origin_home / "index") == []
+        assert all(p.poll() is None for p in procs.values())
+
+        # The steps of docs/hub.md, "Purge beside Litestream".
+        _stop_all(procs)
+        shutil.rmtree(shadow)
+        shutil.rmtree(replica / "db")
+        (replica / "files" / "SYNCED_TXID").unlink()
+        code, res = cli("purge", "--yes", "--json")
+        assert code == 0 and res["complete"] and "problems" not in res, res
+        procs = _replication(exe, origin_home, replica, tmp_path / "logs")
+        wait_for(lambda: (replica / "files" / "SYNCED_TXID").exists(), "the raw/ copy after the restart")
+        wait_for(lambda: list((replica / "db").rglob("*.ltx")), "the fresh snapshot")
+        assert grep(origin_home) == []
+        assert grep(replica) == []
+        assert all(p.poll() is None for p in procs.values())
+    finally:
+        _kill_all(procs)
+
+    # The new replica restores as docs/hub.md says, and the forget holds.
+    fresh = tmp_path / "fresh"
+    _restore_recipe(exe, replica, fresh)
+    assert grep(fresh) == []
+    with origin.open_store(fresh) as store:
+        for event in gone:
+            with pytest.raises(origin.Forgotten):
+                origin.get_event(store, event)

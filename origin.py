@@ -12281,10 +12281,17 @@ def hook_command(command: list[str], reg_env: dict) -> str:
 
     command is the `origin mcp` command line; the hook runs the same
     program, with the variables a registration carries set in front.
+    Python runs a script named on its command line from source each time
+    (about half a second for origin.py), so origin.py is imported instead,
+    from its bytecode, as an installed `origin` does.
     """
     import shlex
 
     program = command[:-1] if command[-1:] == ["mcp"] else command
+    if len(program) == 2 and program[1].endswith(".py"):
+        folder, module = os.path.split(program[1])
+        program = [program[0], "-c", f"import sys; sys.path.insert(0, {folder!r}); "
+                                     f"from {module[:-3]} import main; sys.exit(main())"]
     assigns = [f"{k}={shlex.quote(v)}" for k, v in reg_env.items()]
     return " ".join([*assigns, *(shlex.quote(a) for a in program), "context", "--hook"])
 
@@ -12300,7 +12307,8 @@ def _is_our_hook(hook: Any) -> bool:
     except ValueError:
         return False
     return words[-2:] == ["context", "--hook"] and any(
-        os.path.basename(w) in ("origin", "origin.py") or w.endswith(".pyz") for w in words[:-2])
+        os.path.basename(w) in ("origin", "origin.py") or w.endswith(".pyz") or "from origin import main" in w
+        for w in words[:-2])
 
 
 def _hook_groups(data: dict, target: HookTarget, path: Path, create: bool) -> list | None:

@@ -4151,7 +4151,7 @@ def sync(store: Store, *, env: dict | None = None, home: Path | None = None, sou
             report.problems.append({"source": "index", "path": str(store.home / INDEX_DIR), "error": err})
     if changed_since is None and not report.cut_short:
         _record_sync_run(store, src or set(adapters.ADAPTERS), report)
-    if not report.cut_short and src is None:
+    if not report.cut_short and src is None and changed_since is None:
         for _adapter, sf, _basis, _sig in todo:
             # A folder first seen now was not stat'ed before the listing: its
             # mtime now holds if it is older than this sync; else -1 makes the
@@ -4239,9 +4239,12 @@ def fresh_changes(store: Store) -> bool:
     folder holding such files changed since the last sync began (a new file
     in it).  A new folder of a new project is seen only by a full sync.
     """
+    now = now_ms()
     for path, kind, sig in _recent_files(store.conn):
-        now = FileStat.of(path, kind)
-        if now is not None and now.key != sig:
+        st = FileStat.of(path, kind)
+        # An agent database still being written exports nothing until it
+        # has been quiet a while (QUIET_MS): no reason to sync for it yet.
+        if st is not None and st.key != sig and (kind != "db" or st.quiet(now)):
             return True
     for path, mtime_ns in store.conn.execute("SELECT path, mtime_ns FROM watched_dir"):
         try:

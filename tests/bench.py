@@ -554,12 +554,34 @@ def search_imports(home: Path, argv: list[str]) -> list[str]:
     return [m for m in PARSE_MODULES if m in loaded]
 
 
+#: Entries of each kind the session-start hook's figure is taken over.
+CONTEXT_ENTRIES = 20
+
+
+def hook_input(home: Path, project: str) -> str:
+    """Give project CONTEXT_ENTRIES entries of each kind (once); return the JSON
+    Claude Code sends a SessionStart hook for a session in the project's folder."""
+    with origin.open_store(home) as s:
+        cwd, event = s.conn.execute(
+            "SELECT s.cwd, e.id FROM session s JOIN event e ON e.source = s.source AND e.session = s.id "
+            "WHERE s.project = ? AND s.cwd IS NOT NULL AND e.kind = 'message' LIMIT 1", (project,)).fetchone()
+        if not origin.list_entries(s, project=project, limit=1):
+            for kind in origin.ENTRY_KINDS:
+                for i in range(CONTEXT_ENTRIES):
+                    origin.remember(s, kind=kind, text=f"Bench {kind} {i}: the {project} service keeps its "
+                                                       "cache warm across deploys, because cold starts cost.",
+                                    sources=[{"event": event}], author="bench")
+    return json.dumps({"session_id": "bench", "transcript_path": "/tmp/bench.jsonl", "cwd": cwd,
+                       "permission_mode": "default", "hook_event_name": "SessionStart", "source": "startup"})
+
+
 def startup_times(home: Path, query: str, project: str, reps: int = 21) -> dict:
     """Return whole-process median ms of a bare interpreter, `origin --version`,
-    a selective `origin search` and the same with --project and --since,
-    taken in turns so load hits all alike, and (as ``cpu:<name>``) the
-    median CPU ms of each, which a loaded machine inflates far less than
-    wall time.
+    a selective `origin search`, the same with --project and --since, and
+    the session-start hook (`origin context --hook` given Claude Code's
+    JSON for a folder of project), taken in turns so load hits all alike,
+    and (as ``cpu:<name>``) the median CPU ms of each, which a loaded
+    machine inflates far less than wall time.
 
     Bytecode is written first (as for any installed program), so no run pays
     for compiling origin.py.
@@ -574,17 +596,22 @@ def startup_times(home: Path, query: str, project: str, reps: int = 21) -> dict:
     cmd, _ = origin_command()
     runs = {"bare": [sys.executable, "-c", "pass"], "version": cmd + ["--version"],
             "search": cmd + ["search", query, "--limit", "5"],
-            "filtered": cmd + ["search", query, "--project", project, "--since", "3650d", "--limit", "5"]}
+            "filtered": cmd + ["search", query, "--project", project, "--since", "3650d", "--limit", "5"],
+            "hook": cmd + ["context", "--hook"]}
+    stdin = {"hook": hook_input(home, project)}
     times: dict[str, list[float]] = {k: [] for k in [*runs, *(f"cpu:{k}" for k in runs)]}
-    for argv in runs.values():  # warm up: bytecode, page cache
-        subprocess.run(argv, env=env, capture_output=True, check=True)
+    for name, argv in runs.items():  # warm up: bytecode, page cache
+        p = subprocess.run(argv, env=env, capture_output=True, check=True, text=True, input=stdin.get(name))
+        if name == "hook":
+            times["hook_chars"] = len(p.stdout.rstrip("\n"))
+            times["hook_ids"] = p.stdout.count("(ent_")
     for _ in range(reps):
         for name, argv in runs.items():
             t, cpu = time.perf_counter(), children_cpu()
-            subprocess.run(argv, env=env, capture_output=True, check=True)
+            subprocess.run(argv, env=env, capture_output=True, check=True, text=True, input=stdin.get(name))
             times[name].append((time.perf_counter() - t) * 1000)
             times[f"cpu:{name}"].append((children_cpu() - cpu) * 1000)
-    medians: dict = {k: statistics.median(v) for k, v in times.items()}
+    medians: dict = {k: statistics.median(v) if isinstance(v, list) else v for k, v in times.items()}
     medians["imports"] = search_imports(home, ["search", query, "--limit", "5"])
     return medians
 
@@ -603,7 +630,11 @@ def startup_rows(times: dict) -> list[tuple[str, str]]:
              f"selective `origin search` {times['cpu:search'] / cpu:.2f} x; with --project and --since "
              f"{times['cpu:filtered'] / cpu:.2f} x"),
             ("what the selective search imports of " + ", ".join(PARSE_MODULES),
-             ", ".join(times["imports"]) or "none")]
+             ", ".join(times["imports"]) or "none"),
+            ("session-start hook: `origin context --hook` with Claude Code's JSON (whole process, median)",
+             f"{times['hook']:.0f} ms = {times['hook'] / bare:.2f} x bare; CPU {times['cpu:hook'] / cpu:.2f} x; "
+             f"printed {times['hook_chars']:,} characters, {times['hook_ids']} entries "
+             f"(of {CONTEXT_ENTRIES * len(origin.ENTRY_KINDS)} in the project)")]
 
 
 def timed_sync(home: Path, env: dict) -> float:

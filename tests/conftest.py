@@ -21,7 +21,8 @@ FIXTURES = ROOT / "tests" / "fixtures"
 
 #: Variables that point discovery somewhere; cleared so no test sees real logs.
 AGENT_VARS = ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "GROK_HOME", "ORIGIN_CURSOR_USER_DIR", "ORIGIN_CURSOR_HOME",
-              "ORIGIN_ZCODE_HOME", "APPDATA", "ORIGIN_CRASH_AT")
+              "ORIGIN_ZCODE_HOME", "APPDATA", "ORIGIN_CRASH_AT",
+              "COPILOT_HOME")
 
 
 def pytest_report_header(config):

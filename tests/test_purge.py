@@ -100,6 +100,8 @@ def plant(home: Path, monkeypatch) -> dict[str, Path]:
     _replace_in(updates, '"text":"I\'ll read"', f'"text":"{CANARY}"')
     chat = next((home / ".grok" / "sessions").glob(f"*/{GROK_ID}/chat_history.jsonl"))
     _replace_in(chat, "I'll read the file first.", CANARY)
+    _replace_in(home / ".copilot" / "session-state" / "8b23eac7-b9d0-4c24-8e3c-90f5f8a8d02b" / "events.jsonl",
+                "I cannot read the content of files directly", CANARY)
     return {"demo": demo, "zst": zst, "chat": chat, "updates": updates}
 
 

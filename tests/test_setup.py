@@ -40,6 +40,8 @@ KEY = "v"
 [profiles.fast]
 model = "gpt-5-mini"
 """
+COPILOT = {"mcpServers": {"playwright": {"type": "local", "command": "npx", "args": ["@playwright/mcp@latest"],
+                                        "tools": ["*"]}}}
 GROK = """\
 [models]
 default = "grok-build"
@@ -59,12 +61,14 @@ def agents(user_home) -> dict[str, Path]:
         "cursor": user_home / ".cursor" / "mcp.json",
         "grok": user_home / ".grok" / "config.toml",
         "zcode": user_home / ".zcode" / "cli" / "config.json",
+        "copilot-cli": user_home / ".copilot" / "mcp-config.json",
     }
     for f in files.values():
         f.parent.mkdir(parents=True, exist_ok=True)
     files["claude-code"].write_text(json.dumps(CLAUDE, indent=2))
     files["cursor"].write_text(json.dumps(CURSOR, indent=4))
     files["zcode"].write_text(json.dumps(ZCODE, indent=2))
+    files["copilot-cli"].write_text(json.dumps(COPILOT, indent=2))
     files["codex"].write_text(CODEX)
     files["grok"].write_text(GROK)
     os.chmod(files["zcode"], 0o600)
@@ -106,7 +110,7 @@ def test_dry_run_writes_nothing(agents, user_home):
     res = origin.setup_agents(env_of(user_home), user_home, COMMAND, dry_run=True)
     assert snapshot(user_home) == before
     assert {a["agent"]: a["status"] for a in res["agents"]} == dict.fromkeys(agents, "would be added")
-    assert res["changed"] == 5
+    assert res["changed"] == len(agents)
 
 
 def test_setup_adds_only_origin_and_keeps_everything_else(agents, user_home):
@@ -132,10 +136,10 @@ def test_setup_adds_only_origin_and_keeps_everything_else(agents, user_home):
 def test_second_run_changes_nothing_and_says_so(agents, user_home, monkeypatch, capsys):
     monkeypatch.setenv("PATH", "")
     code, out, _ = run_cli(capsys, "setup")
-    assert code == 0 and statuses(out) == ["added"] * 5
+    assert code == 0 and statuses(out) == ["added"] * len(agents)
     after_first = snapshot(user_home)
     code, out, _ = run_cli(capsys, "setup")
-    assert code == 0 and "nothing to change" in out and statuses(out) == ["unchanged"] * 5
+    assert code == 0 and "nothing to change" in out and statuses(out) == ["unchanged"] * len(agents)
     assert snapshot(user_home) == after_first  # no rewrite, no new backup
 
 
@@ -147,12 +151,12 @@ def test_one_unparsable_config_refuses_only_that_file(agents, user_home, capsys,
     before = snapshot(user_home)
     code, out, err = run_cli(capsys, "setup", "--dry-run")
     assert code == origin.AgentConfigError.exit_code
-    assert statuses(out) == ["would", "would", "refused", "would", "would"]  # "would be added"
+    assert statuses(out) == ["would", "would", "refused", "would", "would", "would"]  # "would be added"
     assert "mcp.json: it is not valid JSON" in err and "1 configuration file(s) refused" in err
     assert snapshot(user_home) == before
     code, out, err = run_cli(capsys, "setup")
     assert code == origin.AgentConfigError.exit_code
-    assert statuses(out) == ["added", "added", "refused", "added", "added"]
+    assert statuses(out) == ["added", "added", "refused", "added", "added", "added"]
     assert "first sync" in out and "restart running agents" in out
     assert agents["cursor"].read_text() == broken  # never written
     for name in ("claude-code", "codex", "grok", "zcode"):
@@ -318,7 +322,7 @@ def test_status_reports_a_registration_that_no_longer_works_as_stale(agents, use
     code, st = cli("status", "--json")
     state = {n: a["state"] for n, a in st["agents"].items()}
     assert state == {"claude-code": "stale", "codex": "connected", "cursor": "stale", "grok": "connected",
-                     "zcode": "stale"}
+                     "zcode": "stale", "copilot-cli": "connected"}
     assert "no longer exists" in st["agents"]["claude-code"]["stale"]
     assert "not this Origin" in st["agents"]["cursor"]["stale"]
     assert "another-store" in st["agents"]["zcode"]["stale"]
@@ -331,7 +335,7 @@ def test_missing_config_is_created_and_absent_agents_are_skipped(user_home):
     res = origin.setup_agents(env_of(user_home), user_home, COMMAND)
     status = {a["agent"]: a["status"] for a in res["agents"]}
     assert status == {"claude-code": "not installed", "codex": "created", "cursor": "not installed",
-                      "grok": "not installed", "zcode": "not installed"}
+                      "grok": "not installed", "zcode": "not installed", "copilot-cli": "not installed"}
     config = user_home / ".codex" / "config.toml"
     assert config.read_text() == f'[mcp_servers.origin]\ncommand = "{COMMAND[0]}"\nargs = ["mcp"]\n'
     assert config.stat().st_mode & 0o777 == 0o600
@@ -376,7 +380,7 @@ def test_cli_setup_prints_what_it_did_and_runs_a_first_sync(agents, claude_root,
     assert code == 0 and "would register:" in out and "first sync" not in out
     code, res, _ = run_cli(capsys, "setup", "--json")
     res = json.loads(res)
-    assert code == 0 and res["sync"]["events_added"] > 0 and res["changed"] == 5
+    assert code == 0 and res["sync"]["events_added"] > 0 and res["changed"] == len(agents)
     assert res["command"][-1] == "mcp" and all(os.path.isabs(p) for p in res["command"][:-1])
     zcode = next(a for a in res["agents"] if a["agent"] == "zcode")
     assert "not document" in zcode["note"]

@@ -87,10 +87,18 @@ def _claude_memory(home: Path) -> None:
     shutil.copytree(FIXTURES / "claude-code" / "made-here" / "memory", project / "memory")
 
 
+def _copilot_cli(home: Path) -> None:
+    state = home / ".copilot" / "session-state"
+    shutil.copytree(FIXTURES / "copilot-cli" / "lantern" / "session-state", state)
+    shutil.copy(FIXTURES / "copilot-cli" / "agent-sessions" / "flat-legacy" / "small.jsonl",
+                state / "5d2f0c1e-0000-4000-8000-00000000c0f1.jsonl")
+
+
 #: Each function lays one agent's fixtures out under a HOME and returns the
 #: environment variables that point the agent's discovery at them, if any.
 LAYOUTS = {"claude-code": _claude, "codex": _codex, "cursor": _cursor, "zcode": _zcode, "grok": _grok,
-           "claude-memory": _claude_memory}
+           "claude-memory": _claude_memory,
+           "copilot-cli": _copilot_cli}
 
 
 @pytest.fixture

@@ -1,0 +1,199 @@
+"""The adapters of GitHub Copilot CLI, Qwen Code, Pi and Aider.
+
+Each is checked on its own against the real fixture files (the stand-in
+reader of ``test_adapters_parse`` plays the ingest engine), then through the
+engine and the CLI: every fixture folder is archived with no parse error
+(except a line the publisher wrote malformed on purpose), its phrases are
+found with ``--source``, a second sync adds nothing, and a hub parses a
+device's mirrors into the same events.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+import origin
+from adapters import ADAPTERS, SourceFile
+from conftest import FIXTURES
+from test_adapters_parse import infos, json_lines, records, run
+from test_hub import _rows, served  # noqa: F401 - served is a fixture
+from test_sources import LAYOUTS
+
+COPILOT = FIXTURES / "copilot-cli"
+COPILOT_STATE = COPILOT / "lantern" / "session-state"
+COPILOT_FIX = COPILOT_STATE / "049410b4-c1df-44ee-87a5-caa1c349091e" / "events.jsonl"
+COPILOT_FLAT = COPILOT / "agent-sessions" / "flat-legacy"
+
+
+def settle(root: Path) -> None:
+    """Make every file under root quiet, so open blocks are emitted."""
+    old = origin.time.time() - 2 * origin.QUIET_MS / 1000
+    for p in root.rglob("*"):
+        if p.is_file():
+            os.utime(p, (old, old))
+
+
+###############################################################################
+# GitHub Copilot CLI ##########################################################
+###############################################################################
+
+
+def copilot_files(root: Path = COPILOT / "lantern") -> list[SourceFile]:
+    return list(ADAPTERS["copilot-cli"].discover({"COPILOT_HOME": str(root)}, Path("/nonexistent")))
+
+
+@pytest.mark.parametrize("path", sorted(COPILOT.rglob("*.jsonl")), ids=lambda p: p.relative_to(COPILOT).as_posix())
+def test_copilot_every_fixture_line_parses(path):
+    f = SourceFile(str(path), path.name, meta={"session": path.parent.name})
+    items, errors, state = run(ADAPTERS["copilot-cli"], f)
+    assert errors == []
+    assert records(items)
+    assert state.get("unknown", 0) == 0
+
+
+def test_copilot_discovers_the_folder_and_the_flat_layout(tmp_path):
+    state = tmp_path / "copilot" / "session-state"
+    shutil.copytree(COPILOT_STATE, state)
+    shutil.copy(COPILOT_FLAT / "small.jsonl", state / "0f0f0f0f-0000-4000-8000-000000000001.jsonl")
+    (state / "0f0f0f0f-0000-4000-8000-000000000002").mkdir()  # a session folder without events yet
+    found = copilot_files(tmp_path / "copilot")
+    assert [f.rel for f in found] == [
+        "session-state/049410b4-c1df-44ee-87a5-caa1c349091e/events.jsonl",
+        "session-state/0f0f0f0f-0000-4000-8000-000000000001.jsonl",
+        "session-state/8b23eac7-b9d0-4c24-8e3c-90f5f8a8d02b/events.jsonl",
+    ]
+    assert found[0].meta == {"session": "049410b4-c1df-44ee-87a5-caa1c349091e"}
+
+
+def test_copilot_the_typed_prompt_is_archived_not_the_transformed_one():
+    (f, _) = copilot_files()
+    items, _, _ = run(ADAPTERS["copilot-cli"], f)
+    (prompt,) = [r for r in records(items, "message") if r.role == "user"]
+    typed = next(o for o in json_lines(COPILOT_FIX) if o["type"] == "user.message")["data"]
+    assert prompt.text == typed["content"]
+    assert "<current_datetime>" in typed["transformedContent"] and "<current_datetime>" not in prompt.text
+    title = [i for i in infos(items) if i.title]
+    assert [(i.title, i.title_rank) for i in title] == [(typed["content"], 0)]
+
+
+def test_copilot_tool_requests_and_results_are_events_with_session_facts():
+    (f, _) = copilot_files()
+    items, _, _ = run(ADAPTERS["copilot-cli"], f)
+    lines = json_lines(COPILOT_FIX)
+    requests = [r for o in lines if o["type"] == "assistant.message" for r in o["data"]["toolRequests"]]
+    results = [o for o in lines if o["type"] == "tool.execution_complete"]
+    calls = records(items, "tool_call")
+    assert len(calls) == len(requests) == 2
+    assert calls[0].text == 'view {"file_path":"src/orders.py"}'
+    assert [r.text for r in records(items, "tool_result")] == ['[error] "path": Required'] * len(results)
+    (system,) = records(items, "meta")
+    assert not system.indexed and system.role == "system"
+    facts = infos(items)
+    assert (facts[0].cwd, facts[0].branch, facts[0].agent_version) == ("/work", "master", "1.0.78")
+    assert any(i.model == "qwen3:0.6b" for i in facts)
+    assert all(r.session == "049410b4-c1df-44ee-87a5-caa1c349091e" and r.cwd == "/work" for r in records(items))
+    ids = [r.id for r in records(items)]
+    assert len(ids) == len(set(ids))
+
+
+def test_copilot_redacted_ids_and_times_stay_distinct_and_are_marked_approximate():
+    f = SourceFile(str(COPILOT_FLAT / "small.jsonl"), "small.jsonl", meta={"session": "small"})
+    items, _, _ = run(ADAPTERS["copilot-cli"], f)
+    recs = records(items)
+    assert len({r.id for r in recs}) == len(recs)
+    redacted = [r for r in recs if r.id.startswith("[trimmed for fixture]")]
+    assert redacted and all(r.ts_approx for r in redacted)
+    assert not any(r.ts_approx for r in recs if not r.id.startswith("[trimmed"))
+    assert {r.session for r in recs} == {"copilot_stage0_small"}  # from session.start, not the file name
+
+
+def test_copilot_snake_case_event_names_read_as_dot_notation():
+    f = SourceFile("/x/s.jsonl", "s.jsonl", meta={"session": "s"})
+    lines = [{"type": "session_start", "data": {"sessionId": "s1", "context": {"cwd": "/srv/app"}}},
+             {"type": "user_message", "id": "a", "data": {"content": "rename the module"}},
+             {"type": "tool_execution_complete", "id": "b", "data": {"success": True, "result": {"content": "ok"}}},
+             {"type": "brand.new_event", "id": "c", "data": {}}]
+    data = "".join(json.dumps(x) + "\n" for x in lines).encode()
+    items, errors, state = run(ADAPTERS["copilot-cli"], f, data)
+    assert errors == [] and state["unknown"] == 1
+    assert [(r.kind, r.text, r.session, r.cwd) for r in records(items)] == [
+        ("message", "rename the module", "s1", "/srv/app"), ("tool_result", "ok", "s1", "/srv/app")]
+
+
+def test_copilot_a_flat_log_moved_into_its_session_folder_adds_nothing(user_home, origin_home):
+    state = user_home / ".copilot" / "session-state"
+    state.mkdir(parents=True)
+    sid = "049410b4-c1df-44ee-87a5-caa1c349091e"
+    shutil.copy(COPILOT_FIX, state / f"{sid}.jsonl")
+    with origin.open_store(origin_home) as s:
+        first = origin.sync(s).events_added
+        assert first > 0
+        (state / sid).mkdir()
+        (state / f"{sid}.jsonl").rename(state / sid / "events.jsonl")
+        assert origin.sync(s).events_added == 0
+        assert s.conn.execute("SELECT count(*) FROM event WHERE source = 'copilot-cli'").fetchone()[0] == first
+
+
+def test_setup_registers_origin_with_copilot_cli_beside_its_other_servers(user_home):
+    config = user_home / ".copilot" / "mcp-config.json"
+    config.parent.mkdir()
+    config.write_text(json.dumps({"mcpServers": {"github": {"type": "http", "url": "https://example.test/mcp"}}}))
+    env = {"HOME": str(user_home), "PATH": ""}
+    res = origin.setup_agents(env, user_home, ["/opt/origin/bin/origin", "mcp"], agents=["copilot-cli"])
+    assert [a["status"] for a in res["agents"]] == ["added"]
+    servers = json.loads(config.read_text())["mcpServers"]
+    assert servers["github"] == {"type": "http", "url": "https://example.test/mcp"}
+    assert servers["origin"] == {"type": "stdio", "command": "/opt/origin/bin/origin", "args": ["mcp"], "tools": ["*"]}
+    again = origin.setup_agents(env, user_home, ["/opt/origin/bin/origin", "mcp"], agents=["copilot-cli"])
+    assert [a["status"] for a in again["agents"]] == ["unchanged"]
+
+
+###############################################################################
+# Every new agent through the engine, the CLI and a hub #######################
+###############################################################################
+
+#: A phrase of each fixture folder, and the folders the layout lays out.
+PHRASES = {
+    "copilot-cli": ["average_item_price return 0", "Read the file /work/src/orders.py", "Listing the files"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(PHRASES))
+def test_every_fixture_folder_is_archived_without_errors_and_found_by_source(name, user_home, cli, monkeypatch):
+    for k, v in (LAYOUTS[name](user_home) or {}).items():
+        monkeypatch.setenv(k, v)
+    settle(user_home)
+    code, report = cli("sync", "--json", "--source", name)
+    assert code == 0, report
+    src = report["sources"][name]
+    assert src["events_added"] > 0 and src["files"] > 0
+    assert src["parse_errors"] == EXPECTED_ERRORS.get(name, 0)
+    for phrase in PHRASES[name]:
+        code, hits = cli("search", phrase, "--source", name, "--json")
+        assert code == 0 and hits["events"], (name, phrase)
+        assert {h["source"] for h in hits["events"]} == {name}
+        assert any(phrase.casefold() in h["snippet"].casefold() for h in hits["events"]), (name, phrase)
+    code, again = cli("sync", "--json", "--source", name)
+    assert again["sources"][name]["events_added"] == 0
+
+
+#: Lines the publishers wrote malformed on purpose.
+EXPECTED_ERRORS: dict[str, int] = {}
+
+
+@pytest.mark.parametrize("name", sorted(PHRASES))
+def test_a_hub_parses_the_devices_mirrors_into_the_same_events(name, served, user_home, monkeypatch):
+    hub, cfg, dev = served
+    for k, v in (LAYOUTS[name](user_home) or {}).items():
+        monkeypatch.setenv(k, v)
+    settle(user_home)
+    origin.sync(dev)
+    origin.push(dev, cfg)
+    rows = _rows(dev, "SELECT id, session, kind, text, ts, ts_approx, line, span, project FROM event ORDER BY id")
+    assert rows and _rows(hub.default_store(), "SELECT id, session, kind, text, ts, ts_approx, line, span, project "
+                                                "FROM event ORDER BY id") == rows

@@ -3585,8 +3585,161 @@ class CopilotCli(Adapter):
 
 
 ###############################################################################
+# Qwen Code ###################################################################
+###############################################################################
+
+#: System line subtypes of Qwen Code that are bookkeeping (usage telemetry,
+#: edit attribution): nothing to keep as an event.
+_QWEN_QUIET = frozenset({"ui_telemetry", "attribution_snapshot"})
+
+#: How context a hook injects into a prompt starts (``<qwen:…>`` blocks).
+_QWEN_INJECTED = "<qwen:"
+
+
+class QwenCode(Adapter):
+    """Parse Qwen Code chat logs: JSONL, one record per line.
+
+    Layout read: ``<root>/projects/<project folder>/chats/<session>.jsonl``,
+    where root is ``ORIGIN_QWEN_HOME`` or ``~/.qwen`` and the project folder
+    is the working directory with ``/`` turned into ``-`` (not reversible:
+    the ``cwd`` of each record names it).  Records have Claude Code's
+    envelope (``uuid``, ``parentUuid``, ``sessionId``, ``timestamp``,
+    ``type`` user | assistant | tool_result | system, ``cwd``, ``version``,
+    ``gitBranch``) around a Gemini message: ``message.parts`` of ``text``
+    (``thought: true`` for reasoning, not archived), ``functionCall`` and
+    ``functionResponse``.  Context a hook adds to a prompt (a ``<qwen:…>``
+    part) is kept for provenance but not searched; ``system`` lines of
+    telemetry and attribution carry nothing.  Fixtures:
+    ``tests/fixtures/qwen/lantern/`` (0.21.6, two real sessions) and
+    ``tests/fixtures/qwen/agent-sessions/`` (0.21.13, hook context,
+    notifications).
+
+    Event ids: the record's ``uuid``; ``<uuid>#<i>`` for the tool part at
+    index i; a record without uuid gets a hash of session and line.
+    """
+
+    name = "qwen"
+    display = "Qwen Code"
+
+    def roots(self, env: Mapping[str, str], home: Path) -> list[Path]:
+        """Return ``ORIGIN_QWEN_HOME`` (comma list), else ``~/.qwen``."""
+        return env_dirs(env, "ORIGIN_QWEN_HOME", [home / ".qwen"])
+
+    def discover(self, env: Mapping[str, str], home: Path) -> Iterator[SourceFile]:
+        """Yield every chat log of every project."""
+        for prefix, root in _labelled(self.roots(env, home), home):
+            projects = root / "projects"
+            if not _is_dir(projects):
+                continue
+            for project in _subdirs(projects):
+                for path in _files(project / "chats", ".jsonl"):
+                    rel = _rel(prefix, root, path)
+                    yield SourceFile(str(path), rel, meta={"session": path.name[: -len(".jsonl")]})
+
+    @_guarded
+    def parse(self, line: str, ctx: Context) -> list:
+        """Return the events and session facts of one chat record."""
+        if not line.strip():
+            return []
+        obj = _load_object(line)
+        st = ctx.state
+        kind = obj.get("type")
+        session = _str(obj.get("sessionId")) or st.get("session") or _str(ctx.file.meta.get("session")) or "unknown"
+        st["session"] = session
+        if _str(obj.get("cwd")):
+            st["cwd"] = obj["cwd"]
+        if isinstance(obj.get("gitBranch"), str):
+            st["branch"] = obj["gitBranch"] or None
+        ts = _ts(obj.get("timestamp"))
+        if ts is not None:
+            st["ts"] = ts
+        model = _str(obj.get("model"))
+        out: list = self._facts(st, session, _str(obj.get("version")), model)
+        base = _str(obj.get("uuid")) or short_hash(session, line)
+        common = dict(session=session, ts=ts if ts is not None else st.get("ts", ctx.mtime_ms),
+                      ts_approx=ts is None, cwd=st.get("cwd"), branch=st.get("branch"))
+        parts = [p for p in _list(_dict(obj.get("message")).get("parts")) if isinstance(p, dict)]
+        if kind == "user":
+            return out + self._user(obj, parts, base, common, st)
+        if kind == "assistant":
+            return out + self._assistant(parts, base, model, common)
+        if kind == "tool_result":
+            return out + self._results(obj, parts, base, common)
+        if kind == "system":
+            if obj.get("subtype") in _QWEN_QUIET:
+                return out
+            text = _plain(parts) or _compact(obj.get("systemPayload") or obj.get("subtype") or "system")
+            return out + [Record(base, kind="meta", role="system", text=truncate(text, TOOL_RESULT_MAX),
+                                 indexed=False, **common)]
+        st["unknown"] = st.get("unknown", 0) + 1
+        return out
+
+    def _facts(self, st: dict, session: str, version: str | None, model: str | None) -> list:
+        """Report cwd, branch, version and model when they change."""
+        facts = [session, st.get("cwd"), st.get("branch"), version, model]
+        sent = st.get("sent") or [None] * 5
+        if sent[0] == session and all(new in (None, old) for new, old in zip(facts, sent)):
+            return []
+        if sent[0] != session:
+            sent = [None] * 5
+        st["sent"] = [old if new is None else new for new, old in zip(facts, sent)]
+        return [SessionInfo(session, cwd=facts[1], branch=facts[2], agent_version=version, model=model)]
+
+    def _user(self, obj: dict, parts: list[dict], base: str, common: dict, st: dict) -> list:
+        """Return a prompt (without injected context), or a notification as meta."""
+        texts = [p["text"] for p in parts if isinstance(p.get("text"), str) and p.get("thought") is not True]
+        typed = "\n".join(t for t in texts if t and not t.lstrip().startswith(_QWEN_INJECTED))
+        injected = "\n".join(t for t in texts if t and t.lstrip().startswith(_QWEN_INJECTED))
+        out: list = []
+        if obj.get("subtype") is not None:  # a notification, not something the person typed
+            text = "\n".join(t for t in texts if t)
+            return [Record(base, kind="meta", role="system", text=text, indexed=False, **common)] if text else []
+        if typed.strip():
+            out.append(Record(base, kind="message", role="user", text=typed, **common))
+            title = None if st.get("titled") else _title_of(typed, RANK_PROMPT)
+            if title:
+                st["titled"] = True
+                out.append(SessionInfo(common["session"], title=title[0], title_rank=title[1]))
+        if injected:
+            out.append(Record(f"{base}#context", kind="meta", role="user", text=injected, indexed=False, **common))
+        return out
+
+    def _assistant(self, parts: list[dict], base: str, model: str | None, common: dict) -> list:
+        """Return the reply text and one tool call per function call."""
+        texts, out = [], []
+        for i, part in enumerate(parts):
+            call = part.get("functionCall")
+            if isinstance(call, dict):
+                out.append(Record(f"{base}#{i}", kind="tool_call", role="assistant", model=model,
+                                  text=_tool_call_text(call.get("name"), call.get("args")), **common))
+            elif isinstance(part.get("text"), str) and part.get("thought") is not True:
+                texts.append(part["text"])
+        text = "\n".join(t for t in texts if t)
+        if text.strip():
+            out.insert(0, Record(base, kind="message", role="assistant", text=text, model=model, **common))
+        return out
+
+    def _results(self, obj: dict, parts: list[dict], base: str, common: dict) -> list:
+        """Return one tool result per function response."""
+        out = []
+        failed = _dict(obj.get("toolCallResult")).get("status") == "error"
+        for i, part in enumerate(parts):
+            resp = part.get("functionResponse")
+            if not isinstance(resp, dict):
+                continue
+            value = _dict(resp.get("response"))
+            error = "error" in value
+            text = _output_text(value.get("error") if error else value.get("output", resp.get("response")))
+            if error or (failed and len(parts) == 1):
+                text = "[error] " + text
+            out.append(Record(f"{base}#{i}", kind="tool_result", role="tool", text=truncate(text, TOOL_RESULT_MAX),
+                              **common))
+        return out
+
+
+###############################################################################
 # Registry ####################################################################
 ###############################################################################
 
 ADAPTERS = {a.name: a for a in (ClaudeCode(), Codex(), Cursor(), ZCode(), Grok(), ClaudeMemory(),
-                                CopilotCli())}
+                                CopilotCli(), QwenCode())}

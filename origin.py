@@ -108,7 +108,7 @@ __version__ = "0.1.0"
 #: The names of the agents in ``adapters.ADAPTERS`` (a test keeps them
 #: equal), so commands that read no logs never import the adapters.
 SOURCES = ("claude-code", "claude-memory", "codex", "cursor", "grok", "zcode",
-           "copilot-cli")
+           "copilot-cli", "qwen")
 #: Environment variable naming the data directory.
 ENV_HOME = "ORIGIN_HOME"
 #: Default data directory when ORIGIN_HOME is unset.
@@ -11592,6 +11592,11 @@ AGENT_TARGETS = {t.name: t for t in (
                                                                                     [home / ".copilot"])],
                 lambda env, home: adapters.env_dirs(env, "COPILOT_HOME", [home / ".copilot"]), ("copilot",),
                 stdio_type=True, extra=(("tools", ["*"]),)),
+    # Qwen Code reads "mcpServers" in ~/.qwen/settings.json, as Gemini CLI does.
+    AgentTarget("qwen", "json", ("mcpServers",),
+                lambda env, home: [d / "settings.json" for d in adapters.env_dirs(env, "ORIGIN_QWEN_HOME",
+                                                                                  [home / ".qwen"])],
+                lambda env, home: adapters.env_dirs(env, "ORIGIN_QWEN_HOME", [home / ".qwen"]), ("qwen",)),
 )}
 
 
@@ -11631,7 +11636,7 @@ def _is_origin_script(path: Path) -> bool:
 #: server would read another store (or look for logs elsewhere).
 REGISTERED_VARS = (ENV_HOME, "CLAUDE_CONFIG_DIR", "CODEX_HOME", "GROK_HOME", "ORIGIN_CURSOR_USER_DIR",
                    "ORIGIN_CURSOR_HOME", "ORIGIN_ZCODE_HOME",
-                   "COPILOT_HOME")
+                   "COPILOT_HOME", "ORIGIN_QWEN_HOME")
 
 
 def registered_env(env: dict, home: Path) -> dict[str, str]:
@@ -12178,7 +12183,7 @@ def cmd_sync(args) -> int:
             print(f"  {name:12} {', '.join(dirs) or '-'}")
         print("point Origin elsewhere with CLAUDE_CONFIG_DIR, CODEX_HOME, GROK_HOME, "
               "ORIGIN_CURSOR_USER_DIR, ORIGIN_CURSOR_HOME, ORIGIN_ZCODE_HOME, "
-              "COPILOT_HOME (or HOME)")
+              "COPILOT_HOME, ORIGIN_QWEN_HOME (or HOME)")
     return 0
 
 
@@ -13034,8 +13039,9 @@ def cmd_setup(args) -> int:
 
     Claude Code (~/.claude.json), Codex ($CODEX_HOME/config.toml), Cursor
     (~/.cursor/mcp.json), Grok Build ($GROK_HOME/config.toml), ZCode
-    (~/.zcode/cli/config.json) and GitHub Copilot CLI
-    ($COPILOT_HOME/mcp-config.json) get an "origin" server entry; nothing else in
+    (~/.zcode/cli/config.json), GitHub Copilot CLI
+    ($COPILOT_HOME/mcp-config.json) and Qwen Code (~/.qwen/settings.json)
+    get an "origin" server entry; nothing else in
     those files changes.  Each changed file is first copied to
     <file>.origin-backup-<time>, and a file that cannot be parsed is left
     alone.  Running it again changes nothing.  ZCode does not document its

@@ -154,12 +154,77 @@ def test_setup_registers_origin_with_copilot_cli_beside_its_other_servers(user_h
 
 
 ###############################################################################
+# Qwen Code ###################################################################
+###############################################################################
+
+QWEN = FIXTURES / "qwen"
+QWEN_EDIT = QWEN / "lantern" / "projects" / "-work" / "chats" / "85aa748a-9159-4a4f-9f9b-1b2cea32fd5b.jsonl"
+QWEN_SHAPED = QWEN / "agent-sessions" / "019f0000-0000-7000-8000-000000000001.jsonl"
+
+
+@pytest.mark.parametrize("path", sorted(QWEN.rglob("*.jsonl")), ids=lambda p: p.name)
+def test_qwen_every_fixture_line_parses(path):
+    items, errors, state = run(ADAPTERS["qwen"], SourceFile(str(path), path.name))
+    assert errors == [] and records(items) and state.get("unknown", 0) == 0
+
+
+def test_qwen_discovers_every_projects_chats_with_the_session_of_the_file_name(tmp_path):
+    shutil.copytree(QWEN / "lantern" / "projects", tmp_path / "q" / "projects")
+    found = list(ADAPTERS["qwen"].discover({"ORIGIN_QWEN_HOME": str(tmp_path / "q")}, Path("/nonexistent")))
+    assert [f.rel for f in found] == [
+        "projects/-work/chats/27d495d1-de2d-449d-af11-d42d4d6ef80d.jsonl",
+        "projects/-work/chats/85aa748a-9159-4a4f-9f9b-1b2cea32fd5b.jsonl"]
+    assert found[1].meta == {"session": "85aa748a-9159-4a4f-9f9b-1b2cea32fd5b"}
+
+
+def test_qwen_gemini_parts_become_messages_calls_and_results_and_thoughts_stay_out():
+    items, _, _ = run(ADAPTERS["qwen"], SourceFile(str(QWEN_EDIT), QWEN_EDIT.name))
+    lines = json_lines(QWEN_EDIT)
+    thoughts = [p["text"] for o in lines for p in o.get("message", {}).get("parts", []) if p.get("thought")]
+    assert thoughts and not any(t[:60] in r.text for r in records(items) for t in thoughts)
+    by_kind = {k: records(items, k) for k in ("message", "tool_call", "tool_result")}
+    assert [r.role for r in by_kind["message"]] == ["user", "assistant"]
+    assert by_kind["message"][1].text.startswith('The error "EACCES: permission denied')
+    (call,) = by_kind["tool_call"]
+    assert call.text.startswith("write_file {") and call.id == "e3e9190c-d9b0-4c32-9929-7cfaec9fbbd1#1"
+    (result,) = by_kind["tool_result"]
+    assert result.text == "[error] EACCES: permission denied, mkdir '/src'"
+    assert all(r.cwd == "/work" and r.session == "85aa748a-9159-4a4f-9f9b-1b2cea32fd5b" for r in records(items))
+    assert len(records(items)) == 4  # telemetry and attribution lines are bookkeeping
+    facts = infos(items)
+    assert facts[0].agent_version == "0.21.6" and any(i.model == "qwen3:0.6b" for i in facts)
+
+
+def test_qwen_hook_context_and_notifications_are_kept_but_not_searched():
+    items, _, _ = run(ADAPTERS["qwen"], SourceFile(str(QWEN_SHAPED), QWEN_SHAPED.name))
+    prompt = next(r for r in records(items, "message") if r.role == "user")
+    assert prompt.text == "Inspect the synthetic fixture." and prompt.branch == "fixture-branch"
+    hidden = [r for r in records(items) if not r.indexed]
+    assert [r.text.split("\n")[0] for r in hidden] == ["<qwen:user-prompt-submit-context>",
+                                                       "Synthetic background notification."]
+    assert [i.title for i in infos(items) if i.title] == ["Inspect the synthetic fixture."]
+
+
+def test_setup_registers_origin_with_qwen_code_and_keeps_its_settings(user_home):
+    settings = user_home / ".qwen" / "settings.json"
+    settings.parent.mkdir()
+    settings.write_text(json.dumps({"model": {"name": "qwen3-coder-plus"}, "mcpServers": {}}, indent=2))
+    env = {"HOME": str(user_home), "PATH": ""}
+    res = origin.setup_agents(env, user_home, ["/opt/origin/bin/origin", "mcp"], agents=["qwen"])
+    assert [a["status"] for a in res["agents"]] == ["added"]
+    data = json.loads(settings.read_text())
+    assert data["model"] == {"name": "qwen3-coder-plus"}
+    assert data["mcpServers"]["origin"] == {"command": "/opt/origin/bin/origin", "args": ["mcp"]}
+
+
+###############################################################################
 # Every new agent through the engine, the CLI and a hub #######################
 ###############################################################################
 
 #: A phrase of each fixture folder, and the folders the layout lays out.
 PHRASES = {
     "copilot-cli": ["average_item_price return 0", "Read the file /work/src/orders.py", "Listing the files"],
+    "qwen": ["Both functions are valid", "permission denied", "The synthetic fixture is valid"],
 }
 
 

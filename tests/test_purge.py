@@ -102,6 +102,8 @@ def plant(home: Path, monkeypatch) -> dict[str, Path]:
     _replace_in(chat, "I'll read the file first.", CANARY)
     _replace_in(home / ".copilot" / "session-state" / "8b23eac7-b9d0-4c24-8e3c-90f5f8a8d02b" / "events.jsonl",
                 "I cannot read the content of files directly", CANARY)
+    _replace_in(home / ".qwen" / "projects" / "-work" / "chats" / "85aa748a-9159-4a4f-9f9b-1b2cea32fd5b.jsonl",
+                "suggests the current user", CANARY)
     return {"demo": demo, "zst": zst, "chat": chat, "updates": updates}
 
 

@@ -42,6 +42,7 @@ model = "gpt-5-mini"
 """
 COPILOT = {"mcpServers": {"playwright": {"type": "local", "command": "npx", "args": ["@playwright/mcp@latest"],
                                         "tools": ["*"]}}}
+QWEN = {"mcpServers": {"context7": {"httpUrl": "https://mcp.context7.com/mcp"}}, "model": {"name": "qwen3-coder-plus"}}
 GROK = """\
 [models]
 default = "grok-build"
@@ -62,6 +63,7 @@ def agents(user_home) -> dict[str, Path]:
         "grok": user_home / ".grok" / "config.toml",
         "zcode": user_home / ".zcode" / "cli" / "config.json",
         "copilot-cli": user_home / ".copilot" / "mcp-config.json",
+        "qwen": user_home / ".qwen" / "settings.json",
     }
     for f in files.values():
         f.parent.mkdir(parents=True, exist_ok=True)
@@ -69,6 +71,7 @@ def agents(user_home) -> dict[str, Path]:
     files["cursor"].write_text(json.dumps(CURSOR, indent=4))
     files["zcode"].write_text(json.dumps(ZCODE, indent=2))
     files["copilot-cli"].write_text(json.dumps(COPILOT, indent=2))
+    files["qwen"].write_text(json.dumps(QWEN, indent=2))
     files["codex"].write_text(CODEX)
     files["grok"].write_text(GROK)
     os.chmod(files["zcode"], 0o600)
@@ -151,12 +154,12 @@ def test_one_unparsable_config_refuses_only_that_file(agents, user_home, capsys,
     before = snapshot(user_home)
     code, out, err = run_cli(capsys, "setup", "--dry-run")
     assert code == origin.AgentConfigError.exit_code
-    assert statuses(out) == ["would", "would", "refused", "would", "would", "would"]  # "would be added"
+    assert statuses(out) == ["would", "would", "refused", "would", "would", "would", "would"]  # "would be added"
     assert "mcp.json: it is not valid JSON" in err and "1 configuration file(s) refused" in err
     assert snapshot(user_home) == before
     code, out, err = run_cli(capsys, "setup")
     assert code == origin.AgentConfigError.exit_code
-    assert statuses(out) == ["added", "added", "refused", "added", "added", "added"]
+    assert statuses(out) == ["added", "added", "refused", "added", "added", "added", "added"]
     assert "first sync" in out and "restart running agents" in out
     assert agents["cursor"].read_text() == broken  # never written
     for name in ("claude-code", "codex", "grok", "zcode"):
@@ -322,7 +325,7 @@ def test_status_reports_a_registration_that_no_longer_works_as_stale(agents, use
     code, st = cli("status", "--json")
     state = {n: a["state"] for n, a in st["agents"].items()}
     assert state == {"claude-code": "stale", "codex": "connected", "cursor": "stale", "grok": "connected",
-                     "zcode": "stale", "copilot-cli": "connected"}
+                     "zcode": "stale", "copilot-cli": "connected", "qwen": "connected"}
     assert "no longer exists" in st["agents"]["claude-code"]["stale"]
     assert "not this Origin" in st["agents"]["cursor"]["stale"]
     assert "another-store" in st["agents"]["zcode"]["stale"]
@@ -335,7 +338,8 @@ def test_missing_config_is_created_and_absent_agents_are_skipped(user_home):
     res = origin.setup_agents(env_of(user_home), user_home, COMMAND)
     status = {a["agent"]: a["status"] for a in res["agents"]}
     assert status == {"claude-code": "not installed", "codex": "created", "cursor": "not installed",
-                      "grok": "not installed", "zcode": "not installed", "copilot-cli": "not installed"}
+                      "grok": "not installed", "zcode": "not installed", "copilot-cli": "not installed",
+                      "qwen": "not installed"}
     config = user_home / ".codex" / "config.toml"
     assert config.read_text() == f'[mcp_servers.origin]\ncommand = "{COMMAND[0]}"\nargs = ["mcp"]\n'
     assert config.stat().st_mode & 0o777 == 0o600

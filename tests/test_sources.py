@@ -94,11 +94,20 @@ def _copilot_cli(home: Path) -> None:
                 state / "5d2f0c1e-0000-4000-8000-00000000c0f1.jsonl")
 
 
+def _qwen(home: Path) -> None:
+    projects = home / ".qwen" / "projects"
+    shutil.copytree(FIXTURES / "qwen" / "lantern" / "projects", projects)
+    chats = projects / "-tmp-as-qwen-fixture-project" / "chats"
+    chats.mkdir(parents=True)
+    shutil.copy(next((FIXTURES / "qwen" / "agent-sessions").glob("*.jsonl")), chats)
+
+
 #: Each function lays one agent's fixtures out under a HOME and returns the
 #: environment variables that point the agent's discovery at them, if any.
 LAYOUTS = {"claude-code": _claude, "codex": _codex, "cursor": _cursor, "zcode": _zcode, "grok": _grok,
            "claude-memory": _claude_memory,
-           "copilot-cli": _copilot_cli}
+           "copilot-cli": _copilot_cli,
+           "qwen": _qwen}
 
 
 @pytest.fixture

@@ -3738,8 +3738,188 @@ class QwenCode(Adapter):
 
 
 ###############################################################################
+# Pi ##########################################################################
+###############################################################################
+
+#: Pi entry types that carry nothing to index.
+_PI_QUIET = frozenset({"thinking_level_change", "label", "custom"})
+
+#: Fields a Pi rewrite adds or renames (version 1 had no ids, compactions
+#: named their first kept entry by index): left out of an entry's identity.
+_PI_VOLATILE = frozenset({"id", "parentId", "firstKeptEntryId", "firstKeptEntryIndex"})
+
+
+def _pi_identity(obj: dict) -> str:
+    """Return what names a Pi entry across the rewrites of its file.
+
+    Pi rewrites an older file in place when it opens it (version 1 to 2 adds
+    random ``id``/``parentId`` to every entry, 2 to 3 renames the message
+    role ``hookMessage`` to ``custom``); the entry's content and times stay.
+    """
+    entry = {k: v for k, v in obj.items() if k not in _PI_VOLATILE}
+    message = entry.get("message")
+    if isinstance(message, dict) and message.get("role") == "hookMessage":
+        entry["message"] = {**message, "role": "custom"}
+    return short_hash(_compact(entry))
+
+
+def _pi_session_of(path: Any) -> str | None:
+    """Return the session id a Pi session file is named after (``<time>_<id>.jsonl``)."""
+    name = last_segment(path) if isinstance(path, str) else None
+    if not name:
+        return None
+    stem = name[: -len(".jsonl")] if name.endswith(".jsonl") else name
+    return stem.split("_", 1)[1] if "_" in stem else stem or None
+
+
+class Pi(Adapter):
+    """Parse Pi coding agent sessions: JSONL, a tree of entries.
+
+    Layout read: ``<root>/sessions/--<cwd>--/<time>_<session>.jsonl``, where
+    root is ``PI_CODING_AGENT_DIR`` or ``~/.pi/agent``.  The first line is
+    the header ``{type: "session", version, id, timestamp, cwd,
+    parentSession?}``; then entries ``{type, id, parentId, timestamp}``:
+    ``message`` (``message.role`` user | assistant | toolResult |
+    bashExecution | custom | branchSummary | compactionSummary, content
+    blocks text, image, thinking, toolCall), ``model_change``,
+    ``compaction``, ``branch_summary``, ``session_info`` (the name the person
+    gave the session), ``custom_message``, and bookkeeping.  Branches share
+    the file: every entry is archived, whichever branch it is on.  Versions 1
+    and 2 are read too; Pi rewrites them to version 3 in place when it opens
+    them, which ingest sees as a new generation.  Fixtures:
+    ``tests/fixtures/pi/agentsview/`` and ``tests/fixtures/pi/agent-sessions/``.
+
+    Event ids: ``<session>:<hash of the entry without the fields a rewrite
+    changes>`` (``#i`` for the i-th tool call), so the rewritten file gives
+    the ids it gave before and adds nothing twice.
+    """
+
+    name = "pi"
+    display = "Pi"
+
+    def roots(self, env: Mapping[str, str], home: Path) -> list[Path]:
+        """Return ``PI_CODING_AGENT_DIR`` (comma list), else ``~/.pi/agent``."""
+        return env_dirs(env, "PI_CODING_AGENT_DIR", [home / ".pi" / "agent"])
+
+    def discover(self, env: Mapping[str, str], home: Path) -> Iterator[SourceFile]:
+        """Yield every session file of every working directory."""
+        for prefix, root in _labelled(self.roots(env, home), home):
+            sessions = root / "sessions"
+            if not _is_dir(sessions):
+                continue
+            for folder in _subdirs(sessions):
+                for path in _files(folder, ".jsonl"):
+                    yield SourceFile(str(path), _rel(prefix, root, path), meta={"session": _pi_session_of(path.name)})
+
+    @_guarded
+    def parse(self, line: str, ctx: Context) -> list:
+        """Return the events and session facts of one entry."""
+        if not line.strip():
+            return []
+        obj = _load_object(line)
+        st = ctx.state
+        kind = obj.get("type")
+        if kind == "session":
+            return self._header(obj, st)
+        session = st.get("session") or _str(ctx.file.meta.get("session")) or "unknown"
+        message = _dict(obj.get("message"))
+        ts = _ts(obj.get("timestamp"))
+        if ts is None:
+            ts = _ts(message.get("timestamp"))
+        if ts is not None:
+            st["ts"] = ts
+        base = f"{session}:{_pi_identity(obj)}"
+        common = dict(session=session, ts=ts if ts is not None else st.get("ts", ctx.mtime_ms),
+                      ts_approx=ts is None, cwd=st.get("cwd"))
+        if kind == "message":
+            return self._message(message, st, base, common)
+        if kind == "model_change":
+            model = _str(obj.get("modelId"))
+            if model and model != st.get("model"):
+                st["model"] = model
+                return [SessionInfo(session, model=model)]
+            return []
+        if kind == "session_info":
+            title = _title_of(obj.get("name"), RANK_MANUAL)
+            return [SessionInfo(session, title=title[0], title_rank=title[1])] if title else []
+        if kind in ("compaction", "branch_summary"):
+            text = _plain(obj.get("summary")) or kind
+            return [Record(base, kind="meta", role="system", text=text, indexed=False, **common)]
+        if kind == "custom_message":
+            text = _plain(obj.get("content"))
+            return [Record(base, kind="meta", role="system", text=text, indexed=False, **common)] if text else []
+        if not (isinstance(kind, str) and kind in _PI_QUIET):
+            st["unknown"] = st.get("unknown", 0) + 1
+        return []
+
+    def _header(self, obj: dict, st: dict) -> list:
+        """Take the session's id, folder and parent from the header line."""
+        session = _str(obj.get("id"))
+        if not session:
+            return []
+        st["session"] = session
+        if _str(obj.get("cwd")):
+            st["cwd"] = obj["cwd"]
+        parent = _pi_session_of(_str(obj.get("parentSession")) or _str(obj.get("branchedFrom")))
+        return [SessionInfo(session, cwd=st.get("cwd"), parent=parent if parent != session else None)]
+
+    def _message(self, message: dict, st: dict, base: str, common: dict) -> list:
+        """Return the events of one message entry."""
+        role = message.get("role")
+        content = message.get("content")
+        blocks = content if isinstance(content, list) else [content]
+        if role == "user":
+            text = _plain([b for b in blocks if not (isinstance(b, dict) and b.get("type") == "thinking")])
+            if not text.strip():
+                return []
+            out: list = [Record(base, kind="message", role="user", text=text, **common)]
+            title = None if st.get("titled") else _title_of(text, RANK_PROMPT)
+            if title:
+                st["titled"] = True
+                out.append(SessionInfo(common["session"], title=title[0], title_rank=title[1]))
+            return out
+        if role == "assistant":
+            model = _str(message.get("model")) or st.get("model")
+            texts, out = [], []
+            for i, block in enumerate(blocks):
+                if isinstance(block, str):
+                    texts.append(block)
+                elif isinstance(block, dict) and block.get("type") == "text":
+                    texts.append(_plain(block.get("text")))
+                elif isinstance(block, dict) and block.get("type") == "toolCall":
+                    out.append(Record(f"{base}#{i}", kind="tool_call", role="assistant", model=model,
+                                      text=_tool_call_text(block.get("name"), block.get("arguments")), **common))
+            text = "\n".join(t for t in texts if t)
+            if not text.strip() and _str(message.get("errorMessage")):
+                out.insert(0, Record(base, kind="meta", role="system", text=message["errorMessage"], indexed=False,
+                                     **common))
+            elif text.strip():
+                out.insert(0, Record(base, kind="message", role="assistant", text=text, model=model, **common))
+            return out
+        if role == "toolResult":
+            text = _plain(content)
+            if message.get("isError") is True:
+                text = "[error] " + text
+            return [Record(base, kind="tool_result", role="tool", text=truncate(text, TOOL_RESULT_MAX), **common)]
+        if role == "bashExecution":
+            command = _str(message.get("command")) or ""
+            output = _plain(message.get("output"))
+            code = message.get("exitCode")
+            if _int(code) not in (None, 0):
+                output = f"[exit {code}] {output}"
+            return [Record(f"{base}#0", kind="tool_call", role="user", text=_tool_call_text("bash", command), **common),
+                    Record(f"{base}#1", kind="tool_result", role="tool", text=truncate(output, TOOL_RESULT_MAX),
+                           **common)]
+        if role in ("custom", "hookMessage", "branchSummary", "compactionSummary"):
+            text = _plain(content) or _plain(message.get("summary"))
+            return [Record(base, kind="meta", role="system", text=text, indexed=False, **common)] if text else []
+        st["unknown"] = st.get("unknown", 0) + 1
+        return []
+
+
+###############################################################################
 # Registry ####################################################################
 ###############################################################################
 
 ADAPTERS = {a.name: a for a in (ClaudeCode(), Codex(), Cursor(), ZCode(), Grok(), ClaudeMemory(),
-                                CopilotCli(), QwenCode())}
+                                CopilotCli(), QwenCode(), Pi())}

@@ -108,7 +108,7 @@ __version__ = "0.1.0"
 #: The names of the agents in ``adapters.ADAPTERS`` (a test keeps them
 #: equal), so commands that read no logs never import the adapters.
 SOURCES = ("claude-code", "claude-memory", "codex", "cursor", "grok", "zcode",
-           "copilot-cli", "qwen")
+           "copilot-cli", "qwen", "pi")
 #: Environment variable naming the data directory.
 ENV_HOME = "ORIGIN_HOME"
 #: Default data directory when ORIGIN_HOME is unset.
@@ -11636,7 +11636,7 @@ def _is_origin_script(path: Path) -> bool:
 #: server would read another store (or look for logs elsewhere).
 REGISTERED_VARS = (ENV_HOME, "CLAUDE_CONFIG_DIR", "CODEX_HOME", "GROK_HOME", "ORIGIN_CURSOR_USER_DIR",
                    "ORIGIN_CURSOR_HOME", "ORIGIN_ZCODE_HOME",
-                   "COPILOT_HOME", "ORIGIN_QWEN_HOME")
+                   "COPILOT_HOME", "ORIGIN_QWEN_HOME", "PI_CODING_AGENT_DIR")
 
 
 def registered_env(env: dict, home: Path) -> dict[str, str]:
@@ -12183,7 +12183,7 @@ def cmd_sync(args) -> int:
             print(f"  {name:12} {', '.join(dirs) or '-'}")
         print("point Origin elsewhere with CLAUDE_CONFIG_DIR, CODEX_HOME, GROK_HOME, "
               "ORIGIN_CURSOR_USER_DIR, ORIGIN_CURSOR_HOME, ORIGIN_ZCODE_HOME, "
-              "COPILOT_HOME, ORIGIN_QWEN_HOME (or HOME)")
+              "COPILOT_HOME, ORIGIN_QWEN_HOME, PI_CODING_AGENT_DIR (or HOME)")
     return 0
 
 

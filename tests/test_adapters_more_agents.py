@@ -218,6 +218,99 @@ def test_setup_registers_origin_with_qwen_code_and_keeps_its_settings(user_home)
 
 
 ###############################################################################
+# Pi ##########################################################################
+###############################################################################
+
+PI = FIXTURES / "pi"
+PI_SMALL = PI / "agent-sessions" / "small.jsonl"
+PI_TOOLS = PI / "agentsview" / "session.jsonl"
+PI_SID = "019e19b4-eb48-746a-aa6b-8dfcfa37954b"
+
+
+def pi_file(path: Path) -> SourceFile:
+    return SourceFile(str(path), path.name, meta={"session": path.stem})
+
+
+def test_pi_every_fixture_line_parses_but_the_one_written_malformed():
+    items, errors, state = run(ADAPTERS["pi"], pi_file(PI_SMALL))
+    assert errors == [] and records(items) and state.get("unknown", 0) == 0
+    items, errors, state = run(ADAPTERS["pi"], pi_file(PI_TOOLS))
+    lines = PI_TOOLS.read_text().splitlines()
+    assert [n for n, _ in errors] == [lines.index("not valid json -- malformed line that should be skipped silently") + 1]
+    assert state["unknown"] == 1  # unknown_future_entry_type: counted, never fatal
+    assert len(records(items)) == 7  # everything else landed
+
+
+def test_pi_discovers_sessions_under_its_agent_dir_named_by_their_id(tmp_path):
+    folder = tmp_path / "agent" / "sessions" / "--srv-app--"
+    folder.mkdir(parents=True)
+    shutil.copy(PI_SMALL, folder / f"2026-05-12T01-02-27-657Z_{PI_SID}.jsonl")
+    (folder / "notes.txt").write_text("not a session")
+    (found,) = ADAPTERS["pi"].discover({"PI_CODING_AGENT_DIR": str(tmp_path / "agent")}, Path("/nonexistent"))
+    assert found.rel == f"sessions/--srv-app--/2026-05-12T01-02-27-657Z_{PI_SID}.jsonl"
+    assert found.meta == {"session": PI_SID}
+
+
+def test_pi_messages_tool_calls_results_and_summaries():
+    items, _, _ = run(ADAPTERS["pi"], pi_file(PI_TOOLS))
+    msgs = records(items, "message")
+    assert [(r.role, r.text) for r in msgs] == [("user", "Fix the login bug"),
+                                               ("assistant", "Looking at the auth module."),
+                                               ("user", "Look good to you?"), ("assistant", "Looks good!")]
+    assert not any("analyze this carefully" in r.text for r in records(items))  # thinking stays out
+    (call,) = records(items, "tool_call")
+    assert call.text == 'read {"file_path":"auth.go"}' and call.id == msgs[1].id + "#2"
+    (result,) = records(items, "tool_result")
+    assert result.text == "package auth\nfunc Login() {}"
+    (summary,) = records(items, "meta")
+    assert summary.text.startswith("# Context Checkpoint") and not summary.indexed
+    assert all(r.session == "pi-test-session-uuid" and r.cwd == "/Users/alice/code/my-project"
+               for r in records(items))
+    assert infos(items)[0].parent == "parent-uuid"  # from the file the session was branched from
+    assert [i.title for i in infos(items) if i.title] == ["Fix the login bug"]
+
+
+def test_pi_a_session_name_outranks_the_first_prompt():
+    data = PI_SMALL.read_bytes() + (json.dumps({"type": "session_info", "id": "a1", "parentId": "2c19d326",
+                                                "timestamp": "2026-05-12T01:03:00.000Z",
+                                                "name": "Summarise hello.py"}) + "\n").encode()
+    items, _, _ = run(ADAPTERS["pi"], pi_file(PI_SMALL), data)
+    titles = [(i.title, i.title_rank) for i in infos(items) if i.title]
+    assert titles[-1] == ("Summarise hello.py", 3) and titles[0][1] < 3
+
+
+def version_1(path: Path) -> str:
+    """Return a version-3 Pi session as Pi 0.x wrote it before entries had ids."""
+    out = []
+    for obj in json_lines(path):
+        if obj["type"] == "session":
+            obj["version"] = 1
+        else:
+            obj.pop("id", None)
+            obj.pop("parentId", None)
+            if "firstKeptEntryId" in obj:
+                del obj["firstKeptEntryId"]
+                obj["firstKeptEntryIndex"] = 0
+        out.append(json.dumps(obj, separators=(",", ":")))
+    return "\n".join(out) + "\n"
+
+
+def test_pi_rewriting_a_version_1_session_in_place_is_a_new_generation_that_adds_nothing(user_home, origin_home):
+    folder = user_home / ".pi" / "agent" / "sessions" / "--tmp-as-agent-fixture-project--"
+    folder.mkdir(parents=True)
+    f = folder / f"2026-05-12T01-02-27-657Z_{PI_SID}.jsonl"
+    f.write_text(version_1(PI_SMALL))
+    with origin.open_store(origin_home) as s:
+        first = origin.sync(s).events_added
+        assert first == 6
+        shutil.copy(PI_SMALL, f)  # Pi opened it: version 3, ids added, rewritten in place
+        assert origin.sync(s).events_added == 0
+        rows = s.conn.execute("SELECT generation FROM raw_file WHERE source = 'pi' ORDER BY generation").fetchall()
+        assert [r[0] for r in rows] == [0, 1]
+        assert s.conn.execute("SELECT count(*) FROM event WHERE source = 'pi'").fetchone()[0] == first
+
+
+###############################################################################
 # Every new agent through the engine, the CLI and a hub #######################
 ###############################################################################
 
@@ -225,6 +318,7 @@ def test_setup_registers_origin_with_qwen_code_and_keeps_its_settings(user_home)
 PHRASES = {
     "copilot-cli": ["average_item_price return 0", "Read the file /work/src/orders.py", "Listing the files"],
     "qwen": ["Both functions are valid", "permission denied", "The synthetic fixture is valid"],
+    "pi": ["prints a fixture greeting", "Fix the login bug", "Looks good"],
 }
 
 
@@ -232,6 +326,8 @@ PHRASES = {
 def test_every_fixture_folder_is_archived_without_errors_and_found_by_source(name, user_home, cli, monkeypatch):
     for k, v in (LAYOUTS[name](user_home) or {}).items():
         monkeypatch.setenv(k, v)
+    if name in MORE_FOLDERS:
+        MORE_FOLDERS[name](user_home)
     settle(user_home)
     code, report = cli("sync", "--json", "--source", name)
     assert code == 0, report
@@ -248,7 +344,17 @@ def test_every_fixture_folder_is_archived_without_errors_and_found_by_source(nam
 
 
 #: Lines the publishers wrote malformed on purpose.
-EXPECTED_ERRORS: dict[str, int] = {}
+EXPECTED_ERRORS = {"pi": 1}
+
+
+def _pi_tools_folder(home: Path) -> None:
+    folder = home / ".pi" / "agent" / "sessions" / "--Users-alice-code-my-project--"
+    folder.mkdir(parents=True)
+    shutil.copy(PI_TOOLS, folder / "2025-01-01T10-00-00-000Z_pi-test-session-uuid.jsonl")
+
+
+#: Fixture folders the shared layouts leave out (they must sync without errors).
+MORE_FOLDERS = {"pi": _pi_tools_folder}
 
 
 @pytest.mark.parametrize("name", sorted(PHRASES))

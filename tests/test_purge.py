@@ -104,6 +104,8 @@ def plant(home: Path, monkeypatch) -> dict[str, Path]:
                 "I cannot read the content of files directly", CANARY)
     _replace_in(home / ".qwen" / "projects" / "-work" / "chats" / "85aa748a-9159-4a4f-9f9b-1b2cea32fd5b.jsonl",
                 "suggests the current user", CANARY)
+    _replace_in(next((home / ".pi" / "agent" / "sessions").glob("*/*.jsonl")),
+                "Add one concise follow-up sentence.", CANARY)
     return {"demo": demo, "zst": zst, "chat": chat, "updates": updates}
 
 

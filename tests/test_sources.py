@@ -102,12 +102,20 @@ def _qwen(home: Path) -> None:
     shutil.copy(next((FIXTURES / "qwen" / "agent-sessions").glob("*.jsonl")), chats)
 
 
+def _pi(home: Path) -> None:
+    folder = home / ".pi" / "agent" / "sessions" / "--tmp-as-agent-fixture-project--"
+    folder.mkdir(parents=True)
+    shutil.copy(FIXTURES / "pi" / "agent-sessions" / "small.jsonl",
+                folder / "2026-05-12T01-02-27-657Z_019e19b4-eb48-746a-aa6b-8dfcfa37954b.jsonl")
+
+
 #: Each function lays one agent's fixtures out under a HOME and returns the
 #: environment variables that point the agent's discovery at them, if any.
 LAYOUTS = {"claude-code": _claude, "codex": _codex, "cursor": _cursor, "zcode": _zcode, "grok": _grok,
            "claude-memory": _claude_memory,
            "copilot-cli": _copilot_cli,
-           "qwen": _qwen}
+           "qwen": _qwen,
+           "pi": _pi}
 
 
 @pytest.fixture

@@ -536,6 +536,9 @@ def _safe(keep, entry) -> bool:
 # discovery to one path.
 
 _UNREADABLE: contextvars.ContextVar[list | None] = contextvars.ContextVar("origin_unreadable", default=None)
+#: Project folders Origin already knows from the sessions it holds, given to
+#: the discovery of an agent that keeps its logs in the projects (Aider).
+_FOLDERS: contextvars.ContextVar[tuple] = contextvars.ContextVar("origin_folders", default=())
 
 
 def _unreadable(path: Path | str, e: OSError) -> None:
@@ -556,21 +559,26 @@ def _is_file(path: Path) -> bool:
     return _safe(Path.is_file, path)
 
 
-def discover_guarded(adapter: "Adapter", env: Mapping[str, str], home: Path) -> tuple[list, list[tuple[str, str]]]:
+def discover_guarded(adapter: "Adapter", env: Mapping[str, str], home: Path,
+                     folders: Iterable[str] = ()) -> tuple[list, list[tuple[str, str]]]:
     """Run an adapter's discovery; return (files found, unreadable paths with why).
 
     The one guard every adapter's discovery runs under: a path it may not
-    read costs that path, reported, never the rest.
+    read costs that path, reported, never the rest.  ``folders`` are the
+    project folders Origin knows from the sessions it holds, for an agent
+    that keeps its logs in the projects themselves (Aider).
     """
     problems: list[tuple[str, str]] = []
     files: list = []
     token = _UNREADABLE.set(problems)
+    given = _FOLDERS.set(tuple(folders))
     try:
         for sf in adapter.discover(env, home):
             files.append(sf)
     except OSError as e:
         _unreadable(e.filename or adapter.display, e)
     finally:
+        _FOLDERS.reset(given)
         _UNREADABLE.reset(token)
     return files, problems
 
@@ -3918,8 +3926,222 @@ class Pi(Adapter):
 
 
 ###############################################################################
+# Aider #######################################################################
+###############################################################################
+
+#: The chat log Aider keeps at the top of each repository it runs in.
+AIDER_HISTORY = ".aider.chat.history.md"
+#: The line that opens each run of Aider in its chat log (local time, no zone).
+AIDER_RUN = "# aider chat started at "
+#: How deep the folders of ORIGIN_AIDER_ROOTS are searched, and the bounds of
+#: that search per discovery: folders listed, and seconds.
+AIDER_WALK_DEPTH = 4
+AIDER_WALK_DIRS = 20_000
+AIDER_WALK_SECONDS = 1.0
+#: Parent folders of a known project folder looked in (the agent may have
+#: run in a sub-folder of the repository that holds the chat log).
+AIDER_PARENTS = 3
+#: Characters of one open block its parse state keeps (the whole text stays
+#: in the mirror; the event gets this much).
+AIDER_BLOCK_TEXT = 1_000_000
+#: Folder names never entered while searching the roots (besides hidden ones).
+_AIDER_SKIP = frozenset({"node_modules", "vendor", "target", "build", "dist", "venv", "__pycache__",
+                         "Library", "site-packages"})
+#: The block kinds of a chat log: typed by the person, Aider's own output, the model's reply.
+_AIDER_KINDS = {"user": ("message", "user"), "tool": ("tool_result", "tool"), "assistant": ("message", "assistant")}
+_AIDER_VERSION = re.compile(r"^Aider v(\S+)")
+_AIDER_MODEL = re.compile(r"^(?:Main )?[Mm]odel: (\S+)")
+
+def _aider_rel(path: str) -> str:
+    """Return the mirror name of a chat log: its absolute path, made relative.
+
+    A chat log has no folder of its own agent to be relative to; its path
+    names the repository it belongs to.  ``C:\\x`` becomes ``C/x``.
+    """
+    posix = path.replace("\\", "/")
+    if len(posix) > 1 and posix[1] == ":":
+        posix = posix[0] + posix[2:]
+    return "/".join(seg for seg in posix.split("/") if seg not in ("", ".", ".."))
+
+
+def _utc_offset_min(path: Path) -> int:
+    """Return this machine's UTC offset in minutes at the file's mtime."""
+    try:
+        when = os.stat(path).st_mtime
+    except OSError:
+        when = None
+    return int(time.localtime(when).tm_gmtoff // 60)
+
+
+def _aider_walk(roots: list[Path], deadline: float) -> Iterator[Path]:
+    """Yield chat logs under the roots, breadth first, within the bounds."""
+    queue = [(root, 0) for root in roots]
+    listed = 0
+    while queue and listed < AIDER_WALK_DIRS and time.monotonic() < deadline:
+        folder, depth = queue.pop(0)
+        listed += 1
+        try:
+            with os.scandir(folder) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError as e:
+            _unreadable(folder, e)
+            continue
+        for e in entries:
+            if e.name == AIDER_HISTORY:
+                if _safe(lambda x: x.is_file(), e):
+                    yield Path(e.path)
+            elif (depth < AIDER_WALK_DEPTH and not e.name.startswith(".") and e.name not in _AIDER_SKIP
+                  and _safe(lambda x: x.is_dir(follow_symlinks=False), e)):
+                queue.append((Path(e.path), depth + 1))
+
+
+class Aider(Adapter):
+    """Parse Aider's chat logs: Markdown, ``.aider.chat.history.md`` per repository.
+
+    Aider keeps no central folder: discovery looks in every project folder
+    Origin already knows from the other agents (and up to three folders
+    above it) and searches the folders of ``ORIGIN_AIDER_ROOTS`` a few
+    levels deep, within bounds of folders and time.  A log holds many runs,
+    each opened by ``# aider chat started at <local time>``; in a run, lines
+    starting ``#### `` are what the person typed, ``> `` lines Aider's own
+    output (edits applied, commands run, warnings), other lines the model's
+    reply.  A block of one kind is one event, emitted when the next block
+    starts (or the file goes quiet).  Limits: a reply line that itself
+    starts with ``#### `` or ``> `` is read as a prompt or as output; no
+    message has a time of its own, so each event takes its run's start,
+    marked approximate, read in the time zone the machine had when the log
+    was first archived.  Fixtures: ``tests/fixtures/aider/``.
+
+    Event ids: ``<run>:<block ordinal>:<hash of the text>``; the run is a
+    hash of the log's folder, its start line and how many runs before it in
+    the file started in the same second.
+    """
+
+    name = "aider"
+    display = "Aider"
+
+    def roots(self, env: Mapping[str, str], home: Path) -> list[Path]:
+        """Return the folders of ``ORIGIN_AIDER_ROOTS`` (comma list); none by default."""
+        return env_dirs(env, "ORIGIN_AIDER_ROOTS", [])
+
+    def discover(self, env: Mapping[str, str], home: Path) -> Iterator[SourceFile]:
+        """Yield the chat log of each known project folder and under each root."""
+        found: dict[str, Path] = {}
+        stop = {str(home), os.sep}
+        for folder in _FOLDERS.get():
+            p = Path(folder)
+            for _ in range(AIDER_PARENTS + 1):
+                if str(p) in stop or not p.is_absolute():
+                    break
+                log = p / AIDER_HISTORY
+                if str(log) not in found and _is_file(log):
+                    found[str(log)] = log
+                if p.parent == p:
+                    break
+                p = p.parent
+        roots = [r for r in self.roots(env, home) if _is_dir(r)]
+        for log in _aider_walk(roots, time.monotonic() + AIDER_WALK_SECONDS):
+            found.setdefault(os.path.abspath(log), Path(os.path.abspath(log)))
+        for path in sorted(found):
+            log = found[path]
+            yield SourceFile(path, _aider_rel(path), meta={"cwd": str(log.parent), "utc_offset": _utc_offset_min(log)})
+
+    def new_state(self, f: SourceFile) -> dict:
+        """Start with the log's folder and the time zone it was written in."""
+        offset = f.meta.get("utc_offset")
+        return {"cwd": _str(f.meta.get("cwd")), "tz": offset if isinstance(offset, int) else 0}
+
+    @_guarded
+    def parse(self, line: str, ctx: Context) -> list:
+        """Return the block a line closes, and the facts of a new run."""
+        st = ctx.state
+        text = line[:-1] if line.endswith("\r") else line
+        if text.startswith(AIDER_RUN):
+            out = self._close(st)
+            header = text[len(AIDER_RUN):].strip()
+            st["dup"] = st.get("dup", 0) + 1 if header == st.get("header") else 0
+            st["header"] = header
+            folder = ctx.file.rel.rsplit("/", 1)[0] if "/" in ctx.file.rel else ""
+            st["run"] = f"{header.replace(' ', 'T')}-{short_hash(folder, header, str(st['dup']), n=12)}"
+            st["n"], st["titled"] = 0, False
+            st["ts"] = self._start(header, st)
+            return out
+        if text.startswith("####"):
+            chan, body = "user", text[5:] if text.startswith("#### ") else text[4:]
+        elif text.startswith(">"):
+            chan, body = "tool", text[2:] if text.startswith("> ") else text[1:]
+        elif not text.strip():
+            if st.get("open"):
+                st["open"]["blank"] += 1
+            return []
+        else:
+            chan, body = "assistant", text
+        out = []
+        block = st.get("open")
+        if block is not None and block["chan"] != chan:
+            out = self._close(st)
+            block = None
+        if block is None:
+            if "run" not in st:  # lines before any run header: the log's preamble
+                st["run"] = f"preamble-{short_hash(ctx.file.rel, n=12)}"
+                st["n"], st["ts"] = 0, ctx.mtime_ms
+            block = st["open"] = {"chan": chan, "line": ctx.lineno, "offset": ctx.offset, "span": 0, "blank": 0,
+                                  "text": ""}
+        sep = "\n" * (block["blank"] + 1) if block["span"] else ""
+        if len(block["text"]) < AIDER_BLOCK_TEXT:
+            block["text"] = (block["text"] + sep + body)[:AIDER_BLOCK_TEXT]
+        block["span"] = ctx.lineno - block["line"] + 1
+        block["blank"] = 0
+        return out
+
+    def flush(self, ctx: Context) -> list:
+        """Emit the block still open when the log went quiet."""
+        return self._close(ctx.state)
+
+    def _start(self, header: str, st: dict) -> int | None:
+        """Return a run's start in epoch ms: its local time less the zone's offset."""
+        try:
+            local = _dt.datetime.strptime(header[:19], "%Y-%m-%d %H:%M:%S").replace(tzinfo=_dt.timezone.utc)
+        except ValueError:
+            return None
+        return int(local.timestamp() * 1000) - int(st.get("tz") or 0) * 60_000
+
+    def _close(self, st: dict) -> list:
+        """Turn the open block into its event (and the run's facts)."""
+        block = st.pop("open", None)
+        if not block or not block["text"].strip():
+            return []
+        kind, role = _AIDER_KINDS[block["chan"]]
+        text = block["text"].strip("\n")
+        run, n = st["run"], st.get("n", 0)
+        st["n"] = n + 1
+        if kind == "tool_result":
+            text = truncate(text, TOOL_RESULT_MAX)
+        out: list = [Record(f"{run}:{n}:{short_hash(text, n=8)}", session=run, kind=kind, role=role, text=text,
+                            ts=st.get("ts"), ts_approx=True, cwd=st.get("cwd"), line=block["line"],
+                            offset=block["offset"], span=block["span"])]
+        if n == 0:
+            out.append(SessionInfo(run, cwd=st.get("cwd")))
+        if block["chan"] == "user" and not st.get("titled"):
+            title = _title_of(text, RANK_PROMPT)
+            if title:
+                st["titled"] = True
+                out.append(SessionInfo(run, title=title[0], title_rank=title[1]))
+        if block["chan"] == "tool" and n == 0:
+            version = model = None
+            for row in text.splitlines()[:12]:
+                m = _AIDER_VERSION.match(row)
+                version = version or (m.group(1) if m else None)
+                m = _AIDER_MODEL.match(row)
+                model = model or (m.group(1) if m else None)
+            if version or model:
+                out.append(SessionInfo(run, agent_version=version, model=model))
+        return out
+
+
+###############################################################################
 # Registry ####################################################################
 ###############################################################################
 
 ADAPTERS = {a.name: a for a in (ClaudeCode(), Codex(), Cursor(), ZCode(), Grok(), ClaudeMemory(),
-                                CopilotCli(), QwenCode(), Pi())}
+                                CopilotCli(), QwenCode(), Pi(), Aider())}

@@ -108,7 +108,7 @@ __version__ = "0.1.0"
 #: The names of the agents in ``adapters.ADAPTERS`` (a test keeps them
 #: equal), so commands that read no logs never import the adapters.
 SOURCES = ("claude-code", "claude-memory", "codex", "cursor", "grok", "zcode",
-           "copilot-cli", "qwen", "pi")
+           "copilot-cli", "qwen", "pi", "aider")
 #: Environment variable naming the data directory.
 ENV_HOME = "ORIGIN_HOME"
 #: Default data directory when ORIGIN_HOME is unset.
@@ -4038,22 +4038,31 @@ def _ingest_export(store: Store, adapter, sf: SourceFile, row: sqlite3.Row, sig:
 
 
 def discover_all(env: dict | None = None, home: Path | None = None, sources: Iterable[str] | None = None,
-                 problems: list | None = None):
+                 problems: list | None = None, folders: Iterable[str] = ()):
     """Yield (adapter, SourceFile) for every file of every selected agent.
 
     A folder or file an agent's discovery may not read is skipped and, when
     ``problems`` is given, added to it as ``{source, path, error}``.
+    ``folders`` are the project folders of the sessions already archived,
+    where an agent without a central folder (Aider) keeps its logs.
     """
+    folders = tuple(folders)
     env = dict(os.environ if env is None else env)
     home = Path(env.get("HOME") or Path.home()) if home is None else home
     for name, adapter in adapters.ADAPTERS.items():
         if sources and name not in sources:
             continue
-        files, unreadable = adapters.discover_guarded(adapter, env, home)
+        files, unreadable = adapters.discover_guarded(adapter, env, home, folders)
         if problems is not None:
             problems += [{"source": name, "path": path, "error": why} for path, why in unreadable]
         for sf in files:
             yield adapter, sf
+
+
+def project_folders(store: Store) -> list[str]:
+    """Return the working folders of the sessions archived (Aider's logs live in them)."""
+    return [r[0] for r in store.conn.execute(
+        "SELECT DISTINCT cwd FROM session WHERE cwd IS NOT NULL AND source <> 'aider' ORDER BY cwd")]
 
 
 def looked_in(env: dict | None = None, home: Path | None = None) -> dict:
@@ -4083,7 +4092,7 @@ def sync(store: Store, *, env: dict | None = None, home: Path | None = None, sou
     # Private copies of agent databases live under ORIGIN_HOME; a run killed
     # while reading one left it behind, and this removes it.
     adapters.use_scratch_dir(store.home / SCRATCH_DIR)
-    files = list(discover_all(env, home, src, report.problems))
+    files = list(discover_all(env, home, src, report.problems, project_folders(store)))
     known = {}
     for r in store.conn.execute("SELECT id, source, path, src_sig, last_sync FROM raw_file ORDER BY generation"):
         known[(r[1], r[2])] = (r[3], r[0], r[4])
@@ -11636,7 +11645,7 @@ def _is_origin_script(path: Path) -> bool:
 #: server would read another store (or look for logs elsewhere).
 REGISTERED_VARS = (ENV_HOME, "CLAUDE_CONFIG_DIR", "CODEX_HOME", "GROK_HOME", "ORIGIN_CURSOR_USER_DIR",
                    "ORIGIN_CURSOR_HOME", "ORIGIN_ZCODE_HOME",
-                   "COPILOT_HOME", "ORIGIN_QWEN_HOME", "PI_CODING_AGENT_DIR")
+                   "COPILOT_HOME", "ORIGIN_QWEN_HOME", "PI_CODING_AGENT_DIR", "ORIGIN_AIDER_ROOTS")
 
 
 def registered_env(env: dict, home: Path) -> dict[str, str]:
@@ -12183,7 +12192,7 @@ def cmd_sync(args) -> int:
             print(f"  {name:12} {', '.join(dirs) or '-'}")
         print("point Origin elsewhere with CLAUDE_CONFIG_DIR, CODEX_HOME, GROK_HOME, "
               "ORIGIN_CURSOR_USER_DIR, ORIGIN_CURSOR_HOME, ORIGIN_ZCODE_HOME, "
-              "COPILOT_HOME, ORIGIN_QWEN_HOME, PI_CODING_AGENT_DIR (or HOME)")
+              "COPILOT_HOME, ORIGIN_QWEN_HOME, PI_CODING_AGENT_DIR, ORIGIN_AIDER_ROOTS (or HOME)")
     return 0
 
 

@@ -22,7 +22,8 @@ FIXTURES = ROOT / "tests" / "fixtures"
 #: Variables that point discovery somewhere; cleared so no test sees real logs.
 AGENT_VARS = ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "GROK_HOME", "ORIGIN_CURSOR_USER_DIR", "ORIGIN_CURSOR_HOME",
               "ORIGIN_ZCODE_HOME", "APPDATA", "ORIGIN_CRASH_AT",
-              "COPILOT_HOME", "ORIGIN_QWEN_HOME", "PI_CODING_AGENT_DIR")
+              "COPILOT_HOME", "ORIGIN_QWEN_HOME", "PI_CODING_AGENT_DIR",
+              "ORIGIN_AIDER_ROOTS")
 
 
 def pytest_report_header(config):

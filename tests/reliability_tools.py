@@ -171,7 +171,7 @@ def lay_mixed_corpus(home: Path, *, claude_files: int, claude_turns, seed: int =
     from conftest import FIXTURES
     shutil.copytree(FIXTURES / "claude-code" / "made-here" / "memory", claude[0].parent / "memory")
     for name in ("codex", "cursor", "grok",
-                 "copilot-cli", "qwen", "pi"):
+                 "copilot-cli", "qwen", "pi", "aider"):
         env.update(LAYOUTS[name](home) or {})
     build_zcode_db(home / ".zcode" / "cli" / "db" / "db.sqlite", origin.now_ms() - 3 * 3600 * 1000)
     age_tree(home, 7200)

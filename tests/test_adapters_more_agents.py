@@ -311,6 +311,86 @@ def test_pi_rewriting_a_version_1_session_in_place_is_a_new_generation_that_adds
 
 
 ###############################################################################
+# Aider #######################################################################
+###############################################################################
+
+AIDER = FIXTURES / "aider"
+AIDER_RUNS = AIDER / "agentsview" / "myrepo" / ".aider.chat.history.md"
+
+
+def aider_file(path: Path, offset: int = 0, cwd: str = "/home/dev/myrepo") -> SourceFile:
+    return SourceFile(str(path), "home/dev/myrepo/.aider.chat.history.md", meta={"cwd": cwd, "utc_offset": offset})
+
+
+@pytest.mark.parametrize("path", sorted(AIDER.rglob("*.md")), ids=lambda p: p.parent.name)
+def test_aider_every_fixture_line_parses(path):
+    items, errors, state = run(ADAPTERS["aider"], aider_file(path), flush=True)
+    assert errors == [] and records(items) and "open" not in state
+
+
+def test_aider_each_run_is_a_session_of_prompts_replies_and_output_at_its_start_marked_approximate():
+    items, _, _ = run(ADAPTERS["aider"], aider_file(AIDER_RUNS, offset=120), flush=True)
+    recs = records(items)
+    runs = list(dict.fromkeys(r.session for r in recs))
+    assert len(runs) == 2  # the third run was opened and left without a line
+    first = [(r.kind, r.role, r.text.splitlines()[0]) for r in recs if r.session == runs[0]]
+    assert first[:2] == [("message", "user", "add a retry to the webhook"),
+                         ("message", "assistant", "I'll add exponential backoff to the webhook handler.")]
+    assert first[-1] == ("tool_result", "tool", "Applied edit to src/webhook.py")
+    # 14:01 local time two hours east of UTC is 12:01 UTC.
+    assert {r.ts for r in recs if r.session == runs[0]} == {origin.adapters.parse_ts("2026-06-09T12:01:00Z")}
+    assert all(r.ts_approx and r.cwd == "/home/dev/myrepo" for r in recs)
+    assert [i.title for i in infos(items) if i.title] == ["add a retry to the webhook", "make the timeout configurable"]
+
+
+def test_aider_blocks_point_at_their_lines():
+    data = AIDER_RUNS.read_bytes()
+    items, _, _ = run(ADAPTERS["aider"], aider_file(AIDER_RUNS), flush=True)
+    lines = data.split(b"\n")
+    reply = next(r for r in records(items) if r.text.startswith("I'll add"))
+    assert (reply.line, reply.span) == (5, 3)
+    assert lines[reply.line - 1: reply.line - 1 + reply.span] == [
+        b"I'll add exponential backoff to the webhook handler.", b"", b"Here is the plan:"]
+    assert data[reply.offset:].startswith(b"I'll add")
+
+
+def test_aider_a_run_appended_later_keeps_every_earlier_id_and_same_second_runs_stay_apart():
+    f = aider_file(AIDER_RUNS)
+    data = AIDER_RUNS.read_bytes()
+    before, _, _ = run(ADAPTERS["aider"], f, data, flush=True)
+    more = b"\n# aider chat started at 2026-06-09 16:00:00\n\n#### and the backoff cap?\nCapped at 60 s.\n"
+    after, _, _ = run(ADAPTERS["aider"], f, data + more, flush=True)
+    assert {r.id for r in records(before)} < {r.id for r in records(after)}
+    new = [r for r in records(after) if r.id not in {x.id for x in records(before)}]
+    assert [r.text for r in new] == ["and the backoff cap?", "Capped at 60 s."]
+    assert len({r.session for r in new}) == 1 and new[0].session not in {r.session for r in records(before)}
+
+
+def test_aider_logs_are_found_beside_known_projects_and_under_its_roots_within_depth(user_home, tmp_path,
+                                                                                    origin_home):
+    from conftest import write_session
+
+    repo = tmp_path / "work" / "shop"
+    (repo / "api").mkdir(parents=True)
+    shutil.copy(AIDER_RUNS, repo / ".aider.chat.history.md")
+    write_session(user_home, "c1", str(repo / "api"), [("u1", "2026-06-09T10:00:00Z", "user", "hello")])
+    roots = tmp_path / "roots"
+    deep = roots / "a" / "b" / "c" / "d"
+    for folder in (roots / "one", deep, deep / "e", roots / "node_modules" / "x", roots / ".cache"):
+        folder.mkdir(parents=True)
+        shutil.copy(AIDER / "deja-vu" / ".aider.chat.history.md", folder)
+    env = {"HOME": str(user_home), "ORIGIN_AIDER_ROOTS": str(roots)}
+    with origin.open_store(origin_home) as s:
+        origin.sync(s, env=env, home=user_home)  # archives the Claude session, whose folder is then known
+        origin.sync(s, env=env, home=user_home)
+        paths = sorted(r[0] for r in s.conn.execute("SELECT path FROM raw_file WHERE source = 'aider'"))
+        project = s.conn.execute("SELECT DISTINCT project FROM event WHERE source = 'aider' AND cwd = ?",
+                                 (str(repo),)).fetchall()
+    assert paths == sorted(str(p / ".aider.chat.history.md") for p in (repo, roots / "one", deep))
+    assert [r[0] for r in project] == ["shop"]
+
+
+###############################################################################
 # Every new agent through the engine, the CLI and a hub #######################
 ###############################################################################
 
@@ -319,6 +399,7 @@ PHRASES = {
     "copilot-cli": ["average_item_price return 0", "Read the file /work/src/orders.py", "Listing the files"],
     "qwen": ["Both functions are valid", "permission denied", "The synthetic fixture is valid"],
     "pi": ["prints a fixture greeting", "Fix the login bug", "Looks good"],
+    "aider": ["exponential backoff to the webhook", "timeout configurable", "The history is readable"],
 }
 
 

@@ -106,6 +106,7 @@ def plant(home: Path, monkeypatch) -> dict[str, Path]:
                 "suggests the current user", CANARY)
     _replace_in(next((home / ".pi" / "agent" / "sessions").glob("*/*.jsonl")),
                 "Add one concise follow-up sentence.", CANARY)
+    _replace_in(home / "code" / "myrepo" / ".aider.chat.history.md", "The timeout now reads from", CANARY)
     return {"demo": demo, "zst": zst, "chat": chat, "updates": updates}
 
 

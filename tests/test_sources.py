@@ -109,13 +109,21 @@ def _pi(home: Path) -> None:
                 folder / "2026-05-12T01-02-27-657Z_019e19b4-eb48-746a-aa6b-8dfcfa37954b.jsonl")
 
 
+def _aider(home: Path) -> dict:
+    code = home / "code"
+    shutil.copytree(FIXTURES / "aider" / "agentsview" / "myrepo", code / "myrepo")
+    shutil.copytree(FIXTURES / "aider" / "deja-vu", code / "notes" / "deja-vu")
+    return {"ORIGIN_AIDER_ROOTS": str(code)}
+
+
 #: Each function lays one agent's fixtures out under a HOME and returns the
 #: environment variables that point the agent's discovery at them, if any.
 LAYOUTS = {"claude-code": _claude, "codex": _codex, "cursor": _cursor, "zcode": _zcode, "grok": _grok,
            "claude-memory": _claude_memory,
            "copilot-cli": _copilot_cli,
            "qwen": _qwen,
-           "pi": _pi}
+           "pi": _pi,
+           "aider": _aider}
 
 
 @pytest.fixture

@@ -4019,6 +4019,7 @@ class Aider(Adapter):
 
     name = "aider"
     display = "Aider"
+    in_projects = True  # its logs live in the projects: discovery is given their folders
 
     def roots(self, env: Mapping[str, str], home: Path) -> list[Path]:
         """Return the folders of ``ORIGIN_AIDER_ROOTS`` (comma list); none by default."""

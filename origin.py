@@ -12189,7 +12189,7 @@ def cmd_sync(args) -> int:
     if not any(s["files"] for s in report.sources.values()):
         print("no agent logs found; looked in:")
         for name, dirs in looked_in().items():
-            print(f"  {name:12} {', '.join(dirs) or '-'}")
+            print(f"  {name:12} {_where(name, dirs)}")
         print("point Origin elsewhere with CLAUDE_CONFIG_DIR, CODEX_HOME, GROK_HOME, "
               "ORIGIN_CURSOR_USER_DIR, ORIGIN_CURSOR_HOME, ORIGIN_ZCODE_HOME, "
               "COPILOT_HOME, ORIGIN_QWEN_HOME, PI_CODING_AGENT_DIR, ORIGIN_AIDER_ROOTS (or HOME)")
@@ -12689,8 +12689,16 @@ def cmd_path(args) -> int:
         print(f"{key:9} {info[key]}")
     print("agent logs are looked for in:")
     for name, dirs in sorted(info["looked_in"].items()):
-        print(f"  {name:12} {', '.join(dirs) or '-'}")
+        print(f"  {name:12} {_where(name, dirs)}")
     return 0
+
+
+def _where(name: str, dirs: list[str]) -> str:
+    """Say where an agent's logs are looked for, for a person."""
+    where = ", ".join(dirs)
+    if getattr(adapters.ADAPTERS.get(name), "in_projects", False):
+        where = ", ".join(filter(None, ["the project folders of archived sessions", where]))
+    return where or "-"
 
 
 def cmd_entries(args) -> int:

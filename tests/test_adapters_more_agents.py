@@ -18,9 +18,12 @@ from pathlib import Path
 import pytest
 
 import origin
-from adapters import ADAPTERS, SourceFile
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from adapters import ADAPTERS, Context, ParseError, Record, SessionInfo, SourceFile
 from conftest import FIXTURES
-from test_adapters_parse import infos, json_lines, records, run
+from test_adapters_parse import JSON_VALUES, infos, json_lines, records, run
 from test_hub import _rows, served  # noqa: F401 - served is a fixture
 from test_sources import LAYOUTS
 
@@ -388,6 +391,68 @@ def test_aider_logs_are_found_beside_known_projects_and_under_its_roots_within_d
                                  (str(repo),)).fetchall()
     assert paths == sorted(str(p / ".aider.chat.history.md") for p in (repo, roots / "one", deep))
     assert [r[0] for r in project] == ["shop"]
+
+
+###############################################################################
+# Hostile input ###############################################################
+###############################################################################
+
+FIELDS = ["type", "data", "id", "timestamp", "sessionId", "content", "transformedContent", "toolRequests",
+          "result", "success", "error", "context", "uuid", "message", "parts", "functionCall",
+          "functionResponse", "toolCallResult", "subtype", "role", "cwd", "version", "parentSession", "name",
+          "summary", "arguments", "toolCallId", "isError", "command", "output", "exitCode", "thought", "text"]
+KINDS = ["session.start", "session_start", "session.resume", "session.model_change", "user.message",
+         "assistant.message", "tool.execution_complete", "system.message", "session.error", "abort", "user",
+         "assistant", "tool_result", "system", "session", "message", "model_change", "session_info",
+         "compaction", "branch_summary", "custom_message", "text", "toolCall", "toolResult", "bashExecution",
+         "custom", "hookMessage"]
+
+
+def shaped_objects():
+    """Objects shaped like these agents' records, with junk at every field."""
+    rest = [f for f in FIELDS if f not in ("type", "role")]
+    block = st.fixed_dictionaries({"type": st.sampled_from(KINDS)}, optional={f: JSON_VALUES for f in rest})
+    inner = st.fixed_dictionaries({"role": st.sampled_from(KINDS) | JSON_VALUES},
+                                  optional={k: JSON_VALUES | st.lists(block, max_size=3) for k in rest})
+    return st.fixed_dictionaries({"type": st.sampled_from(KINDS) | JSON_VALUES},
+                                 optional={k: JSON_VALUES | inner for k in rest}) | JSON_VALUES
+
+
+@pytest.mark.parametrize("name", ["copilot-cli", "qwen", "pi"])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(objs=st.lists(shaped_objects(), min_size=1, max_size=4))
+def test_fuzzed_records_raise_nothing_but_parse_error(name, objs):
+    adapter = ADAPTERS[name]
+    f = SourceFile("/x/s.jsonl", "x/s.jsonl", meta={"session": "s"})
+    state = adapter.new_state(f)
+    for lineno, obj in enumerate(objs, 1):
+        try:
+            out = adapter.parse(json.dumps(obj), Context(f, state, lineno, lineno, None))
+        except ParseError:
+            continue
+        assert all(isinstance(i, (Record, SessionInfo)) for i in out)
+        state = json.loads(json.dumps(state))
+
+
+AIDER_LINES = st.one_of(st.text(max_size=40), st.builds(lambda p, t: p + t, st.sampled_from(
+    ["#### ", "####", "> ", ">", "# aider chat started at ", "# aider chat started at 2026-13-45 99:99:99", ""]),
+    st.text(max_size=30)))
+
+
+@settings(max_examples=150, deadline=None)
+@given(lines=st.lists(AIDER_LINES, min_size=1, max_size=12))
+def test_fuzzed_aider_lines_raise_nothing_and_every_block_becomes_one_event(lines):
+    adapter = ADAPTERS["aider"]
+    f = aider_file(AIDER_RUNS)
+    state = adapter.new_state(f)
+    items = []
+    for lineno, line in enumerate(lines, 1):
+        items += adapter.parse(line.replace("\n", " "), Context(f, state, lineno, lineno * 10, 1))
+        state = json.loads(json.dumps(state))
+    items += adapter.flush(Context(f, state, len(lines), len(lines) * 10, 1))
+    recs = records(items)
+    assert len({r.id for r in recs}) == len(recs)
+    assert all(1 <= r.line <= len(lines) and r.line + r.span - 1 <= len(lines) for r in recs)
 
 
 ###############################################################################

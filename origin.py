@@ -107,8 +107,8 @@ __version__ = "0.1.0"
 
 #: The names of the agents in ``adapters.ADAPTERS`` (a test keeps them
 #: equal), so commands that read no logs never import the adapters.
-SOURCES = ("claude-code", "claude-memory", "codex", "cursor", "grok", "zcode",
-           "copilot-cli", "qwen", "pi", "aider")
+SOURCES = ("aider", "claude-code", "claude-memory", "codex", "copilot-cli", "cursor", "grok", "pi", "qwen",
+           "zcode")
 #: Environment variable naming the data directory.
 ENV_HOME = "ORIGIN_HOME"
 #: Default data directory when ORIGIN_HOME is unset.
@@ -846,9 +846,10 @@ def _may_end_assigned(tail: str) -> bool:
 
 
 #: How a value is assigned to a name in env, JSON and YAML shapes: the rest
-#: of the name, optional quotes (JSON-escaped too), ``:``, ``=`` or ``=>``,
-#: optional quotes, and the value in group ``v``.
-_ASSIGN = r"s?[\w-]{0,20}(?:\\?[\"'])?[ \t]*(?::|=>?)[ \t]*(?:\\?[\"'])?"
+#: of the name, optional quotes (JSON-escaped too, at any depth: JSON held
+#: in a JSON string held in a JSON line), ``:``, ``=`` or ``=>``, optional
+#: quotes, and the value in group ``v``.
+_ASSIGN = r"s?[\w-]{0,20}(?:\\*[\"'])?[ \t]*(?::|=>?)[ \t]*(?:\\*[\"'])?"
 _VALUE = r"(?P<v>[^\s\"'`,;<>(){}\[\]\\…]{12,200})"
 
 #: The one table of secret families, most specific first.  A span claimed

@@ -16,11 +16,11 @@ import shutil
 from pathlib import Path
 
 import pytest
-
-import origin
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import corpus
+import origin
 from adapters import ADAPTERS, Context, ParseError, Record, SessionInfo, SourceFile
 from conftest import FIXTURES
 from test_adapters_parse import JSON_VALUES, infos, json_lines, records, run
@@ -453,6 +453,35 @@ def test_fuzzed_aider_lines_raise_nothing_and_every_block_becomes_one_event(line
     recs = records(items)
     assert len({r.id for r in recs}) == len(recs)
     assert all(1 <= r.line <= len(lines) and r.line + r.span - 1 <= len(lines) for r in recs)
+
+
+###############################################################################
+# Made corpora (the bench and the secret scanner's tests use them) ###########
+###############################################################################
+
+CORPORA = {
+    "copilot-cli": ("COPILOT_HOME", lambda p: corpus.write_copilot_corpus(p, sessions=4, turns=(1, 3), seed=5)),
+    "qwen": ("ORIGIN_QWEN_HOME", lambda p: corpus.write_qwen_corpus(p, sessions=4, turns=(1, 3), seed=5)),
+    "pi": ("PI_CODING_AGENT_DIR", lambda p: corpus.write_pi_corpus(p, sessions=4, turns=(1, 3), seed=5)),
+    "aider": ("ORIGIN_AIDER_ROOTS", lambda p: corpus.write_aider_corpus(p, repos=4, runs=(1, 3), seed=5)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CORPORA))
+def test_made_corpora_sync_with_no_error_no_unknown_record_and_every_kind(name, tmp_path, origin_home):
+    var, write = CORPORA[name]
+    files = write(tmp_path / name)
+    # The same seed writes the same bytes.
+    assert [f.read_bytes() for f in files] == [f.read_bytes() for f in write(tmp_path / "again" / name)]
+    with origin.open_store(origin_home) as s:
+        report = origin.sync(s, env={"HOME": str(tmp_path / "nohome"), var: str(tmp_path / name)},
+                             home=tmp_path / "nohome", sources=[name])
+        assert report.problems == [] and report.sources[name]["files"] == len(files)
+        rows = s.conn.execute("SELECT sum(parse_errors), sum(unknown_records) FROM raw_file WHERE source = ?",
+                              (name,)).fetchone()
+        kinds = {r[0] for r in s.conn.execute("SELECT DISTINCT kind FROM event WHERE source = ?", (name,))}
+    assert tuple(rows) == (0, 0)
+    assert kinds >= ({"message", "tool_result"} if name == "aider" else {"message", "tool_call", "tool_result"})
 
 
 ###############################################################################

@@ -31,7 +31,8 @@ from test_sources import LAYOUTS
 
 #: Which agents each device has: two different real fixture sets, sharing
 #: Grok's sessions, so one file held by two devices is stored once.
-DEVICES = {"laptop": ("claude-code", "codex", "grok", "claude-memory"), "desktop": ("cursor", "zcode", "grok")}
+DEVICES = {"laptop": ("claude-code", "codex", "grok", "claude-memory", "copilot-cli", "pi"),
+           "desktop": ("cursor", "zcode", "grok", "qwen", "aider")}
 
 
 _STARTED: list = []

@@ -11938,8 +11938,19 @@ def plan_setup(env: dict, home: Path, command: list[str], agents: list[str] | No
                 plans.append({"agent": name, "config": str(path), "note": target.note,
                               **_plan_file(target, path, command, reg_env)})
             except AgentConfigError as e:
-                plans.append({"agent": name, "config": str(path), "status": "refused", "error": str(e)})
+                plans.append({"agent": name, "config": str(path), "status": "refused", "error": str(e),
+                              "add": lines_to_add(target, command, reg_env)})
     return plans
+
+
+def lines_to_add(target: AgentTarget, command: list[str], reg_env: dict) -> str:
+    """Return the exact text a person adds to a configuration setup refused to edit."""
+    entry = _entry_for(target, command, None, reg_env)
+    if target.fmt == "toml":
+        return "\n".join([f"[{'.'.join((*target.keys, MCP_SERVER_NAME))}]", *_toml_body(entry)]) + "\n"
+    member = json.dumps({MCP_SERVER_NAME: entry}, indent=2, ensure_ascii=False)[1:-1].strip("\n")
+    return f'under "{".".join(target.keys)}":\n' + "\n".join(x[2:] for x in member.splitlines()) + "\n"
+
 
 
 def _backup_path(path: Path, stamp: str) -> Path:
@@ -13091,8 +13102,13 @@ def cmd_setup(args) -> int:
     for a in result["agents"]:
         if a["status"] == "refused":
             print(f"origin: {a['error']}", file=sys.stderr)
+            if a.get("add"):
+                head, _, body = a["add"].partition("\n") if a["add"].startswith("under ") else ("", "", a["add"])
+                print(f"origin: to register Origin by hand, add to {a['config']}{' ' + head if head else ':'}\n"
+                      + "".join(f"  {x}\n" for x in body.splitlines()), end="", file=sys.stderr)
     if not any(a["status"] != "not installed" for a in result["agents"]):
-        print("no supported agent found (Claude Code, Codex, Cursor, Grok Build, ZCode)")
+        print("no supported agent found (Claude Code, Codex, Cursor, Grok Build, ZCode, GitHub Copilot CLI, "
+              "Qwen Code)")
     elif not result["changed"] and not result["refused"]:
         print("nothing to change: Origin is already registered with every installed agent")
     elif result["changed"] and not args.dry_run:

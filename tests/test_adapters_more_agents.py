@@ -220,6 +220,24 @@ def test_setup_registers_origin_with_qwen_code_and_keeps_its_settings(user_home)
     assert data["mcpServers"]["origin"] == {"command": "/opt/origin/bin/origin", "args": ["mcp"]}
 
 
+def test_a_settings_file_with_comments_is_refused_untouched_and_the_lines_to_add_are_printed(user_home, cli,
+                                                                                           monkeypatch):
+    settings = user_home / ".qwen" / "settings.json"
+    settings.parent.mkdir()
+    text = '{\n  // Qwen Code reads comments here; Origin cannot keep them\n  "mcpServers": {}\n}\n'
+    settings.write_text(text)
+    monkeypatch.setenv("PATH", "")
+    code, out = cli("setup", "--agent", "qwen")
+    assert code == origin.AgentConfigError.exit_code and settings.read_text() == text
+    assert "it is not valid JSON" in cli.err and "nothing was changed" in cli.err
+    head, _, snippet = cli.err.partition(f"add to {settings} under \"mcpServers\":\n")
+    lines = snippet.splitlines()
+    lines = lines[:next((i for i, x in enumerate(lines) if not x.startswith("  ")), len(lines))]
+    assert lines, cli.err
+    member = json.loads("{" + "\n".join(lines) + "}")["origin"]
+    assert [member["command"], *member["args"]] == origin.origin_command()
+
+
 ###############################################################################
 # Pi ##########################################################################
 ###############################################################################

@@ -4065,7 +4065,8 @@ class Aider(Adapter):
             folder = ctx.file.rel.rsplit("/", 1)[0] if "/" in ctx.file.rel else ""
             st["run"] = f"{header.replace(' ', 'T')}-{short_hash(folder, header, str(st['dup']), n=12)}"
             st["n"], st["titled"] = 0, False
-            st["ts"] = self._start(header, st)
+            start = self._start(header, st)
+            st["ts"] = start if start is not None else ctx.mtime_ms  # an unreadable start: the file's time
             return out
         if text.startswith("####"):
             chan, body = "user", text[5:] if text.startswith("#### ") else text[4:]

@@ -1,9 +1,10 @@
 """Origin: one append-only local memory of every coding agent's sessions.
 
 Origin copies the session logs that coding agents (Claude Code, Codex CLI,
-Cursor, ZCode, Grok Build) leave on disk into append-only mirrors under
-``ORIGIN_HOME``, parses them into events in one SQLite store with full-text
-search, and serves that store to every agent over MCP.  Agents and people add
+Cursor, ZCode, Grok Build, GitHub Copilot CLI, Qwen Code, Pi, Aider) leave on
+disk into append-only mirrors under ``ORIGIN_HOME``, parses them into events
+in one SQLite store with full-text search, and serves that store to every
+agent over MCP.  Agents and people add
 durable entries (memory, knowledge, cognition) that cite the events they come
 from, correct them by superseding, and forget them for good.
 
@@ -8371,7 +8372,8 @@ MCP_FALLBACK_AUTHOR = "mcp-client"
 #: What the server tells every agent when it connects.
 MCP_INSTRUCTIONS = """\
 Origin is the user's archive of every past session with their coding agents \
-(Claude Code, Codex, Cursor, ZCode, Grok Build), plus durable entries distilled \
+(Claude Code, Codex, Cursor, ZCode, Grok Build, Copilot CLI, Qwen Code, Pi, Aider), \
+plus durable entries distilled \
 from them: memory (what happened), knowledge (stable facts) and cognition (the \
 user's preferences, methods and goals).
 

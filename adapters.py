@@ -4001,7 +4001,9 @@ class Aider(Adapter):
     Aider keeps no central folder: discovery looks in every project folder
     Origin already knows from the other agents (and up to three folders
     above it) and searches the folders of ``ORIGIN_AIDER_ROOTS`` a few
-    levels deep, within bounds of folders and time.  A log holds many runs,
+    levels deep, within bounds of folders and time (one second for the
+    known folders, then what is left of it, at least half a second, for
+    the roots).  A log holds many runs,
     each opened by ``# aider chat started at <local time>``; in a run, lines
     starting ``#### `` are what the person typed, ``> `` lines Aider's own
     output (edits applied, commands run, warnings), other lines the model's
@@ -4029,7 +4031,10 @@ class Aider(Adapter):
         """Yield the chat log of each known project folder and under each root."""
         found: dict[str, Path] = {}
         stop = {str(home), os.sep}
-        for folder in _FOLDERS.get():
+        deadline = time.monotonic() + AIDER_WALK_SECONDS
+        for i, folder in enumerate(_FOLDERS.get()):
+            if i % 256 == 255 and time.monotonic() > deadline:
+                break
             p = Path(folder)
             for _ in range(AIDER_PARENTS + 1):
                 if str(p) in stop or not p.is_absolute():
@@ -4041,7 +4046,7 @@ class Aider(Adapter):
                     break
                 p = p.parent
         roots = [r for r in self.roots(env, home) if _is_dir(r)]
-        for log in _aider_walk(roots, time.monotonic() + AIDER_WALK_SECONDS):
+        for log in _aider_walk(roots, max(deadline, time.monotonic() + AIDER_WALK_SECONDS / 2)):
             found.setdefault(os.path.abspath(log), Path(os.path.abspath(log)))
         for path in sorted(found):
             log = found[path]

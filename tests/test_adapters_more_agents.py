@@ -411,6 +411,24 @@ def test_aider_logs_are_found_beside_known_projects_and_under_its_roots_within_d
     assert [r[0] for r in project] == ["shop"]
 
 
+def test_aider_search_of_its_roots_stops_at_its_folder_and_time_bounds(tmp_path, monkeypatch):
+    roots = tmp_path / "roots"
+    for name in ("a", "b", "c", "d"):
+        (roots / name).mkdir(parents=True)
+        shutil.copy(AIDER / "deja-vu" / ".aider.chat.history.md", roots / name)
+    env = {"ORIGIN_AIDER_ROOTS": str(roots)}
+
+    def found() -> list[str]:
+        files, _ = origin.adapters.discover_guarded(ADAPTERS["aider"], env, tmp_path / "nohome")
+        return [Path(f.path).parent.name for f in files]
+
+    assert found() == ["a", "b", "c", "d"]
+    monkeypatch.setattr(origin.adapters, "AIDER_WALK_DIRS", 3)  # the root, then a and b
+    assert found() == ["a", "b"]
+    monkeypatch.setattr(origin.adapters, "AIDER_WALK_SECONDS", -1.0)  # no time left at all
+    assert found() == []
+
+
 ###############################################################################
 # Hostile input ###############################################################
 ###############################################################################

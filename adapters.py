@@ -3938,6 +3938,9 @@ AIDER_RUN = "# aider chat started at "
 AIDER_WALK_DEPTH = 4
 AIDER_WALK_DIRS = 20_000
 AIDER_WALK_SECONDS = 1.0
+#: Folders always listed before the clock is looked at, so a small tree is
+#: searched whole however busy the machine is.
+AIDER_WALK_SURE = 256
 #: Parent folders of a known project folder looked in (the agent may have
 #: run in a sub-folder of the repository that holds the chat log).
 AIDER_PARENTS = 3
@@ -3977,7 +3980,7 @@ def _aider_walk(roots: list[Path], deadline: float) -> Iterator[Path]:
     """Yield chat logs under the roots, breadth first, within the bounds."""
     queue = [(root, 0) for root in roots]
     listed = 0
-    while queue and listed < AIDER_WALK_DIRS and time.monotonic() < deadline:
+    while queue and listed < AIDER_WALK_DIRS and (listed < AIDER_WALK_SURE or time.monotonic() < deadline):
         folder, depth = queue.pop(0)
         listed += 1
         try:

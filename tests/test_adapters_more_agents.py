@@ -425,7 +425,10 @@ def test_aider_search_of_its_roots_stops_at_its_folder_and_time_bounds(tmp_path,
     assert found() == ["a", "b", "c", "d"]
     monkeypatch.setattr(origin.adapters, "AIDER_WALK_DIRS", 3)  # the root, then a and b
     assert found() == ["a", "b"]
-    monkeypatch.setattr(origin.adapters, "AIDER_WALK_SECONDS", -1.0)  # no time left at all
+    monkeypatch.setattr(origin.adapters, "AIDER_WALK_DIRS", 20_000)
+    assert found() == ["a", "b", "c", "d"]  # a tree this small is searched whole, whatever the time
+    monkeypatch.setattr(origin.adapters, "AIDER_WALK_SURE", 1)
+    monkeypatch.setattr(origin.adapters, "AIDER_WALK_SECONDS", -1.0)  # no time left at all: the root only
     assert found() == []
 
 

@@ -257,7 +257,8 @@ def test_pi_every_fixture_line_parses_but_the_one_written_malformed():
     assert errors == [] and records(items) and state.get("unknown", 0) == 0
     items, errors, state = run(ADAPTERS["pi"], pi_file(PI_TOOLS))
     lines = PI_TOOLS.read_text().splitlines()
-    assert [n for n, _ in errors] == [lines.index("not valid json -- malformed line that should be skipped silently") + 1]
+    bad = "not valid json -- malformed line that should be skipped silently"
+    assert [n for n, _ in errors] == [lines.index(bad) + 1]
     assert state["unknown"] == 1  # unknown_future_entry_type: counted, never fatal
     assert len(records(items)) == 7  # everything else landed
 

@@ -194,7 +194,7 @@ class Planter:
 
 @pytest.fixture
 def planted(user_home, tmp_path, monkeypatch):
-    """Write all five agents' corpora with fake secrets in their texts; return the values planted."""
+    """Write every agent's corpus with fake secrets in its texts; return the values planted."""
     planter = Planter(18)
     plain_text = corpus._text
     monkeypatch.setattr(corpus, "_text", lambda rng, n: plain_text(rng, min(n, 30)) + " " + planter.text())
@@ -222,10 +222,11 @@ def planted(user_home, tmp_path, monkeypatch):
     db = build_zcode_db(tmp_path / "zcode" / "cli" / "db" / "db.sqlite", origin.now_ms())
     env["ORIGIN_ZCODE_HOME"] = str(tmp_path / "zcode")
     _plant_in_zcode(db, planter)
-    for var, folder, write in (("COPILOT_HOME", "copilot", lambda p: corpus.write_copilot_corpus(p, sessions=3, turns=4)),
-                               ("ORIGIN_QWEN_HOME", "qwen", lambda p: corpus.write_qwen_corpus(p, sessions=3, turns=4)),
-                               ("PI_CODING_AGENT_DIR", "pi", lambda p: corpus.write_pi_corpus(p, sessions=3, turns=4)),
-                               ("ORIGIN_AIDER_ROOTS", "aider", lambda p: corpus.write_aider_corpus(p, repos=3, runs=2))):
+    made = (("COPILOT_HOME", "copilot", lambda p: corpus.write_copilot_corpus(p, sessions=3, turns=4)),
+            ("ORIGIN_QWEN_HOME", "qwen", lambda p: corpus.write_qwen_corpus(p, sessions=3, turns=4)),
+            ("PI_CODING_AGENT_DIR", "pi", lambda p: corpus.write_pi_corpus(p, sessions=3, turns=4)),
+            ("ORIGIN_AIDER_ROOTS", "aider", lambda p: corpus.write_aider_corpus(p, repos=3, runs=2)))
+    for var, folder, write in made:
         planter.start()
         env[var] = str(tmp_path / folder)
         write(tmp_path / folder)

@@ -4006,11 +4006,10 @@ class Aider(Adapter):
     above it) and searches the folders of ``ORIGIN_AIDER_ROOTS`` a few
     levels deep, within bounds of folders and time (one second for the
     known folders, then what is left of it, at least half a second, for
-    the roots).  A log holds many runs,
-    each opened by ``# aider chat started at <local time>``; in a run, lines
-    starting ``#### `` are what the person typed, ``> `` lines Aider's own
-    output (edits applied, commands run, warnings), other lines the model's
-    reply.  A block of one kind is one event, emitted when the next block
+    the roots).  A log holds many runs, each opened by ``# aider chat
+    started at <local time>``; in a run, lines starting ``#### `` are
+    what the person typed, ``> `` lines Aider's own output (edits applied,
+    commands run, warnings), other lines the model's reply.  A block of one kind is one event, emitted when the next block
     starts (or the file goes quiet).  Limits: a reply line that itself
     starts with ``#### `` or ``> `` is read as a prompt or as output; no
     message has a time of its own, so each event takes its run's start,

@@ -4,9 +4,9 @@ Origin copies the session logs that coding agents (Claude Code, Codex CLI,
 Cursor, ZCode, Grok Build, GitHub Copilot CLI, Qwen Code, Pi, Aider) leave on
 disk into append-only mirrors under ``ORIGIN_HOME``, parses them into events
 in one SQLite store with full-text search, and serves that store to every
-agent over MCP.  Agents and people add
-durable entries (memory, knowledge, cognition) that cite the events they come
-from, correct them by superseding, and forget them for good.
+agent over MCP.  Agents and people add durable entries (memory, knowledge,
+cognition) that cite the events they come from, correct them by superseding,
+and forget them for good.
 
 Invariants (the only place they are defined; code cites them by number):
 
@@ -11954,7 +11954,6 @@ def lines_to_add(target: AgentTarget, command: list[str], reg_env: dict) -> str:
     return f'under "{".".join(target.keys)}":\n' + "\n".join(x[2:] for x in member.splitlines()) + "\n"
 
 
-
 def _backup_path(path: Path, stamp: str) -> Path:
     backup = path.with_name(f"{path.name}.origin-backup-{stamp}")
     n = 1
@@ -13072,11 +13071,12 @@ def cmd_setup(args) -> int:
     (~/.cursor/mcp.json), Grok Build ($GROK_HOME/config.toml), ZCode
     (~/.zcode/cli/config.json), GitHub Copilot CLI
     ($COPILOT_HOME/mcp-config.json) and Qwen Code (~/.qwen/settings.json)
-    get an "origin" server entry; nothing else in
-    those files changes.  Each changed file is first copied to
-    <file>.origin-backup-<time>, and a file that cannot be parsed is left
-    alone.  Running it again changes nothing.  ZCode does not document its
-    file: Origin writes the mcp.servers key its CLI 0.16 was seen to read.
+    get an "origin" server entry; nothing else in those files changes.
+    Each changed file is first copied to <file>.origin-backup-<time>, and a
+    file that cannot be parsed is left alone (the lines to add by hand are
+    printed).  Running it again changes nothing.  ZCode does not document
+    its file: Origin writes the mcp.servers key its CLI 0.16 was seen to
+    read.
 
     Example: origin setup --dry-run
     """

@@ -8418,7 +8418,10 @@ def _schema(properties: dict, required: tuple[str, ...] = ()) -> dict:
 _KIND_ARG = {"type": "string", "enum": list(ENTRY_KINDS),
              "description": "memory: what happened; knowledge: a stable fact; cognition: the user's "
                             "preferences and ways."}
-_SOURCE_ARG = {"type": "string", "enum": list(SOURCES)}
+#: The agents are checked against the enum; tools/list shows the description
+#: instead, so its cost stays the same however many agents Origin reads.
+_SOURCE_ARG = {"type": "string", "enum": list(SOURCES), "description": "An agent, as results name it (`source`).",
+               "x-unpublished": ["enum"]}
 _PROJECT_ARG = _text_arg("Name (any case) or the end of its folder path.", MAX_NAME)
 #: From `next`, as the tools' descriptions say; the core refuses one past MAX_OFFSET.
 _OFFSET_ARG = {"type": "integer", "minimum": 0}
@@ -8824,8 +8827,9 @@ def published_schema(schema: Any, top: bool = True) -> Any:
     """A tool's schema as tools/list shows it: bounds a model needs, no more.
 
     Every agent session pays for tools/list in context, so length bounds,
-    lower bounds of 0 and 1, false and zero defaults and nested
-    ``additionalProperties`` are left out.  They are still enforced
+    lower bounds of 0 and 1, false and zero defaults, nested
+    ``additionalProperties`` and the keys a property lists under
+    ``x-unpublished`` are left out.  They are still enforced
     (``check_tool_args`` uses the full schema), and a request past one is
     refused with its reason.
     """
@@ -8833,7 +8837,8 @@ def published_schema(schema: Any, top: bool = True) -> Any:
         return [published_schema(v, False) for v in schema]
     if not isinstance(schema, dict):
         return schema
-    drop = {"minLength", "maxLength"} | (set() if top else {"additionalProperties"})
+    drop = {"minLength", "maxLength", "x-unpublished", *schema.get("x-unpublished", ())}
+    drop |= set() if top else {"additionalProperties"}
     out = {}
     for k, v in schema.items():
         if k in drop or (k == "required" and v == []) or (k in ("default", "minimum", "minItems")

@@ -134,6 +134,10 @@ class SessionInfo:
     model: str | None = None
     agent_version: str | None = None
     parent: str | None = None
+    #: The native id of the event whose conversation the title sums up,
+    #: when the line names it (a Claude summary's ``leafUuid``, which may lie
+    #: in another session's file): the title goes when that is forgotten.
+    about: str | None = None
 
 
 @dataclass(slots=True)
@@ -566,7 +570,7 @@ def discover_guarded(adapter: "Adapter", env: Mapping[str, str], home: Path,
     The one guard every adapter's discovery runs under: a path it may not
     read costs that path, reported, never the rest.  ``folders`` are the
     project folders Origin knows from the sessions it holds, for an agent
-    that keeps its logs in the projects themselves (Aider).
+    whose logs live in the projects themselves (``in_projects``: Aider).
     """
     problems: list[tuple[str, str]] = []
     files: list = []
@@ -588,12 +592,52 @@ def discover_guarded(adapter: "Adapter", env: Mapping[str, str], home: Path,
 ###############################################################################
 
 
+@dataclass(frozen=True, slots=True)
+class McpConfig:
+    """Where an agent reads its MCP servers, for ``origin setup``.
+
+    ``fmt`` is ``"json"`` or ``"toml"`` (edited in place, keys kept) or
+    ``"yaml"`` (never edited: setup prints the lines to add).  ``keys`` is
+    the path to the servers table in the file; ``entry`` the shape of one
+    server (``"command"``: command, args and env; ``"command-list"``: the
+    command and its arguments as one list, with ``environment``);
+    ``stdio_type`` adds ``"type": "stdio"`` for agents whose own tools
+    write it; ``extra`` holds (key, value) pairs a new entry gets unless
+    the user's entry already sets them.  ``files`` and ``homes`` name the
+    configuration files and the folders whose presence says the agent is
+    installed (default: its roots), ``programs`` the commands that say so
+    too.
+    """
+
+    fmt: str
+    keys: tuple[str, ...]
+    files: Callable[[Mapping[str, str], Path], list[Path]]
+    programs: tuple[str, ...]
+    homes: Callable[[Mapping[str, str], Path], list[Path]] | None = None
+    stdio_type: bool = False
+    entry: str = "command"
+    note: str | None = None
+    extra: tuple = ()
+
+
 class Adapter:
-    """Base of every adapter; subclasses set ``name`` and override methods."""
+    """Base of every adapter; subclasses set ``name`` and override methods.
+
+    The class attributes are the agent's row in the table of agents: every
+    list of agents in Origin (discovery, ``--source``, ``origin setup``,
+    the variables setup registers, the docs' checks) is read from them.
+    """
 
     name = ""
     display = ""
     kind = "log"
+    #: Environment variables that move the agent's folders (comma lists).
+    env_vars: tuple[str, ...] = ()
+    #: Where the agent reads its MCP servers; None when it reads none.
+    mcp: McpConfig | None = None
+    #: Whether its logs live in the projects themselves, not in a folder of
+    #: its own: discovery is then given the project folders Origin knows.
+    in_projects = False
 
     def roots(self, env: Mapping[str, str], home: Path) -> list[Path]:
         """Return the directories this adapter looks in."""
@@ -680,6 +724,13 @@ class ClaudeCode(Adapter):
 
     name = "claude-code"
     display = "Claude Code"
+    env_vars = ("CLAUDE_CONFIG_DIR",)
+    # Claude Code keeps user-scope servers in .claude.json beside (not in)
+    # its config dir: ~/.claude.json, or $CLAUDE_CONFIG_DIR/.claude.json.
+    mcp = McpConfig("json", ("mcpServers",),
+                    lambda env, home: [d / ".claude.json" for d in env_dirs(env, "CLAUDE_CONFIG_DIR", [home])],
+                    ("claude",), homes=lambda env, home: env_dirs(env, "CLAUDE_CONFIG_DIR", [home / ".claude"]),
+                    stdio_type=True)
 
     def roots(self, env: Mapping[str, str], home: Path) -> list[Path]:
         """Return ``CLAUDE_CONFIG_DIR`` (comma list), else both defaults."""
@@ -736,7 +787,8 @@ class ClaudeCode(Adapter):
         out: list = self._session_facts(obj, ctx, session, model)
         title = self._title(obj, kind, ctx)
         if title:
-            out.append(SessionInfo(session, title=title[0], title_rank=title[1]))
+            about = _str(obj.get("leafUuid")) if kind == "summary" else None
+            out.append(SessionInfo(session, title=title[0], title_rank=title[1], about=about))
         base = _str(obj.get("uuid")) or short_hash(session, line)
         # A line without a time (or with a redacted one) takes the last
         # time seen in the file, else the file's mtime, marked approximate.
@@ -971,6 +1023,10 @@ class Codex(Adapter):
 
     name = "codex"
     display = "Codex"
+    env_vars = ("CODEX_HOME",)
+    mcp = McpConfig("toml", ("mcp_servers",),
+                    lambda env, home: [d / "config.toml" for d in env_dirs(env, "CODEX_HOME", [home / ".codex"])],
+                    ("codex",))
 
     def roots(self, env: Mapping[str, str], home: Path) -> list[Path]:
         """Return ``CODEX_HOME`` (comma list allowed), else ``~/.codex``."""
@@ -1420,6 +1476,11 @@ class Grok(Adapter):
 
     name = "grok"
     display = "Grok Build"
+    env_vars = ("GROK_HOME",)
+    # Grok Build documents [mcp_servers.<name>] in $GROK_HOME/config.toml.
+    mcp = McpConfig("toml", ("mcp_servers",),
+                    lambda env, home: [d / "config.toml" for d in env_dirs(env, "GROK_HOME", [home / ".grok"])],
+                    ("grok",))
 
     def roots(self, env: Mapping[str, str], home: Path) -> list[Path]:
         """Return ``GROK_HOME`` (comma list allowed), else ``~/.grok``."""
@@ -2125,6 +2186,9 @@ class Cursor(Adapter):
     name = "cursor"
     display = "Cursor"
     kind = "db"
+    env_vars = ("ORIGIN_CURSOR_USER_DIR", "ORIGIN_CURSOR_HOME")
+    mcp = McpConfig("json", ("mcpServers",), lambda env, home: [home / ".cursor" / "mcp.json"],
+                    ("cursor", "cursor-agent"), homes=lambda env, home: [home / ".cursor"])
 
     def roots(self, env: Mapping[str, str], home: Path) -> list[Path]:
         """Return the editor's User folders, then the ``~/.cursor`` folders."""
@@ -3113,6 +3177,12 @@ class ZCode(Adapter):
     name = "zcode"
     display = "ZCode"
     kind = "db"
+    env_vars = ("ORIGIN_ZCODE_HOME",)
+    # ZCode publishes no reference for this file; its CLI (0.16) was seen to
+    # read servers from "mcp" -> "servers" in ~/.zcode/cli/config.json.
+    mcp = McpConfig("json", ("mcp", "servers"), lambda env, home: [home / ".zcode" / "cli" / "config.json"],
+                    ("zcode",), homes=lambda env, home: [home / ".zcode"], stdio_type=True,
+                    note="ZCode does not document this file; the mcp.servers key was observed on its CLI 0.16")
 
     def roots(self, env: Mapping[str, str], home: Path) -> list[Path]:
         """Return ``ORIGIN_ZCODE_HOME`` (comma list), else ``~/.zcode``."""
@@ -3255,6 +3325,8 @@ def _zcode_message(obj: dict, ctx: Context) -> list:
     data = _dict(obj.get("data"))
     row = _dict(obj.get("row"))
     role = data.get("role") or row.get("role")
+    if role == "meta":  # a legacy OpenCode record that is no turn (a model switch)
+        return []
     if role not in ("user", "assistant", "system"):
         return _unknown(ctx)
     session = obj["session"]
@@ -3274,6 +3346,12 @@ def _zcode_message(obj: dict, ctx: Context) -> list:
             out.append(Record(id=f"{obj['id']}:m:{short_hash(text, n=8)}", kind="message", role=role, text=text,
                               ts=created, indexed=visible, **common))
     return out
+
+
+def _recent(value: Any) -> int | None:
+    """Return epoch ms like _ts, but None before 2000 (a tool's duration counter, not a time)."""
+    ms = _ts(value)
+    return ms if ms is not None and ms >= 946_684_800_000 else None
 
 
 def _zcode_part_events(part: dict, role: str, visible: bool, created: int | None, common: dict,
@@ -3298,12 +3376,12 @@ def _zcode_part_events(part: dict, role: str, visible: bool, created: int | None
         stime = _dict(state.get("time"))
         call = _tool_call_text(d.get("tool"), state.get("input"))
         out = [Record(id=f"{pid}:c:{short_hash(call, n=8)}", kind="tool_call", role="assistant", text=call,
-                      ts=_ts(stime.get("start")) or ts, indexed=visible, **common)]
+                      ts=_recent(stime.get("start")) or ts, indexed=visible, **common)]
         result = state.get("output") if state.get("output") is not None else state.get("error")
         if state.get("status") in ("completed", "error") and result is not None:
             text = truncate(_output_text(result), TOOL_RESULT_MAX)
             out.append(Record(id=f"{pid}:r:{short_hash(text, n=8)}", kind="tool_result", role="tool", text=text,
-                              ts=_ts(stime.get("end")) or ts, indexed=visible, **common))
+                              ts=_recent(stime.get("end")) or ts, indexed=visible, **common))
         return out
     if kind == "tool_use":
         call = _tool_call_text(d.get("name") or d.get("tool"), d.get("input"))
@@ -3316,6 +3394,629 @@ def _zcode_part_events(part: dict, role: str, visible: bool, created: int | None
     if kind in _ZCODE_QUIET_PARTS:
         return []
     return _unknown(ctx)
+
+
+###############################################################################
+# OpenCode ####################################################################
+###############################################################################
+
+#: Legacy message types that are not a turn of the conversation.
+_OPENCODE_LEGACY_QUIET = frozenset({"model-switched"})
+#: Largest legacy JSON file read, in bytes.
+OPENCODE_JSON_MAX = 16 << 20
+
+
+def _opencode_data_dirs(env: Mapping[str, str], home: Path) -> list[Path]:
+    """Return OpenCode's data folders: ``$XDG_DATA_HOME/opencode`` and ``~/.local/share/opencode``."""
+    dirs = [Path(env["XDG_DATA_HOME"]) / "opencode"] if env.get("XDG_DATA_HOME") else []
+    return dirs + [home / ".local" / "share" / "opencode"]
+
+
+class OpenCode(ZCode):
+    """Read OpenCode's session store (kind "db"): the database and the legacy tree.
+
+    OpenCode 1.x keeps every project's sessions in one SQLite database,
+    ``~/.local/share/opencode/opencode.db`` (``opencode-<channel>.db`` for
+    the other release channels), in the schema ZCode took from it:
+    ``session`` (``directory`` is the cwd, ``parent_id`` a sub-agent's
+    parent), ``message`` and ``part`` with JSON ``data``; the newer tables
+    are not read.  It is read as ZCode's is, from the same snapshot, into
+    the same exported lines.  Fixture: ``opencode/lantern-sqlite``
+    (OpenCode 1.18.13).
+
+    Before the database, OpenCode kept a JSON tree,
+    ``storage/session/<project>/<session>.json``,
+    ``storage/message/<session>/*.json`` and ``storage/part/<message>/*.json``
+    (fixtures ``opencode/lantern-legacy-json`` and
+    ``opencode/agent-sessions-v2``), which its migration copies into the
+    database and leaves behind.  Each legacy session is one source whose
+    export reads its messages and parts into the same lines; ids are the
+    part ids, which the migration keeps, so a session found in both places
+    is archived once.  Older message shapes (``type`` instead of ``role``,
+    text or parts inline, a ``shell`` command) are read as parts; a file
+    that does not parse (cut off mid-write) waits for the next sync.
+    """
+
+    name = "opencode"
+    display = "OpenCode"
+    kind = "db"
+    env_vars = ("ORIGIN_OPENCODE_HOME", "XDG_DATA_HOME")
+    mcp = McpConfig("json", ("mcp",),
+                    lambda env, home: [home / ".config" / "opencode" / "opencode.json"], ("opencode",),
+                    homes=lambda env, home: (env_dirs(env, "ORIGIN_OPENCODE_HOME", _opencode_data_dirs(env, home))
+                                             + [home / ".config" / "opencode"]),
+                    entry="command-list")
+
+    def roots(self, env: Mapping[str, str], home: Path) -> list[Path]:
+        """Return ``ORIGIN_OPENCODE_HOME`` (comma list), else OpenCode's data folders."""
+        return env_dirs(env, "ORIGIN_OPENCODE_HOME", _opencode_data_dirs(env, home))
+
+    def discover(self, env: Mapping[str, str], home: Path) -> Iterator[SourceFile]:
+        """Yield each root's databases, then each session of its legacy tree."""
+        for prefix, root in _labelled(self.roots(env, home), home):
+            for db in _files(root, ".db"):
+                if db.name == "opencode.db" or db.name.startswith("opencode-"):
+                    yield SourceFile(str(db), _rel(prefix, root, db), kind="db")
+            storage = root / "storage"
+            sessions = storage / "session"
+            if not _is_dir(sessions):
+                continue
+            for project in _subdirs(sessions):
+                for path in _files(project, ".json"):
+                    yield SourceFile(str(path), _rel(prefix, root, path), kind="db",
+                                     meta={"storage": str(storage), "project": project.name})
+
+    def export(self, f: SourceFile, known: Mapping[str, str], now_ms: int) -> Iterator[tuple[str, str, str]]:
+        """Yield (key, hash, line) for changed sessions and finished messages."""
+        if f.meta.get("storage"):
+            yield from _opencode_legacy_lines(f, known, now_ms)
+        else:
+            yield from super().export(f, known, now_ms)
+
+
+def _read_json_object(path: Path) -> dict | None:
+    """Return a JSON file's object, or None when it is missing or does not parse."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(OPENCODE_JSON_MAX + 1)
+    except OSError:
+        return None
+    if len(data) > OPENCODE_JSON_MAX:
+        return None
+    try:
+        obj = json.loads(data.decode("utf-8", "replace"))
+    except (ValueError, RecursionError):
+        return None
+    return scrub_surrogates(obj) if isinstance(obj, dict) else None
+
+
+def _opencode_legacy_lines(f: SourceFile, known: Mapping[str, str], now_ms: int) -> Iterator:
+    """Yield export tuples for one session of OpenCode's legacy JSON tree."""
+    storage = Path(f.meta["storage"])
+    session = _read_json_object(Path(f.path))
+    if session is None or not _str(session.get("id")):
+        return
+    sid = session["id"]
+    project = _read_json_object(storage / "project" / f"{_str(session.get('projectID')) or f.meta['project']}.json")
+    worktree = _str((project or {}).get("worktree"))
+    times = _dict(session.get("time"))
+    line = {"t": "session", "id": sid, "title": _str(session.get("title")),
+            "directory": _str(session.get("directory")) or (worktree if worktree != "/" else None),
+            "version": _str(session.get("version")), "parent": _str(session.get("parentID")),
+            "project": _str(session.get("projectID")), "created": _ts(times.get("created"))}
+    line = {k: v for k, v in line.items() if v is not None}
+    if known.get(f"session:{sid}") != _digest(line):
+        yield (f"session:{sid}", _digest(line), _line(line))
+    messages = []
+    for path in _files(storage / "message" / sid, ".json"):
+        m = _read_json_object(path)
+        if m is not None and _str(m.get("id")):
+            messages.append(m)
+    messages.sort(key=lambda m: (_ts(_dict(m.get("time")).get("created")) or 0, m["id"]))
+    for m in messages:
+        mid = m["id"]
+        parts = [p for p in (_read_json_object(path) for path in _files(storage / "part" / mid, ".json"))
+                 if p is not None and _str(p.get("id"))]
+        digest = _digest(_line(m), *(_line(p) for p in parts))
+        if known.get(f"msg:{mid}") == digest:
+            continue
+        data, parts = _opencode_legacy_message(m, parts)
+        rows = [{"id": p["id"]} for p in parts]
+        if not _zcode_finished(data, {}, rows, parts, {"time_updated": _ts(times.get("updated"))}, now_ms):
+            continue
+        out = {"t": "message", "id": mid, "session": sid, "cwd": line.get("directory"),
+               "row": {"time_created": _ts(_dict(m.get("time")).get("created"))}, "data": data,
+               "parts": [{"id": p["id"], "data": p} for p in parts]}
+        yield (f"msg:{mid}", digest, _line(out))
+
+
+def _opencode_legacy_message(m: dict, parts: list[dict]) -> tuple[dict, list[dict]]:
+    """Return a legacy message as (data with a role, its parts), inline parts included."""
+    data = dict(m)
+    kind = _str(m.get("type"))
+    if not _str(data.get("role")) and kind in ("user", "assistant", "system"):
+        data["role"] = kind
+    mid = m["id"]
+    inline = []
+    if _str(m.get("text")) and not parts:
+        inline.append({"id": f"{mid}:text", "type": "text", "text": m["text"]})
+    if kind == "shell":
+        data["role"] = "user"
+        inline.append({"id": f"{mid}:{_str(m.get('callID')) or 'shell'}", "type": "tool", "tool": "shell",
+                       "state": {"status": "completed", "input": {"command": m.get("command")},
+                                 "output": m.get("output")}})
+    elif kind in _OPENCODE_LEGACY_QUIET:
+        data["role"] = "meta"
+    for i, item in enumerate(_list(m.get("content"))):
+        if isinstance(item, dict):
+            part = {**item, "id": f"{mid}:{_str(item.get('id')) or i}"}
+            if part.get("type") == "tool" and "tool" not in part:
+                part["tool"] = item.get("name")
+            inline.append(part)
+    data.pop("content", None)
+    if inline:
+        data.pop("text", None)
+    return data, parts + inline
+
+
+###############################################################################
+# Gemini CLI ##################################################################
+###############################################################################
+
+#: Largest session document of Gemini CLI's first era read, in bytes.
+GEMINI_JSON_MAX = 64 << 20
+#: Gemini message types shown to the user as notices, not turns.
+_GEMINI_NOTICES = frozenset({"info", "error", "warning"})
+
+
+def _gemini_projects(root: Path) -> dict[str, str]:
+    """Return project folder name -> project path, from ``projects.json``.
+
+    The folder is the slug ``projects.json`` lists (Gemini CLI from February
+    2026) or, before, the SHA-256 of the path, so both names map to it.
+    """
+    data = _read_json_file(root / "projects.json")
+    out: dict[str, str] = {}
+    for path, slug in _dict(_dict(data).get("projects")).items():
+        if isinstance(path, str) and path:
+            out[hashlib.sha256(path.encode("utf-8", "surrogatepass")).hexdigest()] = path
+            if _str(slug):
+                out[slug] = path
+    return out
+
+
+def _gemini_root_of(folder: Path) -> str | None:
+    """Return the path in a project folder's ``.project_root``, if any."""
+    path = folder / ".project_root"
+    try:
+        if _is_file(path) and path.stat().st_size <= 65536:
+            return _str(path.read_text(encoding="utf-8", errors="replace").strip())
+    except OSError:
+        return None
+    return None
+
+
+class Gemini(Adapter):
+    """Read Gemini CLI's chats: ``~/.gemini/tmp/<project>/chats/``.
+
+    Two eras.  Until April 2026 a session is one JSON document,
+    ``session-<time>-<id>.json``: ``{sessionId, projectHash, startTime,
+    lastUpdated, messages, summary?, kind?}``, rewritten whole as the session
+    grows; it is read like a database (kind "db"): each export appends the
+    session's facts and every new or changed message as one line, so every
+    version is archived.  Since then a session is append-only JSONL,
+    ``session-….jsonl`` (sub-agents: ``chats/<parent id>/<id>.jsonl``): the
+    first line is the metadata, then message records, ``{"$set": {…}}``
+    (metadata, or a whole ``messages`` checkpoint) and ``{"$rewindTo": id}``
+    (what follows was undone in the agent; what Origin archived stays).
+    Fixtures: ``gemini/agentsview-json`` and ``gemini/agent-sessions``.
+
+    Messages: ``type`` user, gemini, or info/error/warning (notices, role
+    system); ``content`` a string or parts; ``thoughts`` become one hidden
+    reasoning event; ``toolCalls`` a call and, once it has one, its result.
+    Event ids are ``<session>:<message id>:<tag>:<hash of the text>``, the
+    same in both eras, so a session rewritten as JSONL when resumed, or a
+    message re-recorded with the same id, adds only what changed.  The
+    files hold no cwd: it comes from ``~/.gemini/projects.json`` or the
+    folder's ``.project_root``.  Gemini CLI deletes sessions after 30 days
+    by default; Origin keeps them.
+    """
+
+    name = "gemini"
+    display = "Gemini CLI"
+    env_vars = ("ORIGIN_GEMINI_HOME",)
+    mcp = McpConfig("json", ("mcpServers",),
+                    lambda env, home: [d / "settings.json" for d in env_dirs(env, "ORIGIN_GEMINI_HOME",
+                                                                             [home / ".gemini"])],
+                    ("gemini",))
+
+    def roots(self, env: Mapping[str, str], home: Path) -> list[Path]:
+        """Return ``ORIGIN_GEMINI_HOME`` (comma list), else ``~/.gemini``."""
+        return env_dirs(env, "ORIGIN_GEMINI_HOME", [home / ".gemini"])
+
+    def discover(self, env: Mapping[str, str], home: Path) -> Iterator[SourceFile]:
+        """Yield every session file of every project folder under ``tmp/``."""
+        for prefix, root in _labelled(self.roots(env, home), home):
+            tmp = root / "tmp"
+            if not _is_dir(tmp):
+                continue
+            projects = _gemini_projects(root)
+            for folder in _subdirs(tmp):
+                chats = folder / "chats"
+                if not _is_dir(chats):
+                    continue
+                cwd = projects.get(folder.name) or _gemini_root_of(folder)
+                meta = {"cwd": cwd} if cwd else {"project": folder.name if len(folder.name) < 64 else None}
+                meta = {k: v for k, v in meta.items() if v}
+                for path in _files(chats, ".json"):
+                    if path.name.startswith("session-"):
+                        yield SourceFile(str(path), _rel(prefix, root, path), kind="db", meta=meta)
+                for path in _files(chats, ".jsonl"):
+                    if path.name.startswith("session-"):
+                        yield SourceFile(str(path), _rel(prefix, root, path), meta=meta)
+                for sub in _subdirs(chats):  # a sub-agent's session, in its parent's folder
+                    for path in _files(sub, ".jsonl"):
+                        yield SourceFile(str(path), _rel(prefix, root, path), meta={**meta, "parent": sub.name})
+
+    def export(self, f: SourceFile, known: Mapping[str, str], now_ms: int) -> Iterator[tuple[str, str, str]]:
+        """Yield (key, hash, line) for the session's facts and changed messages."""
+        try:
+            with open(f.path, "rb") as fh:
+                data = fh.read(GEMINI_JSON_MAX + 1)
+            mtime = int(os.stat(f.path).st_mtime * 1000)
+        except OSError as e:
+            raise UnreadableSource(f"cannot read {f.path}: {e.strerror}") from None
+        if len(data) > GEMINI_JSON_MAX:
+            raise UnreadableSource(f"{f.path} is larger than {GEMINI_JSON_MAX >> 20} MB; it was not read")
+        try:
+            doc = json.loads(data.decode("utf-8", "replace"))
+        except (ValueError, RecursionError):
+            return  # caught mid-rewrite: read again at the next sync
+        if not isinstance(doc, dict) or not _str(doc.get("sessionId")):
+            return
+        doc = scrub_surrogates(doc)
+        sid = doc["sessionId"]
+        facts = {"t": "session", **{k: v for k, v in doc.items() if k != "messages"}}
+        if known.get("session") != _digest(facts):
+            yield ("session", _digest(facts), _line(facts))
+        messages = [m for m in _list(doc.get("messages")) if isinstance(m, dict) and _str(m.get("id"))]
+        for i, m in enumerate(messages):
+            if i == len(messages) - 1 and not _settled(mtime, now_ms):
+                break  # the newest message may still gain its tool results
+            key = f"msg:{m['id']}"
+            if known.get(key) != _digest(m):
+                yield (key, _digest(m), _line({"t": "message", "session": sid, "message": m}))
+
+    @_guarded
+    def parse(self, line: str, ctx: Context) -> list:
+        """Return the events and session facts of one line (exported or JSONL).
+
+        The state holds a JSONL session's id, once its first line named it,
+        and whether its first prompt already titled it.
+        """
+        if not line.strip():
+            return []
+        obj = _load_object(line)
+        if ctx.file.kind == "db":
+            if obj.get("t") == "session" and _str(obj.get("sessionId")):
+                return _gemini_session(obj, ctx)
+            if obj.get("t") == "message" and _str(obj.get("session")) and isinstance(obj.get("message"), dict):
+                return _gemini_message(obj["session"], obj["message"], ctx)
+            return _unknown(ctx)
+        if "$rewindTo" in obj:
+            return []  # undone in the agent; what Origin archived stays archived
+        if isinstance(obj.get("$set"), dict):
+            sid = _str(ctx.state.get("session"))
+            if not sid:
+                raise ParseError("a $set record before the session's first line")
+            update = obj["$set"]
+            out = _gemini_session({**update, "sessionId": sid}, ctx) if "summary" in update else []
+            for m in _list(update.get("messages")):
+                if isinstance(m, dict) and _str(m.get("id")):
+                    out += _gemini_message(sid, m, ctx)
+            return out
+        if _str(obj.get("sessionId")) and "type" not in obj:
+            ctx.state["session"] = obj["sessionId"]
+            return _gemini_session(obj, ctx)
+        sid = _str(ctx.state.get("session"))
+        if _str(obj.get("id")) and _str(obj.get("type")):
+            if not sid:
+                raise ParseError("a message before the session's first line")
+            return _gemini_message(sid, obj, ctx)
+        return _unknown(ctx)
+
+
+def _gemini_session(obj: dict, ctx: Context) -> list:
+    """Return the SessionInfo of a session's metadata (or an update of it)."""
+    sid = obj["sessionId"]
+    summary = _title_of(obj.get("summary"), RANK_SUMMARY)
+    title, rank = summary or (None, 0)
+    if title is None and not ctx.file.meta.get("cwd") and not any(
+            k in obj for k in ("startTime", "projectHash", "kind")):
+        return []
+    return [SessionInfo(sid, title=title, title_rank=rank, cwd=_str(ctx.file.meta.get("cwd")),
+                        parent=_str(ctx.file.meta.get("parent")))]
+
+
+def _gemini_text(value: Any) -> str:
+    """Return a message's content (a string or Gemini parts) as text."""
+    if isinstance(value, list):
+        return "\n".join(t for t in (_gemini_text(v) for v in value) if t)
+    if isinstance(value, dict):
+        if isinstance(value.get("text"), str):
+            return "" if value.get("thought") else value["text"]
+        if isinstance(value.get("functionResponse"), dict):
+            return _gemini_result(value["functionResponse"].get("response"))
+        return "[image]" if "inlineData" in value else ""
+    return value if isinstance(value, str) else ""
+
+
+def _gemini_result(response: Any) -> str:
+    """Return a function response's text: its output, else its error, else the JSON."""
+    response = _unjson(response)
+    if isinstance(response, dict):
+        for key in ("output", "error", "llmContent"):
+            if response.get(key) not in (None, ""):
+                return _plain(response[key])
+    return _plain(response)
+
+
+def _gemini_message(sid: str, m: dict, ctx: Context) -> list:
+    """Return the events of one Gemini CLI message record."""
+    mid, kind = m["id"], _str(m.get("type"))
+    ts = _ts(m.get("timestamp"))
+    common = dict(session=sid, cwd=_str(ctx.file.meta.get("cwd")), project=_str(ctx.file.meta.get("project")))
+    base = f"{sid}:{mid}"
+    out: list = []
+    if kind == "user":
+        shown = m.get("displayContent")
+        text = shown if isinstance(shown, str) and shown.strip() else _gemini_text(m.get("content"))
+        if text.strip():
+            out.append(Record(id=f"{base}:m:{short_hash(text, n=8)}", kind="message", role="user", text=text,
+                              ts=ts, **common))
+            title = _title_of(text, RANK_PROMPT)
+            if title and not ctx.state.get("titled"):
+                ctx.state["titled"] = True
+                out.append(SessionInfo(sid, title=title[0], title_rank=RANK_PROMPT, cwd=common["cwd"]))
+        return out
+    if kind in _GEMINI_NOTICES:
+        text = _gemini_text(m.get("content"))
+        return [Record(id=f"{base}:n:{short_hash(text, n=8)}", kind="message", role="system", text=text, ts=ts,
+                       **common)] if text.strip() else []
+    if kind != "gemini":
+        return _unknown(ctx)
+    model = _str(m.get("model"))
+    thoughts = [t for t in _list(m.get("thoughts")) if isinstance(t, dict)]
+    thinking = "\n".join(": ".join(x for x in (_str(t.get("subject")), _str(t.get("description"))) if x)
+                         for t in thoughts).strip()
+    if thinking:
+        out.append(Record(id=f"{base}:k:{short_hash(thinking, n=8)}", kind="message", role="assistant",
+                          text=thinking, ts=_ts(thoughts[0].get("timestamp")) or ts, indexed=False, model=model,
+                          **common))
+    for i, call in enumerate(_list(m.get("toolCalls"))):
+        if not isinstance(call, dict):
+            continue
+        cid = _str(call.get("id")) or str(i)
+        when = _ts(call.get("timestamp")) or ts
+        text = _tool_call_text(call.get("name"), call.get("args"))
+        out.append(Record(id=f"{base}:c:{cid}:{short_hash(text, n=8)}", kind="tool_call", role="assistant",
+                          text=text, ts=when, model=model, **common))
+        result = call.get("result")
+        if result not in (None, [], "") or call.get("status") in ("error", "cancelled"):
+            body = _gemini_text(result) if result not in (None, [], "") else ""
+            body = body or _plain(call.get("resultDisplay")) or _str(call.get("status")) or ""
+            body = truncate(body, TOOL_RESULT_MAX)
+            out.append(Record(id=f"{base}:r:{cid}:{short_hash(body, n=8)}", kind="tool_result", role="tool",
+                              text=body, ts=when, model=model, **common))
+    text = _gemini_text(m.get("content"))
+    if text.strip():
+        out.append(Record(id=f"{base}:m:{short_hash(text, n=8)}", kind="message", role="assistant", text=text,
+                          ts=ts, model=model, **common))
+    return out
+
+
+###############################################################################
+# Goose #######################################################################
+###############################################################################
+
+#: Goose content parts that carry nothing to index.
+_GOOSE_QUIET_PARTS = frozenset({"redactedThinking", "toolConfirmationRequest", "frontendToolRequest",
+                                "systemNotification", "conversationCompacted", "summarizationRequested",
+                                "contextLengthExceeded", "actionRequired"})
+#: Session columns read, when the table has them.
+_GOOSE_SESSION_COLUMNS = ("id", "name", "description", "user_set_name", "session_type", "working_dir",
+                          "created_at", "updated_at", "parent_session_id", "model_config_json")
+
+
+def _goose_dirs(env: Mapping[str, str], home: Path) -> list[Path]:
+    """Return Goose's data folders: ``$GOOSE_PATH_ROOT/data``, else ``~/.local/share/goose``."""
+    if env.get("GOOSE_PATH_ROOT"):
+        return [Path(os.path.expanduser(env["GOOSE_PATH_ROOT"])) / "data"]
+    return [home / ".local" / "share" / "goose"]
+
+
+class Goose(Adapter):
+    """Read Goose's sessions: ``~/.local/share/goose/sessions/``.
+
+    Since Goose 1.20 they live in ``sessions.db`` (kind "db"; schema 15 in
+    Goose 1.45, fixture ``goose/lantern``): ``sessions`` (``name``,
+    ``working_dir``, ``parent_session_id``, the model) and ``messages``
+    (``role``, ``content_json``, ``created_timestamp`` in seconds,
+    ``metadata_json``); other tables and columns are tolerated.  Before, one
+    JSONL file per session (fixture ``goose/deja-vu-legacy``): a metadata
+    line (``working_dir``, ``description``), then ``{role, created,
+    content}`` lines.
+
+    Parts: ``text`` a message, ``thinking`` one hidden reasoning event (Goose
+    may store streamed reasoning one token per part: the parts are joined),
+    ``toolRequest`` a tool call, ``toolResponse`` (in a user message) its
+    result; bookkeeping parts are skipped, other types counted as unknown.
+    Event ids are ``<session>:<message id>:<tag>:<hash of the text>`` (tools:
+    ``<session>:<tool call id>:c`` and ``:r``), so Goose rewriting a
+    conversation (compaction re-inserts its rows) adds only what is new.
+    The newest message of a session is exported once the session has been
+    quiet for a minute.
+    """
+
+    name = "goose"
+    display = "Goose"
+    env_vars = ("ORIGIN_GOOSE_HOME", "GOOSE_PATH_ROOT")
+    # Goose keeps extensions in YAML, which Origin does not rewrite:
+    # setup prints the lines to add.
+    mcp = McpConfig("yaml", ("extensions",),
+                    lambda env, home: [(Path(os.path.expanduser(env["GOOSE_PATH_ROOT"])) / "config"
+                                        if env.get("GOOSE_PATH_ROOT") else home / ".config" / "goose") / "config.yaml"],
+                    ("goose",))
+
+    def roots(self, env: Mapping[str, str], home: Path) -> list[Path]:
+        """Return ``ORIGIN_GOOSE_HOME`` (comma list), else Goose's data folder."""
+        return env_dirs(env, "ORIGIN_GOOSE_HOME", _goose_dirs(env, home))
+
+    def discover(self, env: Mapping[str, str], home: Path) -> Iterator[SourceFile]:
+        """Yield each root's ``sessions/sessions.db`` and legacy ``sessions/*.jsonl``."""
+        for prefix, root in _labelled(self.roots(env, home), home):
+            sessions = root / "sessions"
+            if not _is_dir(sessions):
+                continue
+            db = sessions / "sessions.db"
+            if _is_file(db):
+                yield SourceFile(str(db), _rel(prefix, root, db), kind="db")
+            for path in _files(sessions, ".jsonl"):
+                yield SourceFile(str(path), _rel(prefix, root, path), meta={"session": path.name[:-len(".jsonl")]})
+
+    def export(self, f: SourceFile, known: Mapping[str, str], now_ms: int) -> Iterator[tuple[str, str, str]]:
+        """Yield (key, hash, line) for changed sessions and finished messages."""
+        yield from iter_agent_db(f.path, lambda conn: _goose_lines(conn, known, now_ms))
+
+    @_guarded
+    def parse(self, line: str, ctx: Context) -> list:
+        """Return the events and session facts of one line (exported or legacy JSONL)."""
+        if not line.strip():
+            return []
+        obj = _load_object(line)
+        if ctx.file.kind == "db":
+            if obj.get("t") == "session" and _str(obj.get("id")):
+                return [_goose_session(obj["id"], obj)]
+            if obj.get("t") == "message" and _str(obj.get("session")):
+                return _goose_events(obj["session"], obj, ctx)
+            if obj.get("t") == "unreadable":
+                raise ParseError(f"row {obj.get('key')} could not be exported: {obj.get('reason')}")
+            return _unknown(ctx)
+        if "role" not in obj and "content" not in obj:  # the metadata line
+            sid = _str(obj.get("id")) or _str(ctx.file.meta.get("session"))
+            if not sid:
+                raise ParseError("a metadata line without a session id")
+            ctx.state["session"] = sid
+            ctx.state["cwd"] = _str(obj.get("working_dir"))
+            return [_goose_session(sid, {**obj, "name": obj.get("description")})]
+        sid = _str(ctx.state.get("session")) or _str(ctx.file.meta.get("session"))
+        if not sid:
+            raise ParseError("a message before the session's metadata")
+        return _goose_events(sid, {**obj, "cwd": ctx.state.get("cwd")}, ctx)
+
+
+def _goose_session(sid: str, obj: dict) -> SessionInfo:
+    """Return the SessionInfo of a session row or a legacy metadata line."""
+    manual = bool(obj.get("user_set_name"))
+    title = _title_of(obj.get("name"), RANK_MANUAL if manual else RANK_GENERATED) or \
+        _title_of(obj.get("description"), RANK_GENERATED)
+    model = _str(_dict(_unjson(obj.get("model_config_json"))).get("model_name"))
+    return SessionInfo(sid, title=title[0] if title else None, title_rank=title[1] if title else 0,
+                       cwd=_str(obj.get("working_dir")), model=model, parent=_str(obj.get("parent_session_id")))
+
+
+def _goose_lines(conn: sqlite3.Connection, known: Mapping[str, str], now_ms: int) -> Iterator:
+    """Yield export tuples for the sessions and messages of Goose's ``sessions.db``."""
+    tables = _tables(conn)
+    if "sessions" not in tables:
+        return
+    cols = [c for c in _GOOSE_SESSION_COLUMNS if c in _columns(conn, "sessions")]
+    if "id" not in cols:
+        return
+    sessions = {}
+    for r in conn.execute(f"SELECT {', '.join(cols)} FROM sessions ORDER BY id"):
+        row = {c: _scalar(v) for c, v in zip(cols, r)}
+        sessions[row["id"]] = row
+        line = {"t": "session", **{k: v for k, v in row.items() if v not in (None, "")}}
+        if known.get(f"session:{row['id']}") != _digest(line):
+            yield (f"session:{row['id']}", _digest(line), _line(line))
+    mcols = _columns(conn, "messages") if "messages" in tables else []
+    if not {"id", "session_id", "content_json"} <= set(mcols):
+        return
+    last = dict(conn.execute("SELECT session_id, max(id) FROM messages GROUP BY session_id"))
+    for r in conn.execute("SELECT * FROM messages ORDER BY id"):
+        m = {k: _scalar(v) for k, v in zip(mcols, r)}
+        key = f"msg:{m['id']}"
+        digest = _digest(*(f"{k}\x00{_as_str(v)}" for k, v in sorted(m.items())))
+        if known.get(key) == digest:
+            continue
+        session = sessions.get(m["session_id"], {})
+        if m["id"] == last.get(m["session_id"]) and not _settled(
+                max(filter(None, (_ts(m.get("created_timestamp")), _ts(session.get("updated_at")))), default=None),
+                now_ms):
+            continue  # the newest message of a live session may still be replaced
+        content = _loads(m.get("content_json"))
+        if not isinstance(content, list):
+            reason = "content_json is not a JSON list"
+            yield (key, _digest(reason), _line({"t": "unreadable", "key": key, "reason": reason}))
+            continue
+        line = {"t": "message", "session": m["session_id"], "id": _str(m.get("message_id")) or str(m["id"]),
+                "role": m.get("role"), "created": m.get("created_timestamp"), "content": content,
+                "metadata": _loads(m.get("metadata_json")), "cwd": session.get("working_dir")}
+        yield (key, digest, _line({k: v for k, v in line.items() if v is not None}))
+
+
+def _goose_events(sid: str, m: dict, ctx: Context) -> list:
+    """Return the events of one Goose message (a row's export or a legacy line)."""
+    role = m.get("role")
+    if role not in ("user", "assistant"):
+        return _unknown(ctx)
+    ts = _ts(m.get("created"))
+    visible = _dict(m.get("metadata")).get("userVisible", True) is not False
+    common = dict(session=sid, cwd=_str(m.get("cwd")))
+    base = f"{sid}:{_str(m.get('id')) or ts}"
+    out: list = []
+    thinking = []
+    for part in _list(m.get("content")):
+        if not isinstance(part, dict):
+            _unknown(ctx)
+            continue
+        kind = part.get("type")
+        if kind == "thinking":
+            thinking.append(_str(part.get("thinking")) or "")
+        elif kind == "text":
+            text = _str(part.get("text")) or ""
+            if text.strip():
+                out.append(Record(id=f"{base}:m:{short_hash(text, n=8)}", kind="message", role=role, text=text,
+                                  ts=ts, indexed=visible, **common))
+        elif kind == "toolRequest":
+            call = _dict(part.get("toolCall"))
+            value = _dict(call.get("value"))
+            text = (_tool_call_text(value.get("name"), value.get("arguments")) if value
+                    else f"tool call failed: {_plain(call.get('error'))}")
+            tid = _str(part.get("id")) or short_hash(text, n=8)
+            out.append(Record(id=f"{sid}:{tid}:c", kind="tool_call", role="assistant", text=text, ts=ts,
+                              indexed=visible, **common))
+        elif kind == "toolResponse":
+            result = _dict(part.get("toolResult"))
+            if result.get("status") == "error" or "error" in result:
+                text = f"error: {_plain(result.get('error'))}"
+            else:
+                value = result.get("value")
+                text = _plain(value.get("content") if isinstance(value, dict) else value)
+            text = truncate(text, TOOL_RESULT_MAX)
+            tid = _str(part.get("id")) or short_hash(text, n=8)
+            out.append(Record(id=f"{sid}:{tid}:r", kind="tool_result", role="tool", text=text, ts=ts,
+                              indexed=visible, **common))
+        elif kind == "image":
+            continue
+        elif kind not in _GOOSE_QUIET_PARTS:
+            _unknown(ctx)
+    reasoning = "".join(thinking).strip()
+    if reasoning:
+        out.insert(0, Record(id=f"{base}:k:{short_hash(reasoning, n=8)}", kind="message", role="assistant",
+                             text=reasoning, ts=ts, indexed=False, **common))
+    return out
 
 
 ###############################################################################
@@ -3480,6 +4181,13 @@ class CopilotCli(Adapter):
 
     name = "copilot-cli"
     display = "GitHub Copilot CLI"
+    env_vars = ("COPILOT_HOME",)
+    # Copilot CLI reads $COPILOT_HOME/mcp-config.json; "tools" says which of
+    # the server's tools it may call ("*": all of them).
+    mcp = McpConfig("json", ("mcpServers",),
+                    lambda env, home: [d / "mcp-config.json" for d in env_dirs(env, "COPILOT_HOME",
+                                                                               [home / ".copilot"])],
+                    ("copilot",), stdio_type=True, extra=(("tools", ["*"]),))
 
     def roots(self, env: Mapping[str, str], home: Path) -> list[Path]:
         """Return ``COPILOT_HOME`` (comma list), else ``~/.copilot``."""
@@ -3628,6 +4336,12 @@ class QwenCode(Adapter):
 
     name = "qwen"
     display = "Qwen Code"
+    env_vars = ("ORIGIN_QWEN_HOME",)
+    # Qwen Code reads "mcpServers" in ~/.qwen/settings.json, as Gemini CLI does.
+    mcp = McpConfig("json", ("mcpServers",),
+                    lambda env, home: [d / "settings.json" for d in env_dirs(env, "ORIGIN_QWEN_HOME",
+                                                                             [home / ".qwen"])],
+                    ("qwen",))
 
     def roots(self, env: Mapping[str, str], home: Path) -> list[Path]:
         """Return ``ORIGIN_QWEN_HOME`` (comma list), else ``~/.qwen``."""
@@ -3804,6 +4518,7 @@ class Pi(Adapter):
 
     name = "pi"
     display = "Pi"
+    env_vars = ("PI_CODING_AGENT_DIR",)  # Pi reads no MCP servers: no mcp row
 
     def roots(self, env: Mapping[str, str], home: Path) -> list[Path]:
         """Return ``PI_CODING_AGENT_DIR`` (comma list), else ``~/.pi/agent``."""
@@ -4004,17 +4719,18 @@ class Aider(Adapter):
     Aider keeps no central folder: discovery looks in every project folder
     Origin already knows from the other agents (and up to three folders
     above it) and searches the folders of ``ORIGIN_AIDER_ROOTS`` a few
-    levels deep, within bounds of folders and time (one second for the
-    known folders, then what is left of it, at least half a second, for
-    the roots).  A log holds many runs, each opened by ``# aider chat
-    started at <local time>``; in a run, lines starting ``#### `` are
-    what the person typed, ``> `` lines Aider's own output (edits applied,
-    commands run, warnings), other lines the model's reply.  A block of one kind is one event, emitted when the next block
-    starts (or the file goes quiet).  Limits: a reply line that itself
-    starts with ``#### `` or ``> `` is read as a prompt or as output; no
-    message has a time of its own, so each event takes its run's start,
-    marked approximate, read in the time zone the machine had when the log
-    was first archived.  Fixtures: ``tests/fixtures/aider/``.
+    levels deep, within bounds of folders and time (one second for the known
+    folders, then what is left of it, at least half a second, for the
+    roots).  A log holds many runs, each opened by ``# aider chat started at
+    <local time>``; in a run, lines starting ``#### `` are what the person
+    typed, ``> `` lines Aider's own output (edits applied, commands run,
+    warnings), other lines the model's reply.  A block of one kind is one
+    event, emitted when the next block starts (or the file goes quiet).
+    Limits: a reply line that itself starts with ``#### `` or ``> `` is read
+    as a prompt or as output; no message has a time of its own, so each
+    event takes its run's start, marked approximate, read in the time zone
+    the machine had when the log was first archived.  Fixtures:
+    ``tests/fixtures/aider/``.
 
     Event ids: ``<run>:<block ordinal>:<hash of the text>``; the run is a
     hash of the log's folder, its start line and how many runs before it in
@@ -4023,7 +4739,8 @@ class Aider(Adapter):
 
     name = "aider"
     display = "Aider"
-    in_projects = True  # its logs live in the projects: discovery is given their folders
+    env_vars = ("ORIGIN_AIDER_ROOTS",)  # Aider reads no MCP servers: no mcp row
+    in_projects = True
 
     def roots(self, env: Mapping[str, str], home: Path) -> list[Path]:
         """Return the folders of ``ORIGIN_AIDER_ROOTS`` (comma list); none by default."""
@@ -4152,5 +4869,7 @@ class Aider(Adapter):
 # Registry ####################################################################
 ###############################################################################
 
-ADAPTERS = {a.name: a for a in (ClaudeCode(), Codex(), Cursor(), ZCode(), Grok(), ClaudeMemory(),
-                                CopilotCli(), QwenCode(), Pi(), Aider())}
+#: The table of agents: one row per adapter (see ``Adapter``); everything
+#: in Origin that lists agents reads it.
+ADAPTERS = {a.name: a for a in (ClaudeCode(), Codex(), Cursor(), ZCode(), Grok(), ClaudeMemory(), OpenCode(),
+                                Gemini(), Goose(), CopilotCli(), QwenCode(), Pi(), Aider())}

@@ -15,15 +15,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
+import adapters  # noqa: E402
 import origin  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "fixtures"
 
-#: Variables that point discovery somewhere; cleared so no test sees real logs.
-AGENT_VARS = ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "GROK_HOME", "ORIGIN_CURSOR_USER_DIR", "ORIGIN_CURSOR_HOME",
-              "ORIGIN_ZCODE_HOME", "APPDATA", "ORIGIN_CRASH_AT",
-              "COPILOT_HOME", "ORIGIN_QWEN_HOME", "PI_CODING_AGENT_DIR",
-              "ORIGIN_AIDER_ROOTS")
+#: Variables that point discovery somewhere (every agent's, from the table
+#: of agents); cleared so no test sees real logs.
+AGENT_VARS = (*dict.fromkeys(v for a in adapters.ADAPTERS.values() for v in a.env_vars), "APPDATA", "ORIGIN_CRASH_AT")
 
 
 def pytest_report_header(config):

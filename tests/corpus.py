@@ -915,6 +915,238 @@ def write_cursor_db(path: Path, *, composers: int, bubbles_per_composer: int | t
 
 
 ###############################################################################
+# OpenCode #####################################################################
+###############################################################################
+
+#: The columns of OpenCode 1.18's tables that the adapter reads (the real
+#: database has more; see tests/fixtures/opencode/lantern-sqlite).
+_OPENCODE_SCHEMA = (
+    "CREATE TABLE session (id TEXT PRIMARY KEY, project_id TEXT NOT NULL, parent_id TEXT, slug TEXT NOT NULL,"
+    " directory TEXT NOT NULL, title TEXT NOT NULL, version TEXT NOT NULL, time_created INTEGER NOT NULL,"
+    " time_updated INTEGER NOT NULL, time_archived INTEGER)",
+    "CREATE TABLE message (id TEXT PRIMARY KEY, session_id TEXT NOT NULL, time_created INTEGER NOT NULL,"
+    " time_updated INTEGER NOT NULL, data TEXT NOT NULL)",
+    "CREATE TABLE part (id TEXT PRIMARY KEY, message_id TEXT NOT NULL, session_id TEXT NOT NULL,"
+    " time_created INTEGER NOT NULL, time_updated INTEGER NOT NULL, data TEXT NOT NULL)",
+    "CREATE INDEX part_message_id_id_idx ON part (message_id, id)",
+)
+
+
+def _oc_id(prefix: str, rng: random.Random) -> str:
+    return f"{prefix}_{rng.getrandbits(48):012x}{_blob(rng, 14).replace('+', 'a').replace('/', 'b')}"
+
+
+def write_opencode_db(path: Path, *, sessions: int, turns: int | tuple[int, int], seed: int = 7,
+                      projects: int = 5, start: dt.datetime | None = None) -> int:
+    """Write an OpenCode database of sessions at path; return the number of parts.
+
+    Each turn: a user message with its text part, then an assistant message
+    with step-start, reasoning, one or two tool parts (input, output, times),
+    an answer and step-finish.  Every tenth session is a sub-agent of the one
+    before it (``parent_id``).
+    """
+    rng = random.Random(seed)
+    start = start or dt.datetime(2026, 6, 1, tzinfo=dt.timezone.utc)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(path)
+    for stmt in _OPENCODE_SCHEMA:
+        conn.execute(stmt)
+    parts_total, newest, parent = 0, start, None
+    for i in range(sessions):
+        cwd = f"/home/dev/src/proj{i % projects}"
+        t = start + dt.timedelta(hours=rng.randint(0, SPAN_HOURS), seconds=rng.randrange(3600))
+        sid = _oc_id("ses", rng)
+        child = parent if i % 10 == 9 else None
+        first = _text(rng, rng.randint(6, 30))
+        conn.execute("INSERT INTO session VALUES (?, 'global', ?, ?, ?, ?, '1.18.13', ?, ?, NULL)",
+                     (sid, child, f"slug-{i}", cwd, first[:60], _epoch_ms(t), _epoch_ms(t)))
+        n = turns if isinstance(turns, int) else rng.randint(*turns)
+        for turn in range(n):
+            user = _oc_id("msg", rng)
+            t += dt.timedelta(seconds=rng.randint(5, 600))
+            conn.execute("INSERT INTO message VALUES (?, ?, ?, ?, ?)", (user, sid, _epoch_ms(t), _epoch_ms(t), json.dumps(
+                {"role": "user", "time": {"created": _epoch_ms(t)}, "agent": "build",
+                 "model": {"providerID": "anthropic", "modelID": "claude-sonnet-4-5"}})))
+            parts = [{"type": "text", "text": first if turn == 0 else _text(rng, rng.randint(6, 60))}]
+            rows = [(user, parts)]
+            answer = _oc_id("msg", rng)
+            a0 = t + dt.timedelta(seconds=1)
+            parts = [{"type": "step-start", "snapshot": _blob(rng, 40)},
+                     {"type": "reasoning", "text": _text(rng, rng.randint(20, 120)),
+                      "time": {"start": _epoch_ms(a0), "end": _epoch_ms(a0) + 900}}]
+            for _ in range(rng.randint(1, 2)):
+                t += dt.timedelta(seconds=rng.randint(2, 60))
+                tool = rng.choice(("bash", "read", "edit", "grep"))
+                parts.append({"type": "tool", "tool": tool, "callID": "call_" + _blob(rng, 10), "state": {
+                    "status": "completed", "input": {"command": rng.choice(CODE)} if tool == "bash"
+                    else {"filePath": f"{cwd}/src/{_text(rng, 1)}.py"},
+                    "output": _tool_output(rng), "title": tool, "metadata": {},
+                    "time": {"start": _epoch_ms(t), "end": _epoch_ms(t) + 1500}}})
+            t += dt.timedelta(seconds=rng.randint(2, 60))
+            parts += [{"type": "text", "text": _text(rng, rng.randint(10, 150)),
+                       "time": {"start": _epoch_ms(t), "end": _epoch_ms(t) + 500}},
+                      {"type": "step-finish", "reason": "stop", "tokens": {"input": rng.randint(100, 9000)}}]
+            conn.execute("INSERT INTO message VALUES (?, ?, ?, ?, ?)", (answer, sid, _epoch_ms(a0), _epoch_ms(t), json.dumps(
+                {"role": "assistant", "parentID": user, "modelID": "claude-sonnet-4-5", "providerID": "anthropic",
+                 "path": {"cwd": cwd, "root": cwd}, "time": {"created": _epoch_ms(a0), "completed": _epoch_ms(t)},
+                 "finish": "stop"})))
+            rows.append((answer, parts))
+            for mid, ps in rows:
+                for p in ps:
+                    conn.execute("INSERT INTO part VALUES (?, ?, ?, ?, ?, ?)",
+                                 (_oc_id("prt", rng), mid, sid, _epoch_ms(t), _epoch_ms(t), json.dumps(p, ensure_ascii=False)))
+                    parts_total += 1
+        conn.execute("UPDATE session SET time_updated = ? WHERE id = ?", (_epoch_ms(t), sid))
+        parent = None if child else sid
+        newest = max(newest, t)
+    conn.commit()
+    conn.close()
+    _age(path, newest)
+    return parts_total
+
+
+###############################################################################
+# Gemini CLI ###################################################################
+###############################################################################
+
+
+def _gemini_messages(rng: random.Random, t: dt.datetime, turns: int) -> tuple[list[dict], dt.datetime]:
+    """Return a Gemini CLI session's messages: prompts, thoughts, tool calls with results, answers."""
+    out = []
+    for _ in range(turns):
+        t += dt.timedelta(seconds=rng.randint(5, 600))
+        out.append({"id": _uuid(rng), "timestamp": _iso_ms(t), "type": "user",
+                    "content": [{"text": _text(rng, rng.randint(6, 60))}]})
+        calls = []
+        for _ in range(rng.randint(0, 2)):
+            t += dt.timedelta(seconds=rng.randint(2, 60))
+            name = rng.choice(("run_shell_command", "read_file", "replace"))
+            cid = f"{name}_{_epoch_ms(t)}_{len(calls)}"
+            calls.append({"id": cid, "name": name, "args": {"command": rng.choice(CODE)}, "status": "success",
+                          "timestamp": _iso_ms(t), "result": [{"functionResponse": {
+                              "id": cid, "name": name, "response": {"output": _tool_output(rng)}}}]})
+        t += dt.timedelta(seconds=rng.randint(2, 60))
+        out.append({"id": _uuid(rng), "timestamp": _iso_ms(t), "type": "gemini", "content": _text(rng, rng.randint(10, 150)),
+                    "thoughts": [{"subject": _text(rng, 3), "description": _text(rng, rng.randint(10, 60)),
+                                  "timestamp": _iso_ms(t)}],
+                    "model": "gemini-2.5-pro", "toolCalls": calls,
+                    "tokens": {"input": rng.randint(100, 9000), "output": rng.randint(10, 900)}})
+    return out, t
+
+
+def write_gemini_corpus(root: Path, *, sessions: int, turns: int | tuple[int, int], seed: int = 7,
+                        projects: int = 5, start: dt.datetime | None = None) -> list[Path]:
+    """Write Gemini CLI sessions under root (a ~/.gemini); return their files.
+
+    Half are whole JSON documents (the first era), half JSONL (a metadata
+    line, the messages, a ``$set`` of ``lastUpdated`` after each prompt);
+    ``projects.json`` names each project folder's path.
+    """
+    rng = random.Random(seed)
+    start = start or dt.datetime(2026, 6, 1, tzinfo=dt.timezone.utc)
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "projects.json").write_text(json.dumps(
+        {"projects": {f"/home/dev/src/proj{i}": f"proj{i}" for i in range(projects)}}))
+    out: list[Path] = []
+    for i in range(sessions):
+        chats = root / "tmp" / f"proj{i % projects}" / "chats"
+        chats.mkdir(parents=True, exist_ok=True)
+        t0 = start + dt.timedelta(hours=rng.randint(0, SPAN_HOURS), seconds=rng.randrange(3600))
+        sid = _uuid(rng)
+        n = turns if isinstance(turns, int) else rng.randint(*turns)
+        messages, t = _gemini_messages(rng, t0, n)
+        meta = {"sessionId": sid, "projectHash": hashlib.sha256(f"proj{i % projects}".encode()).hexdigest(),
+                "startTime": _iso_ms(t0), "lastUpdated": _iso_ms(t), "kind": "main"}
+        name = f"session-{t0:%Y-%m-%dT%H-%M}-{sid[:8]}"
+        if i % 2:
+            p = chats / f"{name}.jsonl"
+            lines = [meta]
+            for m in messages:
+                lines.append(m)
+                if m["type"] == "user":
+                    lines.append({"$set": {"lastUpdated": m["timestamp"]}})
+            p.write_text("".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines), encoding="utf-8")
+        else:
+            p = chats / f"{name}.json"
+            p.write_text(json.dumps({**meta, "messages": messages}, ensure_ascii=False, indent=2), encoding="utf-8")
+        _age(p, t)
+        out.append(p)
+    return out
+
+
+###############################################################################
+# Goose ########################################################################
+###############################################################################
+
+#: The columns of Goose's schema 15 that the adapter reads (see
+#: tests/fixtures/goose/lantern/sessions.db for the whole schema).
+_GOOSE_SCHEMA = (
+    "CREATE TABLE sessions (id TEXT PRIMARY KEY, name TEXT NOT NULL DEFAULT '', description TEXT NOT NULL DEFAULT '',"
+    " user_set_name BOOLEAN DEFAULT FALSE, session_type TEXT NOT NULL DEFAULT 'user', working_dir TEXT NOT NULL,"
+    " created_at TIMESTAMP, updated_at TIMESTAMP, model_config_json TEXT, parent_session_id TEXT)",
+    "CREATE TABLE messages (id INTEGER PRIMARY KEY AUTOINCREMENT, message_id TEXT, session_id TEXT NOT NULL,"
+    " role TEXT NOT NULL, content_json TEXT NOT NULL, created_timestamp INTEGER NOT NULL, timestamp TIMESTAMP,"
+    " tokens INTEGER, metadata_json TEXT)",
+    "CREATE TABLE schema_version (version INTEGER PRIMARY KEY, applied_at TIMESTAMP)",
+)
+
+
+def write_goose_db(path: Path, *, sessions: int, turns: int | tuple[int, int], seed: int = 7,
+                   projects: int = 5, start: dt.datetime | None = None) -> int:
+    """Write a Goose ``sessions.db`` at path; return the number of messages.
+
+    Each turn: a prompt, an assistant message whose reasoning is stored one
+    word per ``thinking`` part (as Goose stores a streamed answer) with a
+    tool request, the tool's response in a user message, and an answer.
+    """
+    rng = random.Random(seed)
+    start = start or dt.datetime(2026, 6, 1, tzinfo=dt.timezone.utc)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(path)
+    for stmt in _GOOSE_SCHEMA:
+        conn.execute(stmt)
+    conn.execute("INSERT INTO schema_version VALUES (15, '2026-06-01 00:00:00')")
+    visible = json.dumps({"userVisible": True, "agentVisible": True})
+    total, newest = 0, start
+    for i in range(sessions):
+        t = start + dt.timedelta(hours=rng.randint(0, SPAN_HOURS), seconds=rng.randrange(3600))
+        sid = f"{t:%Y%m%d}_{i}"
+        t0 = t
+        rows = []
+        n = turns if isinstance(turns, int) else rng.randint(*turns)
+        for _ in range(n):
+            t += dt.timedelta(seconds=rng.randint(5, 600))
+            rows.append(("msg_" + _uuid(rng), "user", [{"type": "text", "text": _text(rng, rng.randint(6, 60))}], t))
+            t += dt.timedelta(seconds=rng.randint(2, 60))
+            tid = _uuid(rng)
+            words = _text(rng, rng.randint(20, 120)).split(" ")
+            thinking = [{"type": "thinking", "thinking": w if k == 0 else " " + w, "signature": ""}
+                        for k, w in enumerate(words)]
+            rows.append((f"chatcmpl-{rng.randrange(1000)}", "assistant", thinking + [{"type": "toolRequest", "id": tid,
+                         "toolCall": {"status": "success", "value": {"name": "developer__shell",
+                                                                     "arguments": {"command": rng.choice(CODE)}}}}], t))
+            rows.append(("msg_" + _uuid(rng), "user", [{"type": "toolResponse", "id": tid, "toolResult": {
+                "status": "success", "value": {"content": [{"type": "text", "text": _tool_output(rng)}],
+                                               "isError": False}}}], t))
+            t += dt.timedelta(seconds=rng.randint(2, 60))
+            rows.append((f"chatcmpl-{rng.randrange(1000)}", "assistant",
+                         [{"type": "text", "text": _text(rng, rng.randint(10, 150))}], t))
+        conn.execute("INSERT INTO sessions VALUES (?, ?, '', 0, 'user', ?, ?, ?, ?, NULL)",
+                     (sid, _text(rng, 4), f"/home/dev/src/proj{i % projects}", f"{t0:%Y-%m-%d %H:%M:%S}",
+                      f"{t:%Y-%m-%d %H:%M:%S}", json.dumps({"model_name": "qwen3:0.6b"})))
+        conn.executemany("INSERT INTO messages (message_id, session_id, role, content_json, created_timestamp, timestamp,"
+                         " metadata_json) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                         [(mid, sid, role, json.dumps(content, ensure_ascii=False), int(when.timestamp()),
+                           f"{when:%Y-%m-%d %H:%M:%S}", visible) for mid, role, content, when in rows])
+        total += len(rows)
+        newest = max(newest, t)
+    conn.commit()
+    conn.close()
+    _age(path, newest)
+    return total
+
+
+###############################################################################
 # GitHub Copilot CLI, Qwen Code, Pi, Aider #####################################
 ###############################################################################
 #

@@ -154,7 +154,8 @@ def lay_mixed_corpus(home: Path, *, claude_files: int, claude_turns, seed: int =
     """Lay synthetic Claude sessions and the real fixtures of the other agents under home.
 
     Codex (two plain rollouts and a two-frame .zst), Cursor (two state.vscdb
-    and a transcript) and Grok come from test_sources.LAYOUTS; the made-here
+    and a transcript), Grok and every agent added since come from
+    test_sources.LAYOUTS; the made-here
     Claude Code memory notes go beside the first synthetic project.  ZCode is the
     same made-here database with its clock three hours back, so that no
     message is still streaming; every file is then made quiet, so that every
@@ -170,8 +171,7 @@ def lay_mixed_corpus(home: Path, *, claude_files: int, claude_turns, seed: int =
 
     from conftest import FIXTURES
     shutil.copytree(FIXTURES / "claude-code" / "made-here" / "memory", claude[0].parent / "memory")
-    for name in ("codex", "cursor", "grok",
-                 "copilot-cli", "qwen", "pi", "aider"):
+    for name in sorted(set(LAYOUTS) - {"claude-code", "claude-memory", "zcode"}):
         env.update(LAYOUTS[name](home) or {})
     build_zcode_db(home / ".zcode" / "cli" / "db" / "db.sqlite", origin.now_ms() - 3 * 3600 * 1000)
     age_tree(home, 7200)

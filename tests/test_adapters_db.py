@@ -933,3 +933,182 @@ def test_rels_stay_unique_across_default_user_dirs(user_home):
     rels = sorted(f.rel for f in adapters.Cursor().discover({}, user_home))
     assert rels == [".config/Cursor/User/globalStorage/state.vscdb",
                     "Library/Application Support/Cursor/User/globalStorage/state.vscdb"]
+
+
+###############################################################################
+# OpenCode ####################################################################
+###############################################################################
+
+OPENCODE = Path(__file__).with_name("fixtures") / "opencode"
+OPENCODE_DB = OPENCODE / "lantern-sqlite" / "opencode.db"
+OPENCODE_LEGACY = OPENCODE / "lantern-legacy-json"
+OPENCODE_V2 = OPENCODE / "agent-sessions-v2"
+
+
+def opencode_files(*roots: Path) -> list[SourceFile]:
+    return list(adapters.OpenCode().discover({"ORIGIN_OPENCODE_HOME": ",".join(map(str, roots))}, Path("/nonexistent")))
+
+
+def test_opencode_database_sessions_messages_reasoning_and_tools():
+    (f,) = opencode_files(OPENCODE_DB.parent)
+    out, recs, infos, state = export_parse(adapters.OpenCode(), f)
+    conn = sqlite3.connect(f"file:{OPENCODE_DB}?mode=ro&immutable=1", uri=True)
+    sessions = dict(conn.execute("SELECT id, title FROM session"))
+    conn.close()
+    assert {i.session: i.title for i in infos} == sessions
+    assert all(i.cwd == "/work" and i.agent_version == "1.18.13" for i in infos)
+    assert state == {}  # nothing unknown
+    users = [r.text for r in recs if r.role == "user"]
+    assert users[0] == '"What does average_item_price do? One sentence."'
+    assert len(users) == 3
+    (call,) = [r for r in recs if r.kind == "tool_call"]
+    (result,) = [r for r in recs if r.kind == "tool_result"]
+    assert call.text.startswith("write ") and "average_item_price" in call.text and call.id.startswith("prt_")
+    assert result.text == "Wrote file successfully." and result.ts >= call.ts
+    thinking = [r for r in recs if r.kind == "message" and not r.indexed]
+    assert len(thinking) == 4 and all(t.role == "assistant" and t.model == "qwen3:0.6b" for t in thinking)
+    # The second read of an unchanged database exports nothing.
+    assert list(adapters.OpenCode().export(f, {k: d for k, d, _ in out}, NOW)) == []
+
+
+def test_opencode_database_is_left_untouched_and_channel_databases_are_found(tmp_path):
+    root = tmp_path / "opencode"
+    root.mkdir()
+    shutil.copyfile(OPENCODE_DB, root / "opencode.db")
+    shutil.copyfile(OPENCODE_DB, root / "opencode-beta.db")
+    (root / "other.db").write_bytes(b"")
+    before = listing(root)
+    files = opencode_files(root)
+    assert [f.rel for f in files] == ["opencode-beta.db", "opencode.db"]
+    for f in files:
+        assert list(adapters.OpenCode().export(f, {}, NOW))
+    assert listing(root) == before
+
+
+def test_opencode_legacy_tree_reads_every_message_shape():
+    files = {f.rel: f for f in opencode_files(OPENCODE_LEGACY)}
+    assert sorted(files) == ["storage/session/prj_infra/ses_02.json", "storage/session/prj_legacy/ses_03.json",
+                             "storage/session/prj_orders/ses_01.json"]
+    _, recs, infos, state = export_parse(adapters.OpenCode(), files["storage/session/prj_orders/ses_01.json"])
+    assert [(i.title, i.cwd) for i in infos] == [("Empty carts 500", "/home/demo/orders-api")]
+    texts = [(r.kind, r.role, r.text) for r in recs]
+    assert ("message", "user", "The orders endpoint 500s on empty carts") in texts
+    assert ("tool_call", "assistant", 'grep {"pattern":"def create_order"}') in texts
+    assert ("tool_result", "tool", "app/orders.py:42:def create_order(cart):") in texts
+    assert ("tool_call", "assistant", 'shell {"command":"pytest -k empty_cart"}') in texts  # a `!` command
+    assert not any("cut off" in r.text for r in recs)  # the half-written file waits
+    _, recs, _, state = export_parse(adapters.OpenCode(), files["storage/session/prj_infra/ses_02.json"])
+    assert [r.text for r in recs] == ["Why did the nightly deploy stall?", "The lock file was held by a cancelled job."]
+    assert state == {"unknown": 1}  # the part type no version knows is counted
+    _, recs, _, _ = export_parse(adapters.OpenCode(), files["storage/session/prj_legacy/ses_03.json"])
+    (call,) = [r for r in recs if r.kind == "tool_call"]
+    assert call.ts == 1784100001000  # the part's duration counter is no time
+
+
+def test_opencode_legacy_sub_agent_and_synthetic_text(tmp_path):
+    files = {f.rel: f for f in opencode_files(OPENCODE_V2)}
+    _, recs, infos, _ = export_parse(adapters.OpenCode(), files["storage/session/proj_test/ses_s_stage0_large.json"])
+    assert infos[0].cwd == "/tmp/large" and infos[0].agent_version == "1.3.17"
+    synthetic = next(r for r in recs if r.text == "Command failed with exit code 1.")
+    assert not synthetic.indexed
+    # A sub-agent session names its parent.
+    storage = tmp_path / "oc" / "storage"
+    shutil.copytree(OPENCODE_V2 / "storage", storage)
+    small = storage / "session" / "proj_test" / "ses_s_stage0_small.json"
+    small.write_text(json.dumps({**json.loads(small.read_text()), "parentID": "s_stage0_large"}))
+    f = next(f for f in opencode_files(tmp_path / "oc") if f.path == str(small))
+    _, _, infos, _ = export_parse(adapters.OpenCode(), f)
+    assert infos[0].parent == "s_stage0_large"
+
+
+###############################################################################
+# Goose #######################################################################
+###############################################################################
+
+GOOSE = Path(__file__).with_name("fixtures") / "goose"
+GOOSE_DB = GOOSE / "lantern" / "sessions.db"
+GOOSE_LEGACY = GOOSE / "deja-vu-legacy" / "20250724_1.jsonl"
+
+
+@pytest.fixture
+def goose_root(tmp_path) -> Path:
+    root = tmp_path / "goose"
+    (root / "sessions").mkdir(parents=True)
+    shutil.copyfile(GOOSE_DB, root / "sessions" / "sessions.db")
+    shutil.copyfile(GOOSE_LEGACY, root / "sessions" / GOOSE_LEGACY.name)
+    return root
+
+
+def goose_files(root: Path) -> dict[str, SourceFile]:
+    return {f.rel: f for f in adapters.Goose().discover({"ORIGIN_GOOSE_HOME": str(root)}, Path("/nonexistent"))}
+
+
+def test_goose_discovers_the_database_and_the_legacy_sessions(goose_root, tmp_path):
+    files = goose_files(goose_root)
+    assert sorted(files) == ["sessions/20250724_1.jsonl", "sessions/sessions.db"]
+    assert files["sessions/sessions.db"].kind == "db" and files["sessions/20250724_1.jsonl"].kind == "log"
+    home = tmp_path / "home"
+    (home / ".local" / "share" / "goose" / "sessions").mkdir(parents=True)
+    shutil.copyfile(GOOSE_DB, home / ".local" / "share" / "goose" / "sessions" / "sessions.db")
+    assert [f.rel for f in adapters.Goose().discover({}, home)] == ["sessions/sessions.db"]
+    assert [f.rel for f in adapters.Goose().discover({"GOOSE_PATH_ROOT": str(tmp_path / "gp")}, home)] == []
+
+
+def test_goose_database_sessions_messages_joined_reasoning_and_tools(goose_root):
+    before = listing(goose_root / "sessions")
+    out, recs, infos, state = export_parse(adapters.Goose(), goose_files(goose_root)["sessions/sessions.db"])
+    assert listing(goose_root / "sessions") == before  # read from a snapshot, nothing written beside it
+    assert state == {}
+    assert [(i.session, i.title, i.cwd, i.model) for i in infos] == [
+        ("20260805_1", "What does average_item_price do?", "/work", "qwen3:0.6b"),
+        ("20260805_2", "Division by Zero on Empty Cart", "/work", "qwen3:0.6b"),
+        ("20260805_3", "Cart Empty Average Price", "/work", "qwen3:0.6b"),
+        ("20260805_4", "Read file with absolute path", "/work", "qwen3:0.6b")]
+    conn = sqlite3.connect(f"file:{GOOSE_DB}?mode=ro&immutable=1", uri=True)
+    rows = conn.execute("SELECT count(*) FROM messages").fetchone()[0]
+    conn.close()
+    assert len([k for k, _, _ in out if k.startswith("msg:")]) == rows == 22
+    first = next(r for r in recs if r.kind == "message" and not r.indexed)
+    assert first.text.startswith("Okay, the user is asking what average_item_price does.")  # one part per token, joined
+    calls = [r for r in recs if r.kind == "tool_call"]
+    results = [r for r in recs if r.kind == "tool_result"]
+    assert len(calls) == len(results) == 8
+    assert {c.id[:-2] for c in calls} == {r.id[:-2] for r in results}  # each result joins its call
+    assert results[0].text.startswith("error: -32002: Tool 'average_item_price' not found")
+    assert [r.text for r in recs if r.role == "user"][0] == "What does average_item_price do? One sentence."
+    assert all(r.ts and r.cwd == "/work" for r in recs)
+    assert list(adapters.Goose().export(goose_files(goose_root)["sessions/sessions.db"],
+                                        {k: d for k, d, _ in out}, NOW)) == []
+
+
+def test_goose_newest_message_of_a_live_session_waits(goose_root):
+    f = goose_files(goose_root)["sessions/sessions.db"]
+    updated = 1785965633000  # the last session's updated_at, 2026-08-05 21:33:53 UTC
+    keys = [k for k, _, _ in adapters.Goose().export(f, {}, updated + 1000)]
+    assert "msg:22" not in keys and "msg:21" in keys
+    keys = [k for k, _, _ in adapters.Goose().export(f, {}, updated + adapters.DB_QUIET_MS)]
+    assert "msg:22" in keys
+
+
+def test_goose_rewritten_conversation_adds_only_what_is_new(goose_root):
+    f = goose_files(goose_root)["sessions/sessions.db"]
+    out, recs, _, _ = export_parse(adapters.Goose(), f)
+    ids = {r.id for r in recs}
+    # Compaction replaces a session's rows: the same messages come back under new row ids.
+    conn = sqlite3.connect(goose_root / "sessions" / "sessions.db")
+    conn.execute("INSERT INTO messages (message_id, session_id, role, content_json, created_timestamp, metadata_json) "
+                 "SELECT message_id, session_id, role, content_json, created_timestamp, metadata_json FROM messages "
+                 "WHERE session_id = '20260805_1'")
+    conn.execute("DELETE FROM messages WHERE session_id = '20260805_1' AND id <= 4")
+    conn.commit()
+    conn.close()
+    again, recs2, _, _ = export_parse(adapters.Goose(), f, {k: d for k, d, _ in out})
+    assert len(again) == 4 and {r.id for r in recs2} <= ids
+
+
+def test_goose_legacy_jsonl_session(goose_root):
+    recs, infos, state = parse_log(adapters.Goose(), goose_files(goose_root)["sessions/20250724_1.jsonl"], flush=False)
+    assert [(i.session, i.title, i.cwd) for i in infos] == [("20250724_1", "Synthetic Goose session", "/workspace/demo")]
+    assert [(r.role, r.text, r.ts) for r in recs] == [("user", "Say hello", 1784278801000),
+                                                      ("assistant", "Hello from Goose!", 1784278802000)]
+    assert all(r.cwd == "/workspace/demo" for r in recs)

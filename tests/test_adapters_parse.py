@@ -108,10 +108,14 @@ def json_lines(path: Path) -> list[dict]:
 ###############################################################################
 
 
-def test_registry_holds_the_three_log_adapters():
-    for name in ("claude-code", "codex", "grok"):
-        assert ADAPTERS[name].name == name
-        assert ADAPTERS[name].kind == "log"
+@pytest.mark.parametrize("name", sorted(ADAPTERS))
+def test_each_registry_row_names_its_agent_and_its_kind(name):
+    adapter = ADAPTERS[name]
+    assert adapter.name == name and re.fullmatch(r"[a-z][a-z0-9]*(-[a-z0-9]+)*", name)
+    assert adapter.display and adapter.kind in ("log", "db")
+    assert all(re.fullmatch(r"[A-Z][A-Z0-9_]+", v) for v in adapter.env_vars)
+    if adapter.mcp is not None:
+        assert adapter.mcp.fmt in ("json", "toml", "yaml") and adapter.mcp.keys
 
 
 ###############################################################################
@@ -350,11 +354,12 @@ HOSTILE_LINES = [
 ]
 
 
-@pytest.mark.parametrize("name", ["claude-code", "codex", "grok"])
+@pytest.mark.parametrize("name", sorted(ADAPTERS))
 def test_hostile_lines_raise_nothing_but_parse_error(name):
     adapter = ADAPTERS[name]
-    files = [SourceFile("/x/updates.jsonl", "x/updates.jsonl", meta={"format": "updates"}),
-             SourceFile("/x/chat_history.jsonl", "x/chat_history.jsonl", meta={"format": "chat"})]
+    files = [SourceFile("/x/updates.jsonl", "x/updates.jsonl", kind=adapter.kind, meta={"format": "updates"}),
+             SourceFile("/x/chat_history.jsonl", "x/chat_history.jsonl", kind=adapter.kind, meta={"format": "chat"}),
+             SourceFile("/x/store", "x/store", kind=adapter.kind)]
     for f in files:
         state = adapter.new_state(f)
         for lineno, line in enumerate(HOSTILE_LINES, 1):
@@ -935,3 +940,131 @@ def test_grok_subagent_session_reports_its_parent(tmp_path):
     assert errors == []
     assert infos(items)[0].parent == GROK_SID
     assert infos(items)[0].title == "Count the Python files under the project root"
+
+
+###############################################################################
+# Gemini CLI ##################################################################
+###############################################################################
+
+GEMINI = FIXTURES / "gemini"
+GEMINI_JSONL = GEMINI / "agent-sessions/jsonl_v040.jsonl"
+GEMINI_SMALL = GEMINI / "agent-sessions/small.json"
+GEMINI_TOOLS = GEMINI / "agentsview-json/tool_calls_with_results.json"
+LATER = 1_900_000_000_000
+
+
+def gemini_export(f: SourceFile, known: dict | None = None, now: int = LATER):
+    """Export a first-era document as ingest does; return (tuples, parsed items, errors)."""
+    out = list(ADAPTERS["gemini"].export(f, dict(known or {}), now))
+    data = "".join(line + "\n" for _, _, line in out).encode()
+    items, errors, _ = run(ADAPTERS["gemini"], f, data)
+    return out, items, errors
+
+
+def gemini_doc(path: Path, **meta) -> SourceFile:
+    return SourceFile(str(path), path.name, kind="db", meta=meta)
+
+
+def test_gemini_discovers_both_eras_with_each_project_folder_path(tmp_path):
+    g = tmp_path / ".gemini"
+    slug, hashed, rooted = g / "tmp" / "shop" / "chats", g / "tmp" / ("a" * 64) / "chats", g / "tmp" / "api" / "chats"
+    for d in (slug, hashed, rooted / "parent-id"):
+        d.mkdir(parents=True)
+    import hashlib
+    (g / "projects.json").write_text(json.dumps({"projects": {"/home/dev/shop": "shop"}}))
+    hashed.parent.rename(g / "tmp" / hashlib.sha256(b"/home/dev/shop").hexdigest())
+    (rooted.parent / ".project_root").write_text("/home/dev/api\n")
+    shutil.copy(GEMINI_SMALL, slug / "session-2026-01-16T18-34-3739ef95.json")
+    shutil.copy(GEMINI_JSONL, rooted / "session-2026-04-29T21-39-gemini_s.jsonl")
+    shutil.copy(GEMINI_JSONL, rooted / "parent-id" / "child.jsonl")
+    (slug / "notes.txt").write_text("not a session")
+    (slug / "checkpoint-x.json").write_text("{}")  # only session-* files are sessions
+    found = {f.rel: f for f in ADAPTERS["gemini"].discover({}, tmp_path)}
+    assert sorted(found) == ["tmp/api/chats/parent-id/child.jsonl", "tmp/api/chats/session-2026-04-29T21-39-gemini_s.jsonl",
+                             "tmp/shop/chats/session-2026-01-16T18-34-3739ef95.json"]
+    assert found["tmp/shop/chats/session-2026-01-16T18-34-3739ef95.json"].kind == "db"
+    assert found["tmp/shop/chats/session-2026-01-16T18-34-3739ef95.json"].meta == {"cwd": "/home/dev/shop"}
+    assert found["tmp/api/chats/session-2026-04-29T21-39-gemini_s.jsonl"].meta == {"cwd": "/home/dev/api"}
+    assert found["tmp/api/chats/parent-id/child.jsonl"].meta == {"cwd": "/home/dev/api", "parent": "parent-id"}
+    env = {"ORIGIN_GEMINI_HOME": str(g)}
+    assert len(list(ADAPTERS["gemini"].discover(env, tmp_path / "elsewhere"))) == 3
+
+
+def test_gemini_document_messages_thoughts_tool_calls_and_results():
+    _, items, errors = gemini_export(gemini_doc(GEMINI_TOOLS, cwd="/home/dev/shop"))
+    assert errors == []
+    recs = records(items)
+    assert [(r.kind, r.role) for r in recs] == [("message", "user"), ("message", "assistant"), ("tool_call", "assistant"),
+                                              ("tool_result", "tool"), ("tool_call", "assistant"),
+                                              ("tool_result", "tool"), ("message", "assistant")]
+    assert recs[1].text == "Planning: I need to read the planning document." and not recs[1].indexed
+    assert recs[2].text == 'read_file {"file_path":".planning/ONE-PAGER.md"}'
+    assert recs[3].text.startswith("# Agentstrove -- One-Pager")
+    assert all(r.cwd == "/home/dev/shop" and r.session == "sess-uuid-tool-results" for r in recs)
+    assert [i.title for i in infos(items) if i.title] == ["Read the planning doc"]
+
+
+def test_gemini_rewritten_document_archives_each_version_and_adds_only_what_changed(tmp_path):
+    doc = json.loads(GEMINI_SMALL.read_text())
+    path = tmp_path / "session-2026-01-16T18-34-3739ef95.json"
+    path.write_text(json.dumps(doc))
+    first, items, _ = gemini_export(gemini_doc(path))
+    ids = {r.id for r in records(items)}
+    known = {k: h for k, h, _ in first}
+    assert list(ADAPTERS["gemini"].export(gemini_doc(path), known, LATER)) == []  # unchanged: nothing
+    # Gemini CLI rewrites the whole file: one message answered again, one added, a summary.
+    doc["messages"][1]["content"] = "Hi! How can I help?"
+    doc["messages"].append({"id": "m3", "timestamp": "2026-01-16T18:35:00.000Z", "type": "user", "content": "Bye"})
+    doc["summary"] = "Greetings"
+    path.write_text(json.dumps(doc, indent=2))
+    second, items, errors = gemini_export(gemini_doc(path), known)
+    assert errors == [] and sorted(k for k, _, _ in second) == ["msg:m2", "msg:m3", "session"]
+    new = {r.id for r in records(items)} - ids
+    assert sorted(r.text for r in records(items) if r.id in new) == ["Bye", "Hi! How can I help?"]
+    assert [i.title for i in infos(items) if i.title_rank == adapters.RANK_SUMMARY] == ["Greetings"]
+
+
+def test_gemini_newest_message_of_a_document_waits_until_the_file_is_quiet(tmp_path):
+    path = tmp_path / "session-x.json"
+    shutil.copy(GEMINI_TOOLS, path)
+    now = int(path.stat().st_mtime * 1000)
+    keys = [k for k, _, _ in ADAPTERS["gemini"].export(gemini_doc(path), {}, now)]
+    assert keys == ["session", "msg:u1"]  # the answer may still gain tool results
+    keys = [k for k, _, _ in ADAPTERS["gemini"].export(gemini_doc(path), {}, now + adapters.DB_QUIET_MS)]
+    assert keys == ["session", "msg:u1", "msg:a1"]
+    path.write_text('{"sessionId": "x", "messages": [')  # caught mid-rewrite
+    assert list(ADAPTERS["gemini"].export(gemini_doc(path), {}, LATER)) == []
+
+
+def test_gemini_jsonl_set_rewind_and_a_repeated_id(tmp_path):
+    lines = GEMINI_JSONL.read_text().splitlines() + [
+        json.dumps({"$set": {"summary": "List the files"}}),
+        json.dumps({"id": "g-user-2", "timestamp": "2026-04-29T21:40:00Z", "type": "user", "content": "Delete them"}),
+        json.dumps({"$rewindTo": "g-user-2"}),
+        json.dumps({"id": "g-user-2", "timestamp": "2026-04-29T21:40:09Z", "type": "user", "content": "Keep them"}),
+        json.dumps({"$set": {"messages": [{"id": "g-user-1", "timestamp": "2026-04-29T21:39:33.155Z", "type": "user",
+                                           "content": [{"text": "Say hello and list files."}]}]}}),
+        json.dumps({"type": "mystery"}),
+    ]
+    path = tmp_path / "session-2026-04-29T21-39-gemini_s.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    items, errors, state = run(ADAPTERS["gemini"], SourceFile(str(path), path.name, meta={"cwd": "/w"}), roundtrip=True)
+    assert errors == [] and state["unknown"] == 1
+    texts = [r.text for r in records(items, "message") if r.role == "user"]
+    # The checkpoint repeats the first prompt with the same id; the rewound prompt stays archived.
+    assert texts == ["Say hello and list files.", "Delete them", "Keep them", "Say hello and list files."]
+    assert len({r.id for r in records(items)}) == len(records(items)) - 1
+    (result,) = records(items, "tool_result")
+    assert "README.md" in result.text and result.session == "gemini_stage0_jsonl"
+    assert [i.title for i in infos(items) if i.title_rank == adapters.RANK_SUMMARY] == ["List the files"]
+
+
+def test_gemini_session_resumed_and_rewritten_as_jsonl_keeps_its_event_ids(tmp_path):
+    doc = json.loads(GEMINI_SMALL.read_text())
+    _, items, _ = gemini_export(gemini_doc(GEMINI_SMALL))
+    as_json = {r.id for r in records(items)}
+    path = tmp_path / "session-2026-01-16T18-34-3739ef95.jsonl"
+    meta = {k: v for k, v in doc.items() if k != "messages"}
+    path.write_text("".join(json.dumps(x) + "\n" for x in [meta, *doc["messages"]]))
+    items, errors, _ = run(ADAPTERS["gemini"], SourceFile(str(path), path.name))
+    assert errors == [] and {r.id for r in records(items)} == as_json

@@ -5,7 +5,10 @@ page at desktop and phone width (screenshots kept as test artefacts), finds
 a session by search, loads a raw line in place, remembers a decision from
 its event page, corrects it, creates and revokes a token, and forgets the
 entry after the preview.  No page logs a CSP violation or any console
-error, and afterwards no page shows the forgotten text.
+error, and afterwards no page shows the forgotten text.  At phone width the
+navigation keeps its labels, the agents table needs no sideways scrolling
+and a kind badge keeps its size beside text that wraps; the hub's front
+page links to the admin page.
 
 Chromium and its driver come from Debian (`apt-get install chromium
 chromium-driver`, run here when they are missing); no browser is ever
@@ -228,3 +231,64 @@ def test_owner_walks_every_page_in_chromium(browser, tmp_path):
     assert b.current_url.endswith("/admin/login")
     hub.stop()
     assert len(walk.shots) >= 2 * 20 and all(p.stat().st_size > 2000 for p in walk.shots)
+
+
+def test_phone_layout_labels_the_navigation_and_keeps_badges_and_the_agents_table_readable(browser, tmp_path):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support import expected_conditions as EC
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from test_admin_pages import EGRET_QUOTE, _pages_home
+
+    home, ids = _pages_home(tmp_path)
+    hub = Hub(home, "--listen", "127.0.0.1:0", "--admin")
+    password = next(x for x in hub.log if "admin password" in x).rsplit(": ", 1)[1].strip()
+    walk = Walk(browser, f"http://127.0.0.1:{hub.port}")
+    b = browser
+    wait = WebDriverWait(b, 60)
+    b.delete_all_cookies()
+    # The hub's front page links to the admin page, which asks for the password.
+    walk.open("/", "front")
+    b.find_element(By.LINK_TEXT, "Open the admin page").click()
+    wait.until(EC.url_contains("/admin/login"))
+    b.find_element(By.ID, "password").send_keys(password + Keys.ENTER)
+    wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, "table.agents")))
+    walk.check("overview-agents")
+
+    def box(el) -> dict:
+        return b.execute_script("return arguments[0].getBoundingClientRect().toJSON()", el)
+
+    b.set_window_size(*WIDTHS["phone"])
+    try:
+        # Every section's name shows beside its icon (before: icons only, names clipped to 1 px).
+        for a in b.find_elements(By.CSS_SELECTOR, ".nav a"):
+            label = a.find_element(By.TAG_NAME, "span")
+            assert label.is_displayed() and box(label)["width"] > 20 and label.text, a.get_attribute("href")
+            assert box(a)["right"] <= WIDTHS["phone"][0]
+        # The agents table needs no sideways scrolling, and each figure has its label beside it.
+        scroll = b.find_element(By.CSS_SELECTOR, "table.agents").find_element(By.XPATH, "..")
+        assert b.execute_script("return arguments[0].scrollWidth <= arguments[0].clientWidth", scroll)
+        for td in b.find_elements(By.CSS_SELECTOR, "table.agents td[data-label]"):
+            shown = b.execute_script("return getComputedStyle(arguments[0], '::before').content", td)
+            assert shown == '"' + td.get_attribute("data-label") + '"'
+        # The kind badge keeps its own size while the entry's text wraps over several lines.
+        for width in ("phone", "desktop"):
+            b.set_window_size(*WIDTHS[width])
+            b.get(walk.base + "/admin/entries")
+            for row in b.find_elements(By.CSS_SELECTOR, ".entries a"):
+                badge, text = row.find_element(By.CSS_SELECTOR, ".badge"), row.find_element(By.CSS_SELECTOR, ".text")
+                if box(text)["height"] > 2 * box(badge)["height"]:  # the long entry wraps
+                    assert box(badge)["width"] < 0.4 * box(row)["width"], width
+                    assert box(badge)["height"] < 0.5 * box(text)["height"], width
+            assert any(box(r.find_element(By.CSS_SELECTOR, ".text"))["height"]
+                       > 2 * box(r.find_element(By.CSS_SELECTOR, ".badge"))["height"]
+                       for r in b.find_elements(By.CSS_SELECTOR, ".entries a")), width
+        b.set_window_size(*WIDTHS["desktop"])
+        walk.open("/admin/entries?project=egret", "entries-egret")
+        assert ids["egret"] in b.page_source and ids["heron"] not in b.page_source
+        walk.open("/admin/entry?id=" + ids["egret"], "entry-quote")
+        assert b.find_element(By.CSS_SELECTOR, "blockquote.quote").text == EGRET_QUOTE
+    finally:
+        b.set_window_size(*WIDTHS["desktop"])
+        hub.stop()

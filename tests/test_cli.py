@@ -397,3 +397,68 @@ def test_cursor_transcripts_of_a_folder_not_on_disk_are_filed_under_its_name(cli
     assert [p["project"] for p in res["projects"]] == ["shop"]
     code, res = cli("search", "files", "--project", "shop", "--json")
     assert code == 0 and {e["project"] for e in res["events"]} == {"shop"}
+
+
+# -- fresh reads (issue 29 item 2) ----------------------------------------------------------------
+
+def _claude_line(session: str, uid: str, text: str) -> str:
+    return json.dumps({"type": "user", "uuid": uid, "sessionId": session, "cwd": "/path/to/Demo",
+                       "timestamp": "2026-11-30T12:00:00.000Z", "message": {"role": "user", "content": text}})
+
+
+def _cli_proc(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(ROOT / "origin.py"), *args], capture_output=True, text=True,
+                          timeout=300, env=os.environ.copy())
+
+
+def test_a_line_written_a_moment_ago_is_found_by_a_read_without_origin_sync(claude_root, cli, origin_home):
+    assert cli("sync")[0] == 0
+    project = claude_root / "projects" / "-path-to-Demo"
+    log = next(project.glob("*.jsonl"))
+    session = log.stem
+    with log.open("a") as fh:  # appended by hand, as the agent does
+        fh.write(_claude_line(session, "99999999-0000-4000-8000-00000000aa01", "the okapi-fresh rule") + "\n")
+    p = _cli_proc("search", "okapi-fresh", "--json")
+    assert p.returncode == 0 and p.stderr == ""
+    hit = json.loads(p.stdout)["events"][0]
+    assert "okapi-fresh" in hit["snippet"]
+    # A new session file in a project folder is found as well, by timeline and show too.
+    (project / "0a0b0c0d-1111-4222-8333-444455556666.jsonl").write_text(
+        _claude_line("0a0b0c0d-1111-4222-8333-444455556666", "99999999-0000-4000-8000-00000000aa02",
+                     "the zebra-fresh rule") + "\n")
+    p = _cli_proc("timeline", "--session", "0a0b0c0d-1111-4222-8333-444455556666", "--json")
+    assert p.returncode == 0 and "zebra-fresh" in p.stdout, p.stderr
+    assert "okapi-fresh" in _cli_proc("show", hit["id"]).stdout
+
+
+def test_a_read_with_nothing_new_does_not_sync(claude_root, cli, origin_home):
+    cli("sync")
+    cli("sync")
+    with origin.open_store(origin_home) as s:
+        assert origin.fresh_changes(s) is False
+        runs = s.conn.execute("SELECT count(*) FROM sync_log").fetchone()[0]
+        settings = s.conn.execute("SELECT group_concat(key || value) FROM setting").fetchone()[0]
+    for args in (("search", "CLAUDE.md"), ("timeline",), ("ask", "what", "about", "CLAUDE.md")):
+        assert _cli_proc(*args).returncode == 0
+    with origin.open_store(origin_home) as s:
+        assert s.conn.execute("SELECT count(*) FROM sync_log").fetchone()[0] == runs
+        assert s.conn.execute("SELECT group_concat(key || value) FROM setting").fetchone()[0] == settings
+
+
+def test_the_catch_up_is_bounded_and_the_next_one_takes_the_rest(claude_root, cli, origin_home):
+    cli("sync")
+    cli("sync")
+    project = claude_root / "projects" / "-path-to-Demo"
+    n = origin.GROUP_FILES + 20  # two groups of files
+    for i in range(n):
+        sid = f"0a0b0c0d-1111-4222-8333-{i:012d}"
+        (project / f"{sid}.jsonl").write_text(_claude_line(sid, f"99999999-0000-4000-8000-{i:012d}",
+                                                           f"bulk line {i}") + "\n")
+    with origin.open_store(origin_home) as s:
+        first = origin.catch_up(s, seconds=0)  # past its deadline at once: one group, then it stops
+        assert first.cut_short and 0 < first.sources["claude-code"]["files"] < n + 2
+        assert origin.fresh_changes(s) is True  # what is left is still seen
+        rest = origin.catch_up(s)
+        assert not rest.cut_short
+        total = s.conn.execute("SELECT count(*) FROM event WHERE text LIKE 'bulk line %'").fetchone()[0]
+        assert total == n and origin.fresh_changes(s) is False

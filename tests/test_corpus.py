@@ -15,7 +15,8 @@ from pathlib import Path
 import zstandard
 
 import origin
-from corpus import write_codex_corpus, write_cursor_db, write_grok_corpus
+from corpus import (write_codex_corpus, write_cursor_db, write_gemini_corpus, write_goose_db, write_grok_corpus,
+                    write_opencode_db)
 
 
 def _sync(origin_home: Path, home: Path, **env) -> origin.SyncReport:
@@ -113,6 +114,26 @@ def test_cursor_db_exports_every_conversation_and_never_the_access_token(user_ho
     assert counts["tool_call/assistant"] == counts["tool_result/tool"] == tools
     secret = db.secret.rsplit(".", 2)[1].encode()
     assert not [p for p in origin_home.rglob("*") if p.is_file() and secret in p.read_bytes()]
+
+
+def test_opencode_gemini_and_goose_corpora_ingest_cleanly(user_home, origin_home, tmp_path):
+    parts = write_opencode_db(tmp_path / "oc" / "opencode.db", sessions=12, turns=(1, 4), seed=5)
+    files = write_gemini_corpus(user_home / ".gemini", sessions=12, turns=(1, 4), seed=6)
+    messages = write_goose_db(tmp_path / "goose" / "sessions" / "sessions.db", sessions=12, turns=(1, 4), seed=7)
+    report = _sync(origin_home, user_home, ORIGIN_OPENCODE_HOME=str(tmp_path / "oc"),
+                   ORIGIN_GOOSE_HOME=str(tmp_path / "goose"))
+    _clean(origin_home, report, "opencode", 1)
+    _clean(origin_home, report, "gemini", len(files))
+    _clean(origin_home, report, "goose", 1)
+    counts = {(src, kind): n for src, kind, n in _query(
+        origin_home, "SELECT source, kind, count(*) FROM event GROUP BY 1, 2")}
+    for src in ("opencode", "gemini", "goose"):
+        assert counts[(src, "tool_call")] == counts[(src, "tool_result")] > 0, src
+    # Four messages a turn; five events (the reasoning of the one-word parts is one event).
+    assert sum(n for (src, _), n in counts.items() if src == "goose") == messages // 4 * 5
+    assert parts > counts[("opencode", "message")]  # step parts make no event
+    sessions = _query(origin_home, "SELECT source, count(*), count(cwd), count(parent) FROM session GROUP BY 1")
+    assert ("opencode", 12, 12, 1) in sessions and ("gemini", 12, 12, 0) in sessions and ("goose", 12, 12, 0) in sessions
 
 
 def test_generators_are_deterministic_for_a_seed(tmp_path):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import adapters
 import origin
 from conftest import ROOT
 
@@ -28,11 +29,22 @@ def test_every_cli_command_is_in_the_readme():
 
 
 def test_every_environment_variable_is_documented():
-    names = set(re.findall(r'"((?:ORIGIN|CLAUDE|CODEX|GROK)_[A-Z_]+)"', SOURCE))
-    names |= set(re.findall(r'"((?:ORIGIN|CLAUDE|CODEX|GROK)_[A-Z_]+)"', (ROOT / "adapters.py").read_text()))
+    names = set(re.findall(r'"(ORIGIN_[A-Z_]+)"', SOURCE))
+    names |= set(re.findall(r'"(ORIGIN_[A-Z_]+)"', (ROOT / "adapters.py").read_text()))
+    names |= {v for a in adapters.ADAPTERS.values() for v in a.env_vars}  # the agents' own, from their table
     names.discard("ORIGIN_CRASH_AT")  # a test hook, documented under Development
     for n in names:
         assert n in README, n
+
+
+def test_every_variable_an_adapter_declares_has_a_row_in_the_configuration_table():
+    """Each agent's own variables (COPILOT_HOME, PI_CODING_AGENT_DIR…) are documented where people look."""
+    table = README[README.index("## Configuration"):]
+    table = table[:table.index("\n## ", 1)] if "\n## " in table[1:] else table
+    declared = {v for a in adapters.ADAPTERS.values() for v in a.env_vars}
+    assert {"COPILOT_HOME", "ORIGIN_QWEN_HOME", "PI_CODING_AGENT_DIR", "ORIGIN_AIDER_ROOTS"} <= declared
+    missing = sorted(v for v in declared if f"\n| `{v}` |" not in table)
+    assert not missing, missing
 
 
 def test_readme_quick_start_has_the_two_commands():

@@ -593,13 +593,77 @@ def test_the_mcp_forget_tool_takes_sessions_and_same_text(store, cursor):
         "SELECT text FROM event WHERE source = 'cursor' AND role = 'assistant' AND text LIKE "
         "'I''ll help you create a Copilot page%' GROUP BY text HAVING count(DISTINCT session) = 4").fetchone()[0]
     copies = [r[0] for r in store.conn.execute("SELECT id FROM event WHERE text = ? ORDER BY id", (text,))]
-    args = origin.check_tool_args(tool, {"id": copies[0], "preview": True})
+    args = origin.check_tool_args(tool, {"id": copies[0]})
     preview = origin.mcp_forget(store, args, "test-agent")
     assert preview["done"] is False and preview["same_text_count"] == 3
     with pytest.raises(origin.OriginError):
         origin.check_tool_args(tool, {"id": copies[0], "same_text": "yes"})
-    done = origin.mcp_forget(store, origin.check_tool_args(tool, {"id": copies[0], "same_text": True}), "test-agent")
+    shown = origin.mcp_forget(store, origin.check_tool_args(tool, {"id": copies[0], "same_text": True}), "test-agent")
+    done = origin.mcp_forget(store, origin.check_tool_args(
+        tool, {"id": copies[0], "same_text": True, "digest": shown["digest"]}), "test-agent")
     assert done["done"] is True and sorted(done["excluded_events"]) == copies
     session = store.conn.execute("SELECT session FROM event WHERE id = ?", (copies[1],)).fetchone()[0]
-    gone = origin.mcp_forget(store, origin.check_tool_args(tool, {"id": f"cursor:{session}"}), "test-agent")
+    shown = origin.mcp_forget(store, origin.check_tool_args(tool, {"id": f"cursor:{session}"}), "test-agent")
+    gone = origin.mcp_forget(store, origin.check_tool_args(
+        tool, {"id": f"cursor:{session}", "digest": shown["digest"]}), "test-agent")
     assert gone["kind"] == "session" and session not in titles(store)
+
+
+def test_invariant_2_a_summary_in_another_sessions_file_goes_with_the_conversation_it_sums_up(
+        store, user_home, cli, origin_home):
+    # Claude writes a continued conversation's summary at the top of the new
+    # session's file, its leafUuid pointing into the earlier session.
+    first = ClaudeLog(user_home, session="sess-first")
+    first.user("u-1", "Plan the osprey migration of the ledger database.")
+    secret = first.assistant("a-2", "The osprey migration runs on Sunday with the replica promoted first.")
+    first.write()
+    later = ClaudeLog(user_home, session="sess-later")
+    later.user("u-3", "Carry on from yesterday.")
+    later.assistant("a-4", "Picking up where we stopped.")
+    later.records.insert(0, {"type": "summary", "summary": "Osprey ledger migration plan", "leafUuid": "a-2"})
+    later.write()
+    origin.sync(store)
+    assert titles(store)["sess-later"] == "Osprey ledger migration plan"
+    origin.forget(store, secret)
+    assert titles(store)["sess-later"] == "Carry on from yesterday."
+    # The earlier session's prompt stays visible; nothing of the later one
+    # (its title in the timeline, show and MCP) says osprey any more.
+    assert [s for s in sightings(store, "osprey") if "sess-later" in s or s.endswith(("u-3", "a-4"))] == []
+    assert origin.get_event(store, "claude-code:u-3")["session_title"] == "Carry on from yesterday."
+    later.path.write_text(later.path.read_text() + "\n", encoding="utf-8")  # read again: the summary comes back
+    origin.sync(store)
+    assert titles(store)["sess-later"] == "Carry on from yesterday."
+    code, res = cli("purge", "--yes", "--json")
+    assert code == 0 and res["complete"]
+    assert grep_home(origin_home, "Osprey ledger") == []
+
+
+def grep_home(home: Path, text: str) -> list[str]:
+    from test_purge import grep
+
+    return grep(home, text)
+
+
+def test_invariant_2_a_long_origin_result_cut_in_the_store_is_an_echo_of_an_event_past_the_cut(
+        store, user_home, cli, origin_home):
+    log = ClaudeLog(user_home, session="sess-cut")
+    secret = log.assistant("a-1", "The kestrel alarm code is 7741, changed every spring.")
+    log.user("u-2", "Search my history for the alarm.")
+    log.tool_call("c-3", "mcp__origin__search", {"query": "alarm"})
+    # The agent logged Origin's whole answer; the adapter keeps its first
+    # 4,000 characters, and the forgotten event is listed after them.
+    hits = [{"id": f"claude-code:other-{i}", "source": "claude-code", "snippet": f"unrelated note {i} " * 6}
+            for i in range(60)]
+    hits.append({"id": secret, "source": "claude-code", "snippet": "The kestrel alarm code is 7741"})
+    answer = json.dumps({"events": hits, "next": None}, separators=(",", ":"))
+    assert len(answer) > 5000 and answer.index(secret) > 4000
+    result = log.tool_result("r-4", answer)
+    log.write()
+    origin.sync(store)
+    assert origin.get_event(store, result)["text"].endswith("…")
+    done = origin.forget(store, secret)
+    assert sightings(store, "kestrel") == []  # `show` and MCP `sources` printed the result's raw line
+    assert result in done["excluded_events"]
+    code, res = cli("purge", "--yes", "--json")
+    assert code == 0 and res["complete"]
+    assert grep_home(origin_home, "kestrel") == []

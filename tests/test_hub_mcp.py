@@ -179,7 +179,8 @@ def test_bad_arguments_unknown_and_forgotten_ids_are_tool_errors(hub, token, mod
         out["unknown_id"] = failed(await c.call_tool("get", {"ids": ["claude-code:nope"]}))
         out["unknown_entry"] = failed(await c.call_tool("correct", {"id": "mem_nope", "text": "x"}))
         entry = ok(await c.call_tool("search", {"scope": "entries"}))["entries"][0]
-        ok(await c.call_tool("forget", {"id": entry["id"]}))
+        shown = ok(await c.call_tool("forget", {"id": entry["id"]}))
+        ok(await c.call_tool("forget", {"id": entry["id"], "digest": shown["digest"]}))
         out["forgotten"] = failed(await c.call_tool("get", {"ids": [entry["id"]]}))
         out["forgotten_again"] = failed(await c.call_tool("forget", {"id": entry["id"]}))
         return out
@@ -482,7 +483,7 @@ def test_the_proxy_starts_with_the_hub_down_names_it_and_recovers_without_restar
 
     async def body(c):
         tools = [t.name for t in (await c.list_tools()).tools]
-        down = failed(await c.call_tool("search", {"query": "type-check"}))
+        down = ok(await c.call_tool("search", {"query": "type-check"}))
         down_write = failed(await c.call_tool("remember", {"kind": "memory", "text": "x y z",
                                                            "sources": [{"quote": "type-check"}]}))
         started.append(await anyio.to_thread.run_sync(lambda: Serve(hub_home, port=port)))
@@ -492,12 +493,55 @@ def test_the_proxy_starts_with_the_hub_down_names_it_and_recovers_without_restar
     tools, down, down_write, up = proxy_client(dev, body)
     try:
         assert tools == TOOLS
-        for text in (down, down_write):
-            assert url in text and "origin serve" in text, text
+        assert down["served_by"] == "local, hub unreachable" and down["events"]  # the device's own archive
+        assert url in down_write and "origin serve" in down_write and "nothing was written" in down_write
+        assert "served_by" not in up
         assert len(up["entries"]) == 1 and "type-check" in json.dumps(up["entries"][0], ensure_ascii=False)
     finally:
         for h in started:
             h.stop()
+
+
+def test_a_hub_killed_mid_session_leaves_the_proxy_answering_from_the_device_until_it_is_back(hub_home, tmp_path):
+    """Issue 29 item 1: reads fall back to the device's store and say so; writes are refused; the hub is
+    asked again at each call."""
+    first = Serve(hub_home)
+    dev = Device(tmp_path, "laptop", first.url, first.token("laptop"))
+    said = "The Demo release train leaves on Thursdays, the okapi rule."
+    seen: dict = {}
+
+    async def body(c):
+        dev.say(said)  # the agent writes its log; the proxy syncs and pushes before the next call
+        seen["up"] = ok(await c.call_tool("search", {"query": "type-check"}))
+        first.proc.kill()  # the hub dies mid-session, without a goodbye
+        first.proc.wait(30)
+        seen["search"] = ok(await c.call_tool("search", {"query": "okapi rule"}))
+        hit = seen["search"]["events"][0]["id"]
+        seen["get"] = ok(await c.call_tool("get", {"ids": [hit]}))
+        seen["timeline"] = ok(await c.call_tool("timeline", {"since": "2020-01-01"}))
+        seen["sources"] = ok(await c.call_tool("sources", {"id": hit}))
+        seen["remember"] = failed(await c.call_tool("remember", {
+            "kind": "memory", "text": "Demo releases leave on Thursdays.", "sources": [{"quote": "okapi rule"}]}))
+        seen["forget"] = failed(await c.call_tool("forget", {"id": hit}))
+        back = await anyio.to_thread.run_sync(lambda: Serve(hub_home, port=first.port))
+        seen["back"] = back
+        seen["again"] = ok(await c.call_tool("search", {"query": "okapi rule"}))
+
+    proxy_client(dev, body)
+    try:
+        assert "served_by" not in seen["up"] and seen["up"]["entries"]
+        for tool in ("search", "get", "timeline", "sources"):
+            assert seen[tool]["served_by"] == "local, hub unreachable", tool
+        assert "okapi rule" in seen["search"]["events"][0]["snippet"]
+        for tool in ("remember", "forget"):
+            assert "hub unreachable" in seen[tool] and "nothing was written" in seen[tool], seen[tool]
+        with sqlite3.connect(dev.store / "origin.db") as c:  # nothing queued, nothing forgotten here
+            assert c.execute("SELECT count(*) FROM entry").fetchone()[0] == 0
+            assert c.execute("SELECT count(*) FROM tombstone").fetchone()[0] == 0
+        # Back on the hub at the first call after it answers.
+        assert "served_by" not in seen["again"] and "okapi rule" in json.dumps(seen["again"], ensure_ascii=False)
+    finally:
+        seen["back"].stop()
 
 
 @pytest.mark.parametrize("public", [None, "https://hub.example.org"])

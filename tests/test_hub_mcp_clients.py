@@ -53,7 +53,8 @@ def every_tool(inspector, target: list[str], era: str) -> dict:
     out["remember"] = call("remember", {"kind": "knowledge", "text": f"Demo checks types in CI ({era}).",
                                         "sources": [{"event": event}]})["entry"]
     out["correct"] = call("correct", {"id": out["remember"]["id"], "text": f"Demo checks types in CI only ({era})."})
-    out["forget"] = call("forget", {"id": out["correct"]["entry"]["id"]})
+    shown = call("forget", {"id": out["correct"]["entry"]["id"]})
+    out["forget"] = call("forget", {"id": out["correct"]["entry"]["id"], "digest": shown["digest"]})
     code, _ = run_inspector(inspector, target, "--method", "tools/call", "--tool-name", "get",
                             "--tool-args-json", json.dumps({"ids": [out["remember"]["id"]]}), era=era)
     out["after_code"] = code

@@ -51,7 +51,8 @@ def test_token_create_prints_registrations_a_cloud_client_uses_as_printed(hub):
         new = ok(await c.call_tool("remember", {"kind": "knowledge", "text": "Demo has no type-check script.",
                                                 "sources": [{"event": cited}]}))["entry"]
         fixed = ok(await c.call_tool("correct", {"id": new["id"], "text": "Demo defines no type-check script."}))
-        gone = ok(await c.call_tool("forget", {"id": fixed["entry"]["id"]}))
+        shown = ok(await c.call_tool("forget", {"id": fixed["entry"]["id"]}))
+        gone = ok(await c.call_tool("forget", {"id": fixed["entry"]["id"], "digest": shown["digest"]}))
         return names, new, gone
 
     auth = cursor["headers"]["Authorization"].split(" ", 1)[1]
@@ -150,3 +151,38 @@ def test_invariant_2_a_local_forget_is_refused_while_a_hub_is_configured(hub, de
         assert hub.url in p.stderr and "without --local" in p.stderr
     assert device.run("show", event, "--local").returncode == 0
     assert hub.run("show", event).returncode == 0
+
+
+def test_with_the_hub_killed_cli_reads_answer_from_the_device_and_writes_are_refused(hub, device):
+    """Issue 29 item 1, on the command line: one stderr line, exit 0, the device's own archive."""
+    entry = cli_json(device.run, "entries")["entries"][0]
+    device.say("The okapi rule: Demo releases leave on Thursdays.")  # not synced: the read catches it up
+    hub.proc.kill()
+    hub.proc.wait(30)
+    found = cli_json(device.run, "search", "okapi rule")
+    event = found["events"][0]["id"]
+    assert "okapi rule" in found["events"][0]["snippet"]
+    for args in (("search", "okapi", "rule"), ("show", event), ("timeline", "--since", "2020-01-01"),
+                 ("entries",), ("ask", "what", "is", "the", "okapi", "rule")):
+        p = device.run(*args)
+        assert p.returncode == 0, (args, p.stderr)
+        lines = p.stderr.splitlines()
+        assert len(lines) == 1 and hub.url in lines[0] and "this device's store" in lines[0], (args, p.stderr)
+    assert "okapi rule" in device.run("show", event).stdout
+    for args in (("remember", "Demo releases leave on Thursdays.", "--kind", "memory", "--quote", "okapi rule"),
+                 ("correct", entry["id"], "Something else entirely, said later."),
+                 ("forget", entry["id"], "--yes")):
+        p = device.run(*args)
+        assert p.returncode == origin.HubUnavailable.exit_code, (args, p.stdout, p.stderr)
+        assert "hub unreachable" in p.stderr and "nothing was written" in p.stderr and hub.url in p.stderr, args
+    with sqlite3.connect(device.store / "origin.db") as c:
+        assert c.execute("SELECT count(*) FROM entry").fetchone()[0] == 0
+        assert c.execute("SELECT count(*) FROM tombstone").fetchone()[0] == 0
+
+
+def test_a_line_written_a_moment_ago_is_found_on_the_hub_by_a_device_search(hub, device):
+    """Issue 29 item 2 through a hub: the read catches up here and pushes what that added first."""
+    device.say("The heron-fresh rule: no release without a changelog line.")
+    found = cli_json(device.run, "search", "heron-fresh")
+    assert found["events"] and "heron-fresh" in found["events"][0]["snippet"]
+    assert "heron-fresh" in hub.run("search", "heron-fresh").stdout  # the hub holds it now

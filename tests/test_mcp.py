@@ -93,8 +93,9 @@ async def write_cycle(c, out: dict, event_id: str, **extra) -> dict:
     out["remember"] = new
     out["correct"] = ok(await c.call_tool("correct", {
         "id": new["id"], "text": "The user keeps CLAUDE.md in step with package.json scripts."}))["entry"]
-    out["preview"] = ok(await c.call_tool("forget", {"id": out["correct"]["id"], "preview": True}))
-    out["forget"] = ok(await c.call_tool("forget", {"id": out["correct"]["id"], "reason": "asked to"}))
+    out["preview"] = ok(await c.call_tool("forget", {"id": out["correct"]["id"]}))
+    out["forget"] = ok(await c.call_tool("forget", {"id": out["correct"]["id"], "reason": "asked to",
+                                                    "digest": out["preview"]["digest"]}))
     out["after"] = failed(await c.call_tool("get", {"ids": [new["id"]]}))
     return out
 
@@ -188,7 +189,8 @@ def test_every_error_is_a_tool_error_with_a_reason(archive, mode):
         out = [(await c.call_tool(name, args)) for name, args, _ in cases]
         newer = ok(await c.call_tool("correct", {"id": archive["id"], "text": DECISION + " (checked)"}))["entry"]
         out.append(await c.call_tool("correct", {"id": archive["id"], "text": "again"}))
-        ok(await c.call_tool("forget", {"id": newer["id"]}))
+        shown = ok(await c.call_tool("forget", {"id": newer["id"]}))
+        ok(await c.call_tool("forget", {"id": newer["id"], "digest": shown["digest"]}))
         out.append(await c.call_tool("get", {"ids": [newer["id"], archive["id"]]}))
         out.append(await c.call_tool("sources", {"id": newer["id"]}))
         out.append(await c.call_tool("correct", {"id": newer["id"], "text": "again"}))
@@ -275,6 +277,9 @@ def test_tools_list_costs_at_most_6000_characters(archive, capsys, mode):
 def test_published_schemas_leave_out_bounds_that_are_still_enforced(archive, origin_home):
     published = origin.published_schema(origin.MCP_TOOLS["search"].schema)
     assert "maxLength" not in published["properties"]["query"]
+    # The agents' names grow with the table of agents: listed by `sources`, still checked.
+    assert "enum" not in published["properties"]["source"] and "unlisted" not in published["properties"]["source"]
+    assert origin.MCP_TOOLS["search"].schema["properties"]["source"]["enum"] == list(origin.SOURCES)
     service = origin.McpService(origin_home, FakeSync())
     text, is_error = service.call("search", {"query": "x" * (origin.MAX_QUERY + 1)}, "t")
     service.close()
@@ -326,9 +331,9 @@ def test_sources_cut_a_long_line_at_the_message_not_the_envelope(archive, origin
 
 def test_forget_shares_its_checks_and_plan_with_the_cli(archive, origin_home, cli):
     with origin.open_store(origin_home) as store:
-        tool = origin.mcp_forget(store, {"id": archive["id"], "preview": True}, "t")
+        tool = origin.mcp_forget(store, {"id": archive["id"]}, "t")
     code, preview = cli("forget", archive["id"], "--json")
-    assert code == 1 and preview == tool
+    assert code == 1 and preview == {k: v for k, v in tool.items() if k != "note"}
     code, _ = cli("forget", archive["id"], "--reason", "r" * (origin.MAX_REASON + 1), "--yes")
     with origin.open_store(origin_home) as store:
         with pytest.raises(origin.UsageError) as mcp_error:
@@ -496,7 +501,8 @@ def test_inspector_calls_every_tool(archive, inspector):
                                             "sources": [{"quote": "Tailwind CSS: ^4"}]})))["entry"]
     assert new["author"] == "inspector-cli"  # the name the Inspector gives in its client info
     fixed = json.loads(text(call("correct", {"id": new["id"], "text": "Demo uses Tailwind CSS v4 (PostCSS)."})))
-    gone = json.loads(text(call("forget", {"id": fixed["entry"]["id"]}, "modern")))
+    shown = json.loads(text(call("forget", {"id": fixed["entry"]["id"]}, "modern")))
+    gone = json.loads(text(call("forget", {"id": fixed["entry"]["id"], "digest": shown["digest"]}, "modern")))
     assert gone["done"] is True
     code, err = call("get", {"ids": [fixed["entry"]["id"]]})
     assert code == 5  # the Inspector's exit code for isError

@@ -1438,7 +1438,7 @@ def test_sync_search_and_remember_open_no_network_socket(user_home, origin_home,
     from test_sources import LAYOUTS
 
     extra = {}
-    for name in ("codex", "cursor", "grok", "zcode"):
+    for name in sorted(set(LAYOUTS) - {"claude-code", "claude-memory"}):  # every other agent's real fixtures
         extra.update(LAYOUTS[name](user_home) or {})
     out = tmp_path / "audit.json"
     p = subprocess.run([sys.executable, "-c", AUDIT_SCRIPT, str(ROOT), str(out)],

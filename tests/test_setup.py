@@ -40,6 +40,9 @@ KEY = "v"
 [profiles.fast]
 model = "gpt-5-mini"
 """
+OPENCODE = {"$schema": "https://opencode.ai/config.json", "theme": "system",
+            "mcp": {"docs": {"type": "local", "command": ["docs-mcp", "--stdio"], "enabled": True}}}
+GEMINI = {"general": {"sessionRetention": {"enabled": False}}, "mcpServers": {"docs": {"command": "docs-mcp"}}}
 COPILOT = {"mcpServers": {"playwright": {"type": "local", "command": "npx", "args": ["@playwright/mcp@latest"],
                                         "tools": ["*"]}}}
 QWEN = {"mcpServers": {"context7": {"httpUrl": "https://mcp.context7.com/mcp"}}, "model": {"name": "qwen3-coder-plus"}}
@@ -62,6 +65,8 @@ def agents(user_home) -> dict[str, Path]:
         "cursor": user_home / ".cursor" / "mcp.json",
         "grok": user_home / ".grok" / "config.toml",
         "zcode": user_home / ".zcode" / "cli" / "config.json",
+        "opencode": user_home / ".config" / "opencode" / "opencode.json",
+        "gemini": user_home / ".gemini" / "settings.json",
         "copilot-cli": user_home / ".copilot" / "mcp-config.json",
         "qwen": user_home / ".qwen" / "settings.json",
     }
@@ -70,6 +75,8 @@ def agents(user_home) -> dict[str, Path]:
     files["claude-code"].write_text(json.dumps(CLAUDE, indent=2))
     files["cursor"].write_text(json.dumps(CURSOR, indent=4))
     files["zcode"].write_text(json.dumps(ZCODE, indent=2))
+    files["opencode"].write_text(json.dumps(OPENCODE, indent=2))
+    files["gemini"].write_text(json.dumps(GEMINI, indent=2))
     files["copilot-cli"].write_text(json.dumps(COPILOT, indent=2))
     files["qwen"].write_text(json.dumps(QWEN, indent=2))
     files["codex"].write_text(CODEX)
@@ -91,13 +98,22 @@ def parsed(path: Path) -> dict:
 
 
 def servers(agent: str, data: dict) -> dict:
-    return data["mcp"]["servers"] if agent == "zcode" else data.get("mcpServers") or data["mcp_servers"]
+    """Return the agent's servers table, each entry read as command, args and env."""
+    target = origin.agent_targets()[agent]
+    for key in target.keys:
+        data = data[key]
+    return {k: origin._standard_entry(target, v) for k, v in data.items()}
 
 
 def statuses(out: str) -> list[str]:
     """Return the status column of setup's report, one per agent line."""
     rows = [line.split() for line in out.splitlines() if line.startswith("  ")]
-    return [row[1] for row in rows if row[0] in origin.AGENT_TARGETS]
+    return [row[1] for row in rows if row[0] in origin.agent_targets() and row[1] != "not"]
+
+
+def installed(res: dict) -> dict:
+    """Return agent -> status for the agents setup found installed."""
+    return {a["agent"]: a["status"] for a in res["agents"] if a["status"] != "not installed"}
 
 
 def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
@@ -112,19 +128,23 @@ def test_dry_run_writes_nothing(agents, user_home):
     before = snapshot(user_home)
     res = origin.setup_agents(env_of(user_home), user_home, COMMAND, dry_run=True)
     assert snapshot(user_home) == before
-    assert {a["agent"]: a["status"] for a in res["agents"]} == dict.fromkeys(agents, "would be added")
+    assert installed(res) == dict.fromkeys(agents, "would be added")
     assert res["changed"] == len(agents)
 
 
 def test_setup_adds_only_origin_and_keeps_everything_else(agents, user_home):
     before = {name: (f.read_bytes(), parsed(f)) for name, f in agents.items()}
     res = origin.setup_agents(env_of(user_home), user_home, COMMAND)
-    assert {a["agent"]: a["status"] for a in res["agents"]} == dict.fromkeys(agents, "added")
+    assert installed(res) == dict.fromkeys(agents, "added")
     for name, f in agents.items():
         raw, data = before[name]
         after = parsed(f)
-        entry = servers(name, after).pop("origin")
+        entry = servers(name, after)["origin"]
         assert (entry["command"], entry["args"]) == (COMMAND[0], COMMAND[1:])
+        table = after
+        for key in origin.agent_targets()[name].keys:
+            table = table[key]
+        del table["origin"]
         assert after == data  # every other entry, key and value as it was
         backup = Path(next(a["backup"] for a in res["agents"] if a["agent"] == name))
         assert backup.name.startswith(f.name + ".origin-backup-") and backup.read_bytes() == raw
@@ -133,6 +153,8 @@ def test_setup_adds_only_origin_and_keeps_everything_else(agents, user_home):
     assert json.loads(agents["claude-code"].read_text())["mcpServers"]["origin"]["type"] == "stdio"
     assert agents["cursor"].read_text().startswith('{\n    "mcpServers"')  # its own indentation kept
     assert agents["zcode"].stat().st_mode & 0o777 == 0o600  # a file holding keys stays private
+    # OpenCode's own shape: the command and its arguments in one list, "type": "local".
+    assert json.loads(agents["opencode"].read_text())["mcp"]["origin"] == {"type": "local", "command": COMMAND}
     assert origin.connected_agents(env_of(user_home), user_home)["codex"]["registered"] is True
 
 
@@ -154,15 +176,16 @@ def test_one_unparsable_config_refuses_only_that_file(agents, user_home, capsys,
     before = snapshot(user_home)
     code, out, err = run_cli(capsys, "setup", "--dry-run")
     assert code == origin.AgentConfigError.exit_code
-    assert statuses(out) == ["would", "would", "refused", "would", "would", "would", "would"]  # "would be added"
+    order = [n for n in origin.agent_targets() if n in agents]
+    assert statuses(out) == ["refused" if n == "cursor" else "would" for n in order]  # "would be added"
     assert "mcp.json: it is not valid JSON" in err and "1 configuration file(s) refused" in err
     assert snapshot(user_home) == before
     code, out, err = run_cli(capsys, "setup")
     assert code == origin.AgentConfigError.exit_code
-    assert statuses(out) == ["added", "added", "refused", "added", "added", "added", "added"]
+    assert statuses(out) == ["refused" if n == "cursor" else "added" for n in order]
     assert "first sync" in out and "restart running agents" in out
     assert agents["cursor"].read_text() == broken  # never written
-    for name in ("claude-code", "codex", "grok", "zcode"):
+    for name in set(agents) - {"cursor"}:
         assert "origin" in servers(name, parsed(agents[name]))
     res = origin.setup_agents(env_of(user_home), user_home, COMMAND)
     assert res["refused"] == 1
@@ -175,7 +198,7 @@ def test_dry_run_shows_the_exact_text_it_would_write(agents, user_home, capsys, 
     before = {name: f.read_text() for name, f in agents.items()}
     code, res, _ = run_cli(capsys, "setup", "--dry-run", "--json")
     assert code == 0
-    diffs = {a["agent"]: a["diff"] for a in json.loads(res)["agents"]}
+    diffs = {a["agent"]: a["diff"] for a in json.loads(res)["agents"] if "diff" in a}
     code, out, _ = run_cli(capsys, "setup", "--dry-run")
     assert diffs["codex"].splitlines()[0] in out  # the text output shows the same diff
     run_cli(capsys, "setup")
@@ -308,7 +331,8 @@ def test_status_reports_a_registration_that_no_longer_works_as_stale(agents, use
     command = origin.origin_command(dict(os.environ))
     origin.setup_agents(dict(os.environ), user_home, command)
     code, st = cli("status", "--json")
-    assert code == 0 and {n: a["state"] for n, a in st["agents"].items()} == dict.fromkeys(agents, "connected")
+    assert code == 0 and {n: a["state"] for n, a in st["agents"].items() if a["installed"]} == dict.fromkeys(
+        agents, "connected")
 
     def edit(name, **changes):
         data = json.loads(agents[name].read_text())
@@ -323,9 +347,8 @@ def test_status_reports_a_registration_that_no_longer_works_as_stale(agents, use
     edit("cursor", command=str(other), args=["mcp"])
     edit("zcode", env={"ORIGIN_HOME": str(tmp_path / "another-store")})
     code, st = cli("status", "--json")
-    state = {n: a["state"] for n, a in st["agents"].items()}
-    assert state == {"claude-code": "stale", "codex": "connected", "cursor": "stale", "grok": "connected",
-                     "zcode": "stale", "copilot-cli": "connected", "qwen": "connected"}
+    state = {n: a["state"] for n, a in st["agents"].items() if a["installed"]}
+    assert state == {**dict.fromkeys(agents, "connected"), "claude-code": "stale", "cursor": "stale", "zcode": "stale"}
     assert "no longer exists" in st["agents"]["claude-code"]["stale"]
     assert "not this Origin" in st["agents"]["cursor"]["stale"]
     assert "another-store" in st["agents"]["zcode"]["stale"]
@@ -337,9 +360,7 @@ def test_missing_config_is_created_and_absent_agents_are_skipped(user_home):
     (user_home / ".codex").mkdir()
     res = origin.setup_agents(env_of(user_home), user_home, COMMAND)
     status = {a["agent"]: a["status"] for a in res["agents"]}
-    assert status == {"claude-code": "not installed", "codex": "created", "cursor": "not installed",
-                      "grok": "not installed", "zcode": "not installed", "copilot-cli": "not installed",
-                      "qwen": "not installed"}
+    assert status == {**dict.fromkeys(origin.agent_targets(), "not installed"), "codex": "created"}
     config = user_home / ".codex" / "config.toml"
     assert config.read_text() == f'[mcp_servers.origin]\ncommand = "{COMMAND[0]}"\nargs = ["mcp"]\n'
     assert config.stat().st_mode & 0o777 == 0o600
@@ -384,7 +405,7 @@ def test_cli_setup_prints_what_it_did_and_runs_a_first_sync(agents, claude_root,
     assert code == 0 and "would register:" in out and "first sync" not in out
     code, res, _ = run_cli(capsys, "setup", "--json")
     res = json.loads(res)
-    assert code == 0 and res["sync"]["events_added"] > 0 and res["changed"] == len(agents)
+    assert code == 0 and res["sync"]["events_added"] > 0 and res["changed"] == len(agents) + 1  # and the hook
     assert res["command"][-1] == "mcp" and all(os.path.isabs(p) for p in res["command"][:-1])
     zcode = next(a for a in res["agents"] if a["agent"] == "zcode")
     assert "not document" in zcode["note"]
@@ -414,3 +435,63 @@ def test_a_quoted_table_header_and_crlf_line_ends_are_understood(agents, user_ho
     assert res["agents"][0]["status"] == "updated"
     assert agents["codex"].read_bytes().decode() == old.replace(
         'args = ["mcp"]\r\ncommand = "/old/origin"', f'command = "{COMMAND[0]}"\r\nargs = ["mcp"]')
+
+
+GOOSE = """\
+# Goose settings
+GOOSE_PROVIDER: ollama
+extensions:
+  developer:
+    enabled: true
+    type: builtin
+"""
+
+
+def test_goose_yaml_is_never_rewritten_and_setup_prints_the_lines_to_add(user_home, capsys, monkeypatch, tmp_path):
+    config = user_home / ".config" / "goose" / "config.yaml"
+    config.parent.mkdir(parents=True)
+    config.write_text(GOOSE)
+    monkeypatch.setenv("PATH", "")
+    env = {**env_of(user_home), "ORIGIN_HOME": str(tmp_path / "store")}
+    res = origin.setup_agents(env, user_home, COMMAND)
+    (goose,) = [a for a in res["agents"] if a["agent"] == "goose"]
+    assert goose["status"] == "add by hand" and res["changed"] == 0 and res["refused"] == 0
+    assert config.read_text() == GOOSE and not list(config.parent.glob("*.origin-backup-*"))
+    lines = goose["lines"]
+    assert lines.startswith("extensions:\n  origin:\n") and f'cmd: "{COMMAND[0]}"' in lines and 'args: ["mcp"]' in lines
+    assert f'"ORIGIN_HOME": "{tmp_path / "store"}"' in lines
+    assert origin.connected_agents(env, user_home, COMMAND)["goose"]["state"] == "not connected"
+    # Once a person adds them, setup and status see the registration.
+    config.write_text(GOOSE + lines.split("\n", 1)[1])
+    again = origin.setup_agents(env, user_home, COMMAND)
+    assert [a["status"] for a in again["agents"] if a["agent"] == "goose"] == ["unchanged"]
+    assert origin.connected_agents(env, user_home, COMMAND)["goose"]["state"] == "connected"
+    assert origin.connected_agents(env_of(user_home), user_home, COMMAND)["goose"]["state"] == "stale"
+    config.write_text(GOOSE)
+    code, out, _ = run_cli(capsys, "setup", "--agent", "goose")
+    assert code == 0 and "add by hand" in out and "    cmd: " in out and "nothing to change" not in out
+    assert config.read_text() == GOOSE
+
+
+def test_an_agent_added_to_the_table_of_agents_is_set_up_with_its_variable(user_home, tmp_path, monkeypatch):
+    """The adapter's row is all setup needs: its configuration file, and the variable that moves its folder."""
+    import adapters
+
+    class Fake(adapters.Adapter):
+        name, display = "fake-agent", "Fake Agent"
+        env_vars = ("ORIGIN_FAKE_HOME",)
+        mcp = adapters.McpConfig("json", ("servers",), lambda env, home: [home / ".fake" / "mcp.json"], ("fake",))
+
+        def roots(self, env, home):
+            return adapters.env_dirs(env, "ORIGIN_FAKE_HOME", [home / ".fake"])
+
+    monkeypatch.setitem(adapters.ADAPTERS, "fake-agent", Fake())
+    elsewhere = tmp_path / "fake-logs"
+    elsewhere.mkdir()
+    (user_home / ".fake").mkdir()
+    env = {**env_of(user_home), "ORIGIN_FAKE_HOME": str(elsewhere)}
+    res = origin.setup_agents(env, user_home, COMMAND, agents=["fake-agent"])
+    assert installed(res) == {"fake-agent": "created"} and res["env"] == {"ORIGIN_FAKE_HOME": str(elsewhere)}
+    entry = json.loads((user_home / ".fake" / "mcp.json").read_text())["servers"]["origin"]
+    assert entry == {"command": COMMAND[0], "args": COMMAND[1:], "env": {"ORIGIN_FAKE_HOME": str(elsewhere)}}
+    assert "ORIGIN_FAKE_HOME" in origin.registered_vars()

@@ -87,6 +87,34 @@ def _claude_memory(home: Path) -> None:
     shutil.copytree(FIXTURES / "claude-code" / "made-here" / "memory", project / "memory")
 
 
+def _opencode(home: Path) -> dict:
+    root = home / ".local" / "share" / "opencode"
+    root.mkdir(parents=True)
+    shutil.copy(FIXTURES / "opencode" / "lantern-sqlite" / "opencode.db", root / "opencode.db")
+    shutil.copytree(FIXTURES / "opencode" / "lantern-legacy-json" / "storage", root / "storage")
+    shutil.copytree(FIXTURES / "opencode" / "agent-sessions-v2" / "storage", home / "oc-v2" / "storage")
+    return {"ORIGIN_OPENCODE_HOME": f"{root},{home / 'oc-v2'}"}
+
+
+def _gemini(home: Path) -> None:
+    chats = home / ".gemini" / "tmp" / "gemini-demo" / "chats"
+    chats.mkdir(parents=True)
+    (home / ".gemini" / "projects.json").write_text(json.dumps({"projects": {"/home/dev/gemini-demo": "gemini-demo"}}))
+    for f in sorted((FIXTURES / "gemini" / "agentsview-json").glob("*.json")):
+        shutil.copy(f, chats / f"session-2024-01-01T10-00-{f.stem}.json")
+    shutil.copy(FIXTURES / "gemini" / "agent-sessions" / "small.json", chats / "session-2026-01-16T18-34-3739ef95.json")
+    shutil.copy(FIXTURES / "gemini" / "agent-sessions" / "jsonl_v040.jsonl",
+                chats / "session-2026-04-29T21-39-gemini_s.jsonl")
+    day_ago = time.time() - 86400
+    for f in chats.glob("*.json"):  # sessions finished a day ago: their newest message is final
+        os.utime(f, (day_ago, day_ago))
+
+
+def _goose(home: Path) -> None:
+    sessions = home / ".local" / "share" / "goose" / "sessions"
+    sessions.mkdir(parents=True)
+    shutil.copy(FIXTURES / "goose" / "lantern" / "sessions.db", sessions / "sessions.db")
+    shutil.copy(FIXTURES / "goose" / "deja-vu-legacy" / "20250724_1.jsonl", sessions / "20250724_1.jsonl")
 def _copilot_cli(home: Path) -> None:
     state = home / ".copilot" / "session-state"
     shutil.copytree(FIXTURES / "copilot-cli" / "lantern" / "session-state", state)
@@ -119,11 +147,8 @@ def _aider(home: Path) -> dict:
 #: Each function lays one agent's fixtures out under a HOME and returns the
 #: environment variables that point the agent's discovery at them, if any.
 LAYOUTS = {"claude-code": _claude, "codex": _codex, "cursor": _cursor, "zcode": _zcode, "grok": _grok,
-           "claude-memory": _claude_memory,
-           "copilot-cli": _copilot_cli,
-           "qwen": _qwen,
-           "pi": _pi,
-           "aider": _aider}
+           "claude-memory": _claude_memory, "opencode": _opencode, "gemini": _gemini, "goose": _goose,
+           "copilot-cli": _copilot_cli, "qwen": _qwen, "pi": _pi, "aider": _aider}
 
 
 @pytest.fixture
@@ -204,7 +229,8 @@ def test_search_finds_the_text_of_every_source_with_its_source_project_and_sessi
                 "SELECT * FROM event WHERE source = ? AND kind = 'message' AND indexed = 1 AND length(text) > 30 "
                 "ORDER BY seq LIMIT 1", (name,)).fetchone()
             assert row is not None, name
-            words = [w for w in row["text"].split() if len(w) >= 4][:4]
+            # Quotes are the query's phrase syntax, not part of the words.
+            words = [w.strip('"') for w in row["text"].split() if len(w.strip('"')) >= 4][:4]
             hits = origin.search_events(s, " ".join(words), source=name, limit=200)
             hit = next((h for h in hits if h["id"] == row["id"]), None)
             assert hit is not None, (name, words)
@@ -262,7 +288,9 @@ def test_credentials_next_to_agent_logs_never_reach_the_store(lay, user_home, or
     lay(*LAYOUTS)
     secret = json.dumps({"token": FAKE_TOKEN, "apiKey": FAKE_TOKEN})
     for rel in (".codex/auth.json", ".grok/auth.json", ".claude/.credentials.json", ".zcode/cli/config.json",
-                ".zcode/v2/credentials.json", ".codex/config.toml", ".grok/config.toml"):
+                ".zcode/v2/credentials.json", ".codex/config.toml", ".grok/config.toml",
+                ".local/share/opencode/auth.json", ".gemini/oauth_creds.json", ".gemini/settings.json",
+                ".config/goose/secrets.yaml", ".config/goose/config.yaml"):
         p = user_home / rel
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(secret)
@@ -270,6 +298,12 @@ def test_credentials_next_to_agent_logs_never_reach_the_store(lay, user_home, or
     with sqlite3.connect(db) as c:
         c.execute("INSERT INTO ItemTable (key, value) VALUES ('cursorAuth/accessToken', ?)", (FAKE_TOKEN,))
         c.execute("INSERT INTO ItemTable (key, value) VALUES ('cursorAuth/refreshToken', ?)", (FAKE_TOKEN,))
+    # OpenCode keeps accounts and credentials in the same database as its sessions.
+    with sqlite3.connect(user_home / ".local" / "share" / "opencode" / "opencode.db") as c:
+        c.execute("INSERT INTO credential (id, label, value, time_created, time_updated) VALUES ('c', 'k', ?, 1, 1)",
+                  (FAKE_TOKEN,))
+        c.execute("INSERT INTO account (id, email, url, access_token, refresh_token, time_created, time_updated) "
+                  "VALUES ('a', 'e', 'u', ?, ?, 1, 1)", (FAKE_TOKEN, FAKE_TOKEN))
     with origin.open_store(origin_home) as s:
         assert origin.sync(s).events_added > 0
         s.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -349,3 +383,39 @@ def test_a_list_of_agent_folders_with_spaces_after_the_commas_is_synced_and_set_
     origin.setup_agents(env, user_home, ["/usr/bin/origin"], agents=["claude-code"])
     for d in (first, second):
         assert "origin" in json.loads((d / ".claude.json").read_text())["mcpServers"]
+
+
+def _opencode_legacy_tree(db: Path, storage: Path) -> None:
+    """Write a database's sessions back into the legacy JSON tree, as OpenCode's migration left them."""
+    conn = sqlite3.connect(f"file:{db}?mode=ro&immutable=1", uri=True)
+    for sid, project, directory, title, version, created, updated in conn.execute(
+            "SELECT id, project_id, directory, title, version, time_created, time_updated FROM session"):
+        path = storage / "session" / project / f"{sid}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"id": sid, "projectID": project, "directory": directory, "title": title,
+                                    "version": version, "time": {"created": created, "updated": updated}}))
+    for mid, sid, data in conn.execute("SELECT id, session_id, data FROM message"):
+        path = storage / "message" / sid / f"{mid}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"id": mid, "sessionID": sid, **json.loads(data)}))
+    for pid, mid, sid, data in conn.execute("SELECT id, message_id, session_id, data FROM part"):
+        path = storage / "part" / mid / f"{pid}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"id": pid, "messageID": mid, "sessionID": sid, **json.loads(data)}))
+    conn.close()
+
+
+def test_an_opencode_session_left_in_the_legacy_tree_after_migration_is_archived_once(user_home, origin_home):
+    root = user_home / ".local" / "share" / "opencode"
+    root.mkdir(parents=True)
+    db = FIXTURES / "opencode" / "lantern-sqlite" / "opencode.db"
+    shutil.copy(db, root / "opencode.db")
+    with origin.open_store(origin_home) as s:
+        only_db = origin.sync(s).sources["opencode"]["events_added"]
+        assert only_db == 11
+        _opencode_legacy_tree(db, root / "storage")
+        report = origin.sync(s)
+        assert report.sources["opencode"]["files"] == 4 and report.sources["opencode"]["parse_errors"] == 0
+        assert report.sources["opencode"]["events_added"] == 0
+        assert s.conn.execute("SELECT count(*) FROM event WHERE source = 'opencode'").fetchone()[0] == only_db
+        assert s.conn.execute("SELECT count(*) FROM session WHERE source = 'opencode'").fetchone()[0] == 3

@@ -115,7 +115,8 @@ def test_a_mistyped_command_is_answered_with_the_closest_command_or_the_list_of_
 
 
 def test_the_cli_knows_every_adapter_by_name_without_importing_them():
-    assert origin.SOURCES == tuple(sorted(adapters.ADAPTERS)), "add the new adapter's name to origin.SOURCES"
+    assert origin.SOURCES == tuple(sorted(adapters.ADAPTERS)), (
+        "origin.SOURCES is the registry's names, sorted, kept so a search need not import the adapters")
 
 
 def test_a_search_of_a_sound_store_opens_no_index_writer_and_compiles_no_secret_pattern(claude_root, origin_home,

@@ -26,7 +26,7 @@ def test_preserved_lists_the_sessions_whose_files_were_deleted_after_archiving(u
     shutil.copy(next((FIXTURES / "codex").rglob("*.jsonl")), codex / rollout)
     origin.sync(store)
     assert store.conn.execute("SELECT count(*) FROM event WHERE source = 'codex'").fetchone()[0] > 0
-    assert origin.preserved(store) == {"agents": {}, "files": 0, "events": 0, "sessions": 0}
+    assert origin.preserved(store) == {"agents": {}, "files": 0, "events": 0, "sessions": 0, "devices": {}}
     code, out = cli("preserved")
     assert code == 0 and "still on disk" in out
     # Claude Code deletes two transcripts; Codex archives and compresses its rollout (a move, not a loss).

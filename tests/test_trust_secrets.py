@@ -9,10 +9,13 @@ reach; the false-hit figure scans every line of the real fixtures.
 from __future__ import annotations
 
 import itertools
+import os
 import json
 import random
+import shutil
 import sqlite3
 import string
+import time
 from pathlib import Path
 
 import pytest
@@ -106,7 +109,8 @@ BENIGN = [
     "risk-assessment-framework-guide-2024", "the password must have at least 12 characters", "pwd: /home/dev/src",
     "token_type: Bearer", "csrf_token: {{ csrf_token() }}", '"secret": "[secret:github…abcd]"',
     "ask-questions-first-then-code-2026", "akia is not a key; AKIA alone neither", "hf_hub_download(repo_id)",
-    "npm_config_cache=/tmp/x", "xoxb-token-goes-here", "sk_test_abcdefghijklmnopqrstu is a test key",
+    "npm_config_cache=/tmp/x", "xoxb-token-goes-here", "DB_PASSWORD=$DATABASE_PASSWORD_FROM_VAULT",
+    "export API_TOKEN=$XDG_RUNTIME_DIR/api-token-file", "client_secret: $CLIENT_SECRET_VALUE:-unset", "sk_test_abcdefghijklmnopqrstu is a test key",
     "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==",
 ]
 
@@ -117,6 +121,14 @@ def test_a_named_credential_in_json_escaped_at_any_depth_is_masked():
     for _ in range(4):  # JSON in a tool's arguments, in a database row, in a mirror line
         assert value not in origin.mask_secrets(text), text
         text = json.dumps(text)
+
+
+def test_a_password_that_starts_with_a_dollar_is_masked_and_a_variable_is_not():
+    for value in ("$mWxYaO4kVIMEyq4ld@h", "$Wsuxa17N!fxwiip5C3l"):
+        for line in (f"auth:\n  token: {value}\n", f"export STRIPE_API_KEY={value}"):
+            assert value not in origin.mask_secrets(line), line
+    assert origin.mask_secrets("export STRIPE_API_KEY=$STRIPE_KEY_FROM_VAULT") == \
+        "export STRIPE_API_KEY=$STRIPE_KEY_FROM_VAULT"
 
 
 def test_benign_lines_that_look_close_are_left_alone():
@@ -222,6 +234,15 @@ def planted(user_home, tmp_path, monkeypatch):
     db = build_zcode_db(tmp_path / "zcode" / "cli" / "db" / "db.sqlite", origin.now_ms())
     env["ORIGIN_ZCODE_HOME"] = str(tmp_path / "zcode")
     _plant_in_zcode(db, planter)
+    planter.start()
+    _plant_in_opencode(tmp_path / "opencode", planter)
+    env["ORIGIN_OPENCODE_HOME"] = str(tmp_path / "opencode")
+    planter.start()
+    _plant_in_gemini(tmp_path / "gemini", planter)
+    env["ORIGIN_GEMINI_HOME"] = str(tmp_path / "gemini")
+    planter.start()
+    _plant_in_goose(tmp_path / "goose", planter)
+    env["ORIGIN_GOOSE_HOME"] = str(tmp_path / "goose")
     made = (("COPILOT_HOME", "copilot", lambda p: corpus.write_copilot_corpus(p, sessions=3, turns=4)),
             ("ORIGIN_QWEN_HOME", "qwen", lambda p: corpus.write_qwen_corpus(p, sessions=3, turns=4)),
             ("PI_CODING_AGENT_DIR", "pi", lambda p: corpus.write_pi_corpus(p, sessions=3, turns=4)),
@@ -249,6 +270,60 @@ def _plant_in_zcode(db: Path, planter: Planter) -> None:
         return obj
     for pid, data in conn.execute("SELECT id, data FROM part").fetchall():
         conn.execute("UPDATE part SET data = ? WHERE id = ?", (json.dumps(plant(json.loads(data))), pid))
+    conn.commit()
+    conn.close()
+
+
+def _planted(obj, planter: Planter, keys: tuple[str, ...]):
+    """Return a JSON value with fake secrets added to every string under one of keys."""
+    if isinstance(obj, dict):
+        return {k: (v + " " + " ".join(planter.text() for _ in range(4)) if k in keys and isinstance(v, str)
+                    else _planted(v, planter, keys)) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_planted(v, planter, keys) for v in obj]
+    return obj
+
+
+def _plant_in_opencode(root: Path, planter: Planter) -> None:
+    """Copy the real OpenCode database and add fake secrets to its texts, tool inputs and outputs."""
+    root.mkdir(parents=True)
+    shutil.copy(FIXTURES / "opencode" / "lantern-sqlite" / "opencode.db", root / "opencode.db")
+    conn = sqlite3.connect(root / "opencode.db")
+    for pid, data in conn.execute("SELECT id, data FROM part").fetchall():
+        planted = _planted(json.loads(data), planter, ("text", "output", "content"))
+        conn.execute("UPDATE part SET data = ? WHERE id = ?", (json.dumps(planted), pid))
+    conn.commit()
+    conn.close()
+
+
+def _plant_in_gemini(root: Path, planter: Planter) -> None:
+    """Lay Gemini CLI's documents out with fake secrets in messages, tool arguments and results."""
+    chats = root / "tmp" / "secrets" / "chats"
+    chats.mkdir(parents=True)
+    for f in sorted((FIXTURES / "gemini" / "agentsview-json").glob("tool_calls*.json")):
+        doc = json.loads(f.read_text())
+        doc["messages"] = [{**m, "content": m["content"] + " " + " ".join(planter.text() for _ in range(4)),
+                            "toolCalls": [{**c, "args": {**c["args"], "command": planter.text()}}
+                                          for c in m.get("toolCalls", [])]} for m in doc["messages"]]
+        doc = _planted(doc, planter, ("output",))
+        path = chats / f"session-2024-01-01T10-00-{f.stem}.json"
+        path.write_text(json.dumps(doc))
+        os.utime(path, (time.time() - 86400,) * 2)
+
+
+def _plant_in_goose(root: Path, planter: Planter) -> None:
+    """Copy the real Goose database and add fake secrets to its texts, tool arguments and results."""
+    (root / "sessions").mkdir(parents=True)
+    db = root / "sessions" / "sessions.db"
+    shutil.copy(FIXTURES / "goose" / "lantern" / "sessions.db", db)
+    conn = sqlite3.connect(db)
+    for rid, data in conn.execute("SELECT id, content_json FROM messages").fetchall():
+        parts = _planted(json.loads(data), planter, ("text", "error"))
+        for p in parts:
+            value = p.get("toolCall", {}).get("value")
+            if isinstance(value, dict):
+                value["arguments"] = {**(value.get("arguments") or {}), "command": planter.text()}
+        conn.execute("UPDATE messages SET content_json = ? WHERE id = ?", (json.dumps(parts), rid))
     conn.commit()
     conn.close()
 

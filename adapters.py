@@ -540,6 +540,9 @@ def _safe(keep, entry) -> bool:
 # discovery to one path.
 
 _UNREADABLE: contextvars.ContextVar[list | None] = contextvars.ContextVar("origin_unreadable", default=None)
+#: Project folders Origin already knows from the sessions it holds, given to
+#: the discovery of an agent that keeps its logs in the projects (Aider).
+_FOLDERS: contextvars.ContextVar[tuple] = contextvars.ContextVar("origin_folders", default=())
 
 
 def _unreadable(path: Path | str, e: OSError) -> None:
@@ -560,21 +563,26 @@ def _is_file(path: Path) -> bool:
     return _safe(Path.is_file, path)
 
 
-def discover_guarded(adapter: "Adapter", env: Mapping[str, str], home: Path) -> tuple[list, list[tuple[str, str]]]:
+def discover_guarded(adapter: "Adapter", env: Mapping[str, str], home: Path,
+                     folders: Iterable[str] = ()) -> tuple[list, list[tuple[str, str]]]:
     """Run an adapter's discovery; return (files found, unreadable paths with why).
 
     The one guard every adapter's discovery runs under: a path it may not
-    read costs that path, reported, never the rest.
+    read costs that path, reported, never the rest.  ``folders`` are the
+    project folders Origin knows from the sessions it holds, for an agent
+    whose logs live in the projects themselves (``in_projects``: Aider).
     """
     problems: list[tuple[str, str]] = []
     files: list = []
     token = _UNREADABLE.set(problems)
+    given = _FOLDERS.set(tuple(folders))
     try:
         for sf in adapter.discover(env, home):
             files.append(sf)
     except OSError as e:
         _unreadable(e.filename or adapter.display, e)
     finally:
+        _FOLDERS.reset(given)
         _UNREADABLE.reset(token)
     return files, problems
 
@@ -594,9 +602,11 @@ class McpConfig:
     server (``"command"``: command, args and env; ``"command-list"``: the
     command and its arguments as one list, with ``environment``);
     ``stdio_type`` adds ``"type": "stdio"`` for agents whose own tools
-    write it.  ``files`` and ``homes`` name the configuration files and the
-    folders whose presence says the agent is installed (default: its roots),
-    ``programs`` the commands that say so too.
+    write it; ``extra`` holds (key, value) pairs a new entry gets unless
+    the user's entry already sets them.  ``files`` and ``homes`` name the
+    configuration files and the folders whose presence says the agent is
+    installed (default: its roots), ``programs`` the commands that say so
+    too.
     """
 
     fmt: str
@@ -607,6 +617,7 @@ class McpConfig:
     stdio_type: bool = False
     entry: str = "command"
     note: str | None = None
+    extra: tuple = ()
 
 
 class Adapter:
@@ -624,6 +635,9 @@ class Adapter:
     env_vars: tuple[str, ...] = ()
     #: Where the agent reads its MCP servers; None when it reads none.
     mcp: McpConfig | None = None
+    #: Whether its logs live in the projects themselves, not in a folder of
+    #: its own: discovery is then given the project folders Origin knows.
+    in_projects = False
 
     def roots(self, env: Mapping[str, str], home: Path) -> list[Path]:
         """Return the directories this adapter looks in."""
@@ -4117,10 +4131,745 @@ class ClaudeMemory(Adapter):
 
 
 ###############################################################################
+# GitHub Copilot CLI ##########################################################
+###############################################################################
+
+#: Copilot CLI event types that carry nothing to index: turn edges, usage,
+#: hooks, sub-agent bookkeeping, the tool start (its call is in the request).
+_COPILOT_QUIET = frozenset({
+    "assistant.turn_start", "assistant.turn_end", "assistant.reasoning", "assistant.usage",
+    "tool.execution_start", "tool.execution_partial_result", "session.info", "session.truncation",
+    "session.shutdown", "session.usage_checkpoint", "session.auto_mode_resolved", "hook.start", "hook.end",
+    "subagent.started", "subagent.completed", "subagent.failed", "subagent.selected",
+    "session.compaction_start", "session.compaction_complete", "session.idle", "session.mode_changed",
+})
+
+#: Event types kept for provenance but not searched, with the field holding their text.
+_COPILOT_META = {"system.message": "content", "system.notification": "content", "session.error": "message",
+                 "abort": "reason"}
+
+
+def _copilot_type(value: Any) -> str | None:
+    """Return an event type in dot notation (releases before 1.0.17 used ``_``)."""
+    if not isinstance(value, str) or not value:
+        return None
+    return value if "." in value or "_" not in value else value.replace("_", ".", 1)
+
+
+class CopilotCli(Adapter):
+    """Parse GitHub Copilot CLI session logs: JSONL, one event per line.
+
+    Layout read: ``<root>/session-state/<session>/events.jsonl`` (1.0.11 on)
+    and the earlier flat ``<root>/session-state/<session>.jsonl``, where root
+    is ``COPILOT_HOME`` or ``~/.copilot``.  Lines are ``{type, data, id,
+    timestamp, parentId}``; types in dot notation (1.0.17 on; older
+    ``snake_case`` names are read as the same type).  ``user.message`` is
+    archived from ``content``, what the person typed, not from
+    ``transformedContent`` (the prompt with the context Copilot adds);
+    ``assistant.message`` gives a message and one tool call per entry of
+    ``toolRequests``; ``tool.execution_complete`` a tool result.  Unknown
+    types are counted, never fatal.  Fixtures:
+    ``tests/fixtures/copilot-cli/lantern/`` (1.0.78, two real sessions) and
+    ``tests/fixtures/copilot-cli/agent-sessions/flat-legacy/`` (the flat
+    layout, newer event types, drift).
+
+    Event ids: the line's ``id`` and a short hash of the line (``#i`` for the
+    i-th tool request), so the same bytes in the flat and the folder layout
+    give the same ids, and lines whose ids were redacted stay distinct; a
+    line without id gets a hash of its session and bytes.
+    """
+
+    name = "copilot-cli"
+    display = "GitHub Copilot CLI"
+    env_vars = ("COPILOT_HOME",)
+    # Copilot CLI reads $COPILOT_HOME/mcp-config.json; "tools" says which of
+    # the server's tools it may call ("*": all of them).
+    mcp = McpConfig("json", ("mcpServers",),
+                    lambda env, home: [d / "mcp-config.json" for d in env_dirs(env, "COPILOT_HOME",
+                                                                               [home / ".copilot"])],
+                    ("copilot",), stdio_type=True, extra=(("tools", ["*"]),))
+
+    def roots(self, env: Mapping[str, str], home: Path) -> list[Path]:
+        """Return ``COPILOT_HOME`` (comma list), else ``~/.copilot``."""
+        return env_dirs(env, "COPILOT_HOME", [home / ".copilot"])
+
+    def discover(self, env: Mapping[str, str], home: Path) -> Iterator[SourceFile]:
+        """Yield every session log, folder layout and flat layout alike."""
+        for prefix, root in _labelled(self.roots(env, home), home):
+            state = root / "session-state"
+            if not _is_dir(state):
+                continue
+            files, folders = _split_listing(state, ".jsonl")
+            found = {}
+            for name in files:
+                path = state / name
+                found[_rel(prefix, root, path)] = SourceFile(str(path), _rel(prefix, root, path),
+                                                             meta={"session": name[: -len(".jsonl")]})
+            for folder in folders:
+                path = folder / "events.jsonl"
+                if _is_file(path):
+                    found[_rel(prefix, root, path)] = SourceFile(str(path), _rel(prefix, root, path),
+                                                                 meta={"session": folder.name})
+            for rel in sorted(found):
+                yield found[rel]
+
+    @_guarded
+    def parse(self, line: str, ctx: Context) -> list:
+        """Return the events and session facts of one event line."""
+        if not line.strip():
+            return []
+        obj = _load_object(line)
+        st = ctx.state
+        kind = _copilot_type(obj.get("type"))
+        data = _dict(obj.get("data"))
+        if kind == "session.start" and _str(data.get("sessionId")):
+            st["session"] = data["sessionId"]
+        session = st.get("session") or _str(ctx.file.meta.get("session")) or "unknown"
+        ts = _ts(obj.get("timestamp"))
+        if ts is not None:
+            st["ts"] = ts
+        lid = _str(obj.get("id"))
+        base = f"{lid}:{short_hash(line, n=8)}" if lid else short_hash(session, line)
+        common = dict(session=session, ts=ts if ts is not None else st.get("ts", ctx.mtime_ms),
+                      ts_approx=ts is None, cwd=st.get("cwd"), branch=st.get("branch"))
+        if kind in ("session.start", "session.resume"):
+            return self._context(data, st, session)
+        if kind == "session.model_change":
+            model = _str(data.get("newModel"))
+            if model and model != st.get("model"):
+                st["model"] = model
+                return [SessionInfo(session, model=model)]
+            return []
+        if kind == "user.message":
+            text = data.get("content")
+            text = text if isinstance(text, str) else _plain(data.get("transformedContent"))
+            if not text.strip():
+                return []
+            out: list = [Record(base, kind="message", role="user", text=text, **common)]
+            title = None if st.get("titled") else _title_of(text, RANK_PROMPT)
+            if title:
+                st["titled"] = True
+                out.append(SessionInfo(session, title=title[0], title_rank=title[1]))
+            return out
+        if kind == "assistant.message":
+            return self._assistant(data, st, base, common)
+        if kind == "tool.execution_complete":
+            result = data.get("result")
+            text = _output_text(_dict(result).get("content", result)) if result is not None else ""
+            if not text:
+                text = _plain(_dict(data.get("error")).get("message", data.get("error")))
+            if data.get("success") is False:
+                text = "[error] " + text
+            return [Record(base, kind="tool_result", role="tool", text=truncate(text, TOOL_RESULT_MAX), **common)]
+        if kind in _COPILOT_META:
+            text = _plain(data.get(_COPILOT_META[kind])) or kind
+            if kind == "session.error" and _str(data.get("errorType")):
+                text = f"{data['errorType']}: {text}"
+            return [Record(base, kind="meta", role="system", text=text, indexed=False, **common)]
+        if not (kind and kind in _COPILOT_QUIET):
+            st["unknown"] = st.get("unknown", 0) + 1
+        return []
+
+    def _context(self, data: dict, st: dict, session: str) -> list:
+        """Take cwd, branch, version and model from a start or resume line."""
+        context = _dict(data.get("context"))
+        cwd, branch = _str(context.get("cwd")), _str(context.get("branch"))
+        version, model = _str(data.get("copilotVersion")), _str(data.get("selectedModel"))
+        if cwd:
+            st["cwd"] = cwd
+        if branch:
+            st["branch"] = branch
+        if model:
+            st["model"] = model
+        if not (cwd or branch or version or model):
+            return []
+        return [SessionInfo(session, cwd=cwd, branch=branch, agent_version=version, model=model)]
+
+    def _assistant(self, data: dict, st: dict, base: str, common: dict) -> list:
+        """Return the message and the tool calls of an assistant line."""
+        model = _str(data.get("model")) or st.get("model")
+        out: list = []
+        text = _plain(data.get("content"))
+        if text.strip():
+            out.append(Record(base, kind="message", role="assistant", text=text, model=model, **common))
+        for i, req in enumerate(_list(data.get("toolRequests"))):
+            if isinstance(req, dict):
+                text = _tool_call_text(req.get("name"), req.get("arguments"))
+                out.append(Record(f"{base}#{i}", kind="tool_call", role="assistant", text=text, model=model,
+                                  **common))
+        return out
+
+
+###############################################################################
+# Qwen Code ###################################################################
+###############################################################################
+
+#: System line subtypes of Qwen Code that are bookkeeping (usage telemetry,
+#: edit attribution): nothing to keep as an event.
+_QWEN_QUIET = frozenset({"ui_telemetry", "attribution_snapshot"})
+
+#: How context a hook injects into a prompt starts (``<qwen:…>`` blocks).
+_QWEN_INJECTED = "<qwen:"
+
+
+class QwenCode(Adapter):
+    """Parse Qwen Code chat logs: JSONL, one record per line.
+
+    Layout read: ``<root>/projects/<project folder>/chats/<session>.jsonl``,
+    where root is ``ORIGIN_QWEN_HOME`` or ``~/.qwen`` and the project folder
+    is the working directory with ``/`` turned into ``-`` (not reversible:
+    the ``cwd`` of each record names it).  Records have Claude Code's
+    envelope (``uuid``, ``parentUuid``, ``sessionId``, ``timestamp``,
+    ``type`` user | assistant | tool_result | system, ``cwd``, ``version``,
+    ``gitBranch``) around a Gemini message: ``message.parts`` of ``text``
+    (``thought: true`` for reasoning, not archived), ``functionCall`` and
+    ``functionResponse``.  Context a hook adds to a prompt (a ``<qwen:…>``
+    part) is kept for provenance but not searched; ``system`` lines of
+    telemetry and attribution carry nothing.  Fixtures:
+    ``tests/fixtures/qwen/lantern/`` (0.21.6, two real sessions) and
+    ``tests/fixtures/qwen/agent-sessions/`` (0.21.13, hook context,
+    notifications).
+
+    Event ids: the record's ``uuid``; ``<uuid>#<i>`` for the tool part at
+    index i; a record without uuid gets a hash of session and line.
+    """
+
+    name = "qwen"
+    display = "Qwen Code"
+    env_vars = ("ORIGIN_QWEN_HOME",)
+    # Qwen Code reads "mcpServers" in ~/.qwen/settings.json, as Gemini CLI does.
+    mcp = McpConfig("json", ("mcpServers",),
+                    lambda env, home: [d / "settings.json" for d in env_dirs(env, "ORIGIN_QWEN_HOME",
+                                                                             [home / ".qwen"])],
+                    ("qwen",))
+
+    def roots(self, env: Mapping[str, str], home: Path) -> list[Path]:
+        """Return ``ORIGIN_QWEN_HOME`` (comma list), else ``~/.qwen``."""
+        return env_dirs(env, "ORIGIN_QWEN_HOME", [home / ".qwen"])
+
+    def discover(self, env: Mapping[str, str], home: Path) -> Iterator[SourceFile]:
+        """Yield every chat log of every project."""
+        for prefix, root in _labelled(self.roots(env, home), home):
+            projects = root / "projects"
+            if not _is_dir(projects):
+                continue
+            for project in _subdirs(projects):
+                for path in _files(project / "chats", ".jsonl"):
+                    rel = _rel(prefix, root, path)
+                    yield SourceFile(str(path), rel, meta={"session": path.name[: -len(".jsonl")]})
+
+    @_guarded
+    def parse(self, line: str, ctx: Context) -> list:
+        """Return the events and session facts of one chat record."""
+        if not line.strip():
+            return []
+        obj = _load_object(line)
+        st = ctx.state
+        kind = obj.get("type")
+        session = _str(obj.get("sessionId")) or st.get("session") or _str(ctx.file.meta.get("session")) or "unknown"
+        st["session"] = session
+        if _str(obj.get("cwd")):
+            st["cwd"] = obj["cwd"]
+        if isinstance(obj.get("gitBranch"), str):
+            st["branch"] = obj["gitBranch"] or None
+        ts = _ts(obj.get("timestamp"))
+        if ts is not None:
+            st["ts"] = ts
+        model = _str(obj.get("model"))
+        out: list = self._facts(st, session, _str(obj.get("version")), model)
+        base = _str(obj.get("uuid")) or short_hash(session, line)
+        common = dict(session=session, ts=ts if ts is not None else st.get("ts", ctx.mtime_ms),
+                      ts_approx=ts is None, cwd=st.get("cwd"), branch=st.get("branch"))
+        parts = [p for p in _list(_dict(obj.get("message")).get("parts")) if isinstance(p, dict)]
+        if kind == "user":
+            return out + self._user(obj, parts, base, common, st)
+        if kind == "assistant":
+            return out + self._assistant(parts, base, model, common)
+        if kind == "tool_result":
+            return out + self._results(obj, parts, base, common)
+        if kind == "system":
+            if obj.get("subtype") in _QWEN_QUIET:
+                return out
+            text = _plain(parts) or _compact(obj.get("systemPayload") or obj.get("subtype") or "system")
+            return out + [Record(base, kind="meta", role="system", text=truncate(text, TOOL_RESULT_MAX),
+                                 indexed=False, **common)]
+        st["unknown"] = st.get("unknown", 0) + 1
+        return out
+
+    def _facts(self, st: dict, session: str, version: str | None, model: str | None) -> list:
+        """Report cwd, branch, version and model when they change."""
+        facts = [session, st.get("cwd"), st.get("branch"), version, model]
+        sent = st.get("sent") or [None] * 5
+        if sent[0] == session and all(new in (None, old) for new, old in zip(facts, sent)):
+            return []
+        if sent[0] != session:
+            sent = [None] * 5
+        st["sent"] = [old if new is None else new for new, old in zip(facts, sent)]
+        return [SessionInfo(session, cwd=facts[1], branch=facts[2], agent_version=version, model=model)]
+
+    def _user(self, obj: dict, parts: list[dict], base: str, common: dict, st: dict) -> list:
+        """Return a prompt (without injected context), or a notification as meta."""
+        texts = [p["text"] for p in parts if isinstance(p.get("text"), str) and p.get("thought") is not True]
+        typed = "\n".join(t for t in texts if t and not t.lstrip().startswith(_QWEN_INJECTED))
+        injected = "\n".join(t for t in texts if t and t.lstrip().startswith(_QWEN_INJECTED))
+        out: list = []
+        if obj.get("subtype") is not None:  # a notification, not something the person typed
+            text = "\n".join(t for t in texts if t)
+            return [Record(base, kind="meta", role="system", text=text, indexed=False, **common)] if text else []
+        if typed.strip():
+            out.append(Record(base, kind="message", role="user", text=typed, **common))
+            title = None if st.get("titled") else _title_of(typed, RANK_PROMPT)
+            if title:
+                st["titled"] = True
+                out.append(SessionInfo(common["session"], title=title[0], title_rank=title[1]))
+        if injected:
+            out.append(Record(f"{base}#context", kind="meta", role="user", text=injected, indexed=False, **common))
+        return out
+
+    def _assistant(self, parts: list[dict], base: str, model: str | None, common: dict) -> list:
+        """Return the reply text and one tool call per function call."""
+        texts, out = [], []
+        for i, part in enumerate(parts):
+            call = part.get("functionCall")
+            if isinstance(call, dict):
+                out.append(Record(f"{base}#{i}", kind="tool_call", role="assistant", model=model,
+                                  text=_tool_call_text(call.get("name"), call.get("args")), **common))
+            elif isinstance(part.get("text"), str) and part.get("thought") is not True:
+                texts.append(part["text"])
+        text = "\n".join(t for t in texts if t)
+        if text.strip():
+            out.insert(0, Record(base, kind="message", role="assistant", text=text, model=model, **common))
+        return out
+
+    def _results(self, obj: dict, parts: list[dict], base: str, common: dict) -> list:
+        """Return one tool result per function response."""
+        out = []
+        failed = _dict(obj.get("toolCallResult")).get("status") == "error"
+        for i, part in enumerate(parts):
+            resp = part.get("functionResponse")
+            if not isinstance(resp, dict):
+                continue
+            value = _dict(resp.get("response"))
+            error = "error" in value
+            text = _output_text(value.get("error") if error else value.get("output", resp.get("response")))
+            if error or (failed and len(parts) == 1):
+                text = "[error] " + text
+            out.append(Record(f"{base}#{i}", kind="tool_result", role="tool", text=truncate(text, TOOL_RESULT_MAX),
+                              **common))
+        return out
+
+
+###############################################################################
+# Pi ##########################################################################
+###############################################################################
+
+#: Pi entry types that carry nothing to index.
+_PI_QUIET = frozenset({"thinking_level_change", "label", "custom"})
+
+#: Fields a Pi rewrite adds or renames (version 1 had no ids, compactions
+#: named their first kept entry by index): left out of an entry's identity.
+_PI_VOLATILE = frozenset({"id", "parentId", "firstKeptEntryId", "firstKeptEntryIndex"})
+
+
+def _pi_identity(obj: dict) -> str:
+    """Return what names a Pi entry across the rewrites of its file.
+
+    Pi rewrites an older file in place when it opens it (version 1 to 2 adds
+    random ``id``/``parentId`` to every entry, 2 to 3 renames the message
+    role ``hookMessage`` to ``custom``); the entry's content and times stay.
+    """
+    entry = {k: v for k, v in obj.items() if k not in _PI_VOLATILE}
+    message = entry.get("message")
+    if isinstance(message, dict) and message.get("role") == "hookMessage":
+        entry["message"] = {**message, "role": "custom"}
+    return short_hash(_compact(entry))
+
+
+def _pi_session_of(path: Any) -> str | None:
+    """Return the session id a Pi session file is named after (``<time>_<id>.jsonl``)."""
+    name = last_segment(path) if isinstance(path, str) else None
+    if not name:
+        return None
+    stem = name[: -len(".jsonl")] if name.endswith(".jsonl") else name
+    return stem.split("_", 1)[1] if "_" in stem else stem or None
+
+
+class Pi(Adapter):
+    """Parse Pi coding agent sessions: JSONL, a tree of entries.
+
+    Layout read: ``<root>/sessions/--<cwd>--/<time>_<session>.jsonl``, where
+    root is ``PI_CODING_AGENT_DIR`` or ``~/.pi/agent``.  The first line is
+    the header ``{type: "session", version, id, timestamp, cwd,
+    parentSession?}``; then entries ``{type, id, parentId, timestamp}``:
+    ``message`` (``message.role`` user | assistant | toolResult |
+    bashExecution | custom | branchSummary | compactionSummary, content
+    blocks text, image, thinking, toolCall), ``model_change``,
+    ``compaction``, ``branch_summary``, ``session_info`` (the name the person
+    gave the session), ``custom_message``, and bookkeeping.  Branches share
+    the file: every entry is archived, whichever branch it is on.  Versions 1
+    and 2 are read too; Pi rewrites them to version 3 in place when it opens
+    them, which ingest sees as a new generation.  Fixtures:
+    ``tests/fixtures/pi/agentsview/`` and ``tests/fixtures/pi/agent-sessions/``.
+
+    Event ids: ``<session>:<hash of the entry without the fields a rewrite
+    changes>`` (``#i`` for the i-th tool call), so the rewritten file gives
+    the ids it gave before and adds nothing twice.
+    """
+
+    name = "pi"
+    display = "Pi"
+    env_vars = ("PI_CODING_AGENT_DIR",)  # Pi reads no MCP servers: no mcp row
+
+    def roots(self, env: Mapping[str, str], home: Path) -> list[Path]:
+        """Return ``PI_CODING_AGENT_DIR`` (comma list), else ``~/.pi/agent``."""
+        return env_dirs(env, "PI_CODING_AGENT_DIR", [home / ".pi" / "agent"])
+
+    def discover(self, env: Mapping[str, str], home: Path) -> Iterator[SourceFile]:
+        """Yield every session file of every working directory."""
+        for prefix, root in _labelled(self.roots(env, home), home):
+            sessions = root / "sessions"
+            if not _is_dir(sessions):
+                continue
+            for folder in _subdirs(sessions):
+                for path in _files(folder, ".jsonl"):
+                    yield SourceFile(str(path), _rel(prefix, root, path), meta={"session": _pi_session_of(path.name)})
+
+    @_guarded
+    def parse(self, line: str, ctx: Context) -> list:
+        """Return the events and session facts of one entry."""
+        if not line.strip():
+            return []
+        obj = _load_object(line)
+        st = ctx.state
+        kind = obj.get("type")
+        if kind == "session":
+            return self._header(obj, st)
+        session = st.get("session") or _str(ctx.file.meta.get("session")) or "unknown"
+        message = _dict(obj.get("message"))
+        ts = _ts(obj.get("timestamp"))
+        if ts is None:
+            ts = _ts(message.get("timestamp"))
+        if ts is not None:
+            st["ts"] = ts
+        base = f"{session}:{_pi_identity(obj)}"
+        common = dict(session=session, ts=ts if ts is not None else st.get("ts", ctx.mtime_ms),
+                      ts_approx=ts is None, cwd=st.get("cwd"))
+        if kind == "message":
+            return self._message(message, st, base, common)
+        if kind == "model_change":
+            model = _str(obj.get("modelId"))
+            if model and model != st.get("model"):
+                st["model"] = model
+                return [SessionInfo(session, model=model)]
+            return []
+        if kind == "session_info":
+            title = _title_of(obj.get("name"), RANK_MANUAL)
+            return [SessionInfo(session, title=title[0], title_rank=title[1])] if title else []
+        if kind in ("compaction", "branch_summary"):
+            text = _plain(obj.get("summary")) or kind
+            return [Record(base, kind="meta", role="system", text=text, indexed=False, **common)]
+        if kind == "custom_message":
+            text = _plain(obj.get("content"))
+            return [Record(base, kind="meta", role="system", text=text, indexed=False, **common)] if text else []
+        if not (isinstance(kind, str) and kind in _PI_QUIET):
+            st["unknown"] = st.get("unknown", 0) + 1
+        return []
+
+    def _header(self, obj: dict, st: dict) -> list:
+        """Take the session's id, folder and parent from the header line."""
+        session = _str(obj.get("id"))
+        if not session:
+            return []
+        st["session"] = session
+        if _str(obj.get("cwd")):
+            st["cwd"] = obj["cwd"]
+        parent = _pi_session_of(_str(obj.get("parentSession")) or _str(obj.get("branchedFrom")))
+        return [SessionInfo(session, cwd=st.get("cwd"), parent=parent if parent != session else None)]
+
+    def _message(self, message: dict, st: dict, base: str, common: dict) -> list:
+        """Return the events of one message entry."""
+        role = message.get("role")
+        content = message.get("content")
+        blocks = content if isinstance(content, list) else [content]
+        if role == "user":
+            text = _plain([b for b in blocks if not (isinstance(b, dict) and b.get("type") == "thinking")])
+            if not text.strip():
+                return []
+            out: list = [Record(base, kind="message", role="user", text=text, **common)]
+            title = None if st.get("titled") else _title_of(text, RANK_PROMPT)
+            if title:
+                st["titled"] = True
+                out.append(SessionInfo(common["session"], title=title[0], title_rank=title[1]))
+            return out
+        if role == "assistant":
+            model = _str(message.get("model")) or st.get("model")
+            texts, out = [], []
+            for i, block in enumerate(blocks):
+                if isinstance(block, str):
+                    texts.append(block)
+                elif isinstance(block, dict) and block.get("type") == "text":
+                    texts.append(_plain(block.get("text")))
+                elif isinstance(block, dict) and block.get("type") == "toolCall":
+                    out.append(Record(f"{base}#{i}", kind="tool_call", role="assistant", model=model,
+                                      text=_tool_call_text(block.get("name"), block.get("arguments")), **common))
+            text = "\n".join(t for t in texts if t)
+            if not text.strip() and _str(message.get("errorMessage")):
+                out.insert(0, Record(base, kind="meta", role="system", text=message["errorMessage"], indexed=False,
+                                     **common))
+            elif text.strip():
+                out.insert(0, Record(base, kind="message", role="assistant", text=text, model=model, **common))
+            return out
+        if role == "toolResult":
+            text = _plain(content)
+            if message.get("isError") is True:
+                text = "[error] " + text
+            return [Record(base, kind="tool_result", role="tool", text=truncate(text, TOOL_RESULT_MAX), **common)]
+        if role == "bashExecution":
+            command = _str(message.get("command")) or ""
+            output = _plain(message.get("output"))
+            code = message.get("exitCode")
+            if _int(code) not in (None, 0):
+                output = f"[exit {code}] {output}"
+            return [Record(f"{base}#0", kind="tool_call", role="user", text=_tool_call_text("bash", command), **common),
+                    Record(f"{base}#1", kind="tool_result", role="tool", text=truncate(output, TOOL_RESULT_MAX),
+                           **common)]
+        if role in ("custom", "hookMessage", "branchSummary", "compactionSummary"):
+            text = _plain(content) or _plain(message.get("summary"))
+            return [Record(base, kind="meta", role="system", text=text, indexed=False, **common)] if text else []
+        st["unknown"] = st.get("unknown", 0) + 1
+        return []
+
+
+###############################################################################
+# Aider #######################################################################
+###############################################################################
+
+#: The chat log Aider keeps at the top of each repository it runs in.
+AIDER_HISTORY = ".aider.chat.history.md"
+#: The line that opens each run of Aider in its chat log (local time, no zone).
+AIDER_RUN = "# aider chat started at "
+#: How deep the folders of ORIGIN_AIDER_ROOTS are searched, and the bounds of
+#: that search per discovery: folders listed, and seconds.
+AIDER_WALK_DEPTH = 4
+AIDER_WALK_DIRS = 20_000
+AIDER_WALK_SECONDS = 1.0
+#: Folders always listed before the clock is looked at, so a small tree is
+#: searched whole however busy the machine is.
+AIDER_WALK_SURE = 256
+#: Parent folders of a known project folder looked in (the agent may have
+#: run in a sub-folder of the repository that holds the chat log).
+AIDER_PARENTS = 3
+#: Characters of one open block its parse state keeps (the whole text stays
+#: in the mirror; the event gets this much).
+AIDER_BLOCK_TEXT = 1_000_000
+#: Folder names never entered while searching the roots (besides hidden ones).
+_AIDER_SKIP = frozenset({"node_modules", "vendor", "target", "build", "dist", "venv", "__pycache__",
+                         "Library", "site-packages"})
+#: The block kinds of a chat log: typed by the person, Aider's own output, the model's reply.
+_AIDER_KINDS = {"user": ("message", "user"), "tool": ("tool_result", "tool"), "assistant": ("message", "assistant")}
+_AIDER_VERSION = re.compile(r"^Aider v(\S+)")
+_AIDER_MODEL = re.compile(r"^(?:Main )?[Mm]odel: (\S+)")
+
+def _aider_rel(path: str) -> str:
+    """Return the mirror name of a chat log: its absolute path, made relative.
+
+    A chat log has no folder of its own agent to be relative to; its path
+    names the repository it belongs to.  ``C:\\x`` becomes ``C/x``.
+    """
+    posix = path.replace("\\", "/")
+    if len(posix) > 1 and posix[1] == ":":
+        posix = posix[0] + posix[2:]
+    return "/".join(seg for seg in posix.split("/") if seg not in ("", ".", ".."))
+
+
+def _utc_offset_min(path: Path) -> int:
+    """Return this machine's UTC offset in minutes at the file's mtime."""
+    try:
+        when = os.stat(path).st_mtime
+    except OSError:
+        when = None
+    return int(time.localtime(when).tm_gmtoff // 60)
+
+
+def _aider_walk(roots: list[Path], deadline: float) -> Iterator[Path]:
+    """Yield chat logs under the roots, breadth first, within the bounds."""
+    queue = [(root, 0) for root in roots]
+    listed = 0
+    while queue and listed < AIDER_WALK_DIRS and (listed < AIDER_WALK_SURE or time.monotonic() < deadline):
+        folder, depth = queue.pop(0)
+        listed += 1
+        try:
+            with os.scandir(folder) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError as e:
+            _unreadable(folder, e)
+            continue
+        for e in entries:
+            if e.name == AIDER_HISTORY:
+                if _safe(lambda x: x.is_file(), e):
+                    yield Path(e.path)
+            elif (depth < AIDER_WALK_DEPTH and not e.name.startswith(".") and e.name not in _AIDER_SKIP
+                  and _safe(lambda x: x.is_dir(follow_symlinks=False), e)):
+                queue.append((Path(e.path), depth + 1))
+
+
+class Aider(Adapter):
+    """Parse Aider's chat logs: Markdown, ``.aider.chat.history.md`` per repository.
+
+    Aider keeps no central folder: discovery looks in every project folder
+    Origin already knows from the other agents (and up to three folders
+    above it) and searches the folders of ``ORIGIN_AIDER_ROOTS`` a few
+    levels deep, within bounds of folders and time (one second for the known
+    folders, then what is left of it, at least half a second, for the
+    roots).  A log holds many runs, each opened by ``# aider chat started at
+    <local time>``; in a run, lines starting ``#### `` are what the person
+    typed, ``> `` lines Aider's own output (edits applied, commands run,
+    warnings), other lines the model's reply.  A block of one kind is one
+    event, emitted when the next block starts (or the file goes quiet).
+    Limits: a reply line that itself starts with ``#### `` or ``> `` is read
+    as a prompt or as output; no message has a time of its own, so each
+    event takes its run's start, marked approximate, read in the time zone
+    the machine had when the log was first archived.  Fixtures:
+    ``tests/fixtures/aider/``.
+
+    Event ids: ``<run>:<block ordinal>:<hash of the text>``; the run is a
+    hash of the log's folder, its start line and how many runs before it in
+    the file started in the same second.
+    """
+
+    name = "aider"
+    display = "Aider"
+    env_vars = ("ORIGIN_AIDER_ROOTS",)  # Aider reads no MCP servers: no mcp row
+    in_projects = True
+
+    def roots(self, env: Mapping[str, str], home: Path) -> list[Path]:
+        """Return the folders of ``ORIGIN_AIDER_ROOTS`` (comma list); none by default."""
+        return env_dirs(env, "ORIGIN_AIDER_ROOTS", [])
+
+    def discover(self, env: Mapping[str, str], home: Path) -> Iterator[SourceFile]:
+        """Yield the chat log of each known project folder and under each root."""
+        found: dict[str, Path] = {}
+        stop = {str(home), os.sep}
+        deadline = time.monotonic() + AIDER_WALK_SECONDS
+        for i, folder in enumerate(_FOLDERS.get()):
+            if i % 256 == 255 and time.monotonic() > deadline:
+                break
+            p = Path(folder)
+            for _ in range(AIDER_PARENTS + 1):
+                if str(p) in stop or not p.is_absolute():
+                    break
+                log = p / AIDER_HISTORY
+                if str(log) not in found and _is_file(log):
+                    found[str(log)] = log
+                if p.parent == p:
+                    break
+                p = p.parent
+        roots = [r for r in self.roots(env, home) if _is_dir(r)]
+        for log in _aider_walk(roots, max(deadline, time.monotonic() + AIDER_WALK_SECONDS / 2)):
+            found.setdefault(os.path.abspath(log), Path(os.path.abspath(log)))
+        for path in sorted(found):
+            log = found[path]
+            yield SourceFile(path, _aider_rel(path), meta={"cwd": str(log.parent), "utc_offset": _utc_offset_min(log)})
+
+    def new_state(self, f: SourceFile) -> dict:
+        """Start with the log's folder and the time zone it was written in."""
+        offset = f.meta.get("utc_offset")
+        return {"cwd": _str(f.meta.get("cwd")), "tz": offset if isinstance(offset, int) else 0}
+
+    @_guarded
+    def parse(self, line: str, ctx: Context) -> list:
+        """Return the block a line closes, and the facts of a new run."""
+        st = ctx.state
+        text = line[:-1] if line.endswith("\r") else line
+        if text.startswith(AIDER_RUN):
+            out = self._close(st)
+            header = text[len(AIDER_RUN):].strip()
+            st["dup"] = st.get("dup", 0) + 1 if header == st.get("header") else 0
+            st["header"] = header
+            folder = ctx.file.rel.rsplit("/", 1)[0] if "/" in ctx.file.rel else ""
+            st["run"] = f"{header.replace(' ', 'T')}-{short_hash(folder, header, str(st['dup']), n=12)}"
+            st["n"], st["titled"] = 0, False
+            start = self._start(header, st)
+            st["ts"] = start if start is not None else ctx.mtime_ms  # an unreadable start: the file's time
+            return out
+        if text.startswith("####"):
+            chan, body = "user", text[5:] if text.startswith("#### ") else text[4:]
+        elif text.startswith(">"):
+            chan, body = "tool", text[2:] if text.startswith("> ") else text[1:]
+        elif not text.strip():
+            if st.get("open"):
+                st["open"]["blank"] += 1
+            return []
+        else:
+            chan, body = "assistant", text
+        out = []
+        block = st.get("open")
+        if block is not None and block["chan"] != chan:
+            out = self._close(st)
+            block = None
+        if block is None:
+            if "run" not in st:  # lines before any run header: the log's preamble
+                st["run"] = f"preamble-{short_hash(ctx.file.rel, n=12)}"
+                st["n"], st["ts"] = 0, ctx.mtime_ms
+            block = st["open"] = {"chan": chan, "line": ctx.lineno, "offset": ctx.offset, "span": 0, "blank": 0,
+                                  "text": ""}
+        sep = "\n" * (block["blank"] + 1) if block["span"] else ""
+        if len(block["text"]) < AIDER_BLOCK_TEXT:
+            block["text"] = (block["text"] + sep + body)[:AIDER_BLOCK_TEXT]
+        block["span"] = ctx.lineno - block["line"] + 1
+        block["blank"] = 0
+        return out
+
+    def flush(self, ctx: Context) -> list:
+        """Emit the block still open when the log went quiet."""
+        return self._close(ctx.state)
+
+    def _start(self, header: str, st: dict) -> int | None:
+        """Return a run's start in epoch ms: its local time less the zone's offset."""
+        try:
+            local = _dt.datetime.strptime(header[:19], "%Y-%m-%d %H:%M:%S").replace(tzinfo=_dt.timezone.utc)
+        except ValueError:
+            return None
+        return int(local.timestamp() * 1000) - int(st.get("tz") or 0) * 60_000
+
+    def _close(self, st: dict) -> list:
+        """Turn the open block into its event (and the run's facts)."""
+        block = st.pop("open", None)
+        if not block or not block["text"].strip():
+            return []
+        kind, role = _AIDER_KINDS[block["chan"]]
+        text = block["text"].strip("\n")
+        run, n = st["run"], st.get("n", 0)
+        st["n"] = n + 1
+        if kind == "tool_result":
+            text = truncate(text, TOOL_RESULT_MAX)
+        out: list = [Record(f"{run}:{n}:{short_hash(text, n=8)}", session=run, kind=kind, role=role, text=text,
+                            ts=st.get("ts"), ts_approx=True, cwd=st.get("cwd"), line=block["line"],
+                            offset=block["offset"], span=block["span"])]
+        if n == 0:
+            out.append(SessionInfo(run, cwd=st.get("cwd")))
+        if block["chan"] == "user" and not st.get("titled"):
+            title = _title_of(text, RANK_PROMPT)
+            if title:
+                st["titled"] = True
+                out.append(SessionInfo(run, title=title[0], title_rank=title[1]))
+        if block["chan"] == "tool" and n == 0:
+            version = model = None
+            for row in text.splitlines()[:12]:
+                m = _AIDER_VERSION.match(row)
+                version = version or (m.group(1) if m else None)
+                m = _AIDER_MODEL.match(row)
+                model = model or (m.group(1) if m else None)
+            if version or model:
+                out.append(SessionInfo(run, agent_version=version, model=model))
+        return out
+
+
+###############################################################################
 # Registry ####################################################################
 ###############################################################################
 
 #: The table of agents: one row per adapter (see ``Adapter``); everything
 #: in Origin that lists agents reads it.
 ADAPTERS = {a.name: a for a in (ClaudeCode(), Codex(), Cursor(), ZCode(), Grok(), ClaudeMemory(), OpenCode(),
-                                Gemini(), Goose())}
+                                Gemini(), Goose(), CopilotCli(), QwenCode(), Pi(), Aider())}

@@ -1,7 +1,8 @@
 """Origin: one append-only local memory of every coding agent's sessions.
 
 Origin copies the session logs that coding agents (Claude Code, Codex CLI,
-Cursor, ZCode, Grok Build) leave on disk into append-only mirrors under
+Cursor, ZCode, Grok Build, OpenCode, Gemini CLI, Goose, GitHub Copilot CLI,
+Qwen Code, Pi, Aider) leave on disk into append-only mirrors under
 ``ORIGIN_HOME``, parses them into events in one SQLite store with full-text
 search, and serves that store to every agent over MCP.  Agents and people add
 durable entries (memory, knowledge, cognition) that cite the events they come
@@ -107,7 +108,8 @@ __version__ = "0.1.0"
 
 #: The names of the agents in ``adapters.ADAPTERS`` (a test keeps them
 #: equal), so commands that read no logs never import the adapters.
-SOURCES = ("claude-code", "claude-memory", "codex", "cursor", "gemini", "goose", "grok", "opencode", "zcode")
+SOURCES = ("aider", "claude-code", "claude-memory", "codex", "copilot-cli", "cursor", "gemini", "goose", "grok",
+           "opencode", "pi", "qwen", "zcode")
 #: Environment variable naming the data directory.
 ENV_HOME = "ORIGIN_HOME"
 #: Default data directory when ORIGIN_HOME is unset.
@@ -735,9 +737,12 @@ def _entropy(value: str) -> float:
     return -sum(k / n * math.log2(k / n) for k in (value.count(c) for c in set(value)))
 
 
-#: Values assigned to a secret-looking name that are not secrets.
+#: Values assigned to a secret-looking name that are not secrets.  A value
+#: starting with ``$`` is a variable (``$TOKEN``, ``$HOME/x``) only when a
+#: name follows and then nothing or a separator; ``$mW…@h!`` is a password.
 _NOT_SECRET = LazyRegex(
-    r"(?i)example|placeholder|redacted|changeme|your[_-]|xxxx|\*\*\*|\.\.\.|<|\$\{|\{\{|%\(|^\$|"
+    r"(?i)example|placeholder|redacted|changeme|your[_-]|xxxx|\*\*\*|\.\.\.|<|\$\{|\{\{|%\(|"
+    r"^\$[a-z_]\w*(?:$|[/:.-])|"
     r"^(?:true|false|null|none|undefined)$|^https?:|^[/~.]|secret:")
 #: An identifier or attribute chain (``process.env.DB_PASSWORD``), not a value.
 _IDENTIFIER = LazyRegex(r"^[A-Za-z_$][\w$]*(?:[.:][A-Za-z_$][\w$]*)*(?:\(\))?$")
@@ -849,9 +854,10 @@ def _may_end_assigned(tail: str) -> bool:
 
 
 #: How a value is assigned to a name in env, JSON and YAML shapes: the rest
-#: of the name, optional quotes (JSON-escaped too), ``:``, ``=`` or ``=>``,
-#: optional quotes, and the value in group ``v``.
-_ASSIGN = r"s?[\w-]{0,20}(?:\\?[\"'])?[ \t]*(?::|=>?)[ \t]*(?:\\?[\"'])?"
+#: of the name, optional quotes (JSON-escaped too, at any depth: JSON held
+#: in a JSON string held in a JSON line), ``:``, ``=`` or ``=>``, optional
+#: quotes, and the value in group ``v``.
+_ASSIGN = r"s?[\w-]{0,20}(?:\\*[\"'])?[ \t]*(?::|=>?)[ \t]*(?:\\*[\"'])?"
 _VALUE = r"(?P<v>[^\s\"'`,;<>(){}\[\]\\…]{12,200})"
 
 #: The one table of secret families, most specific first.  A span claimed
@@ -2435,19 +2441,26 @@ def journal_entries(store: "Store", ids: list[str]) -> None:
     _put_setting(conn, _ENTRIES_DONE, str(size))
 
 
-def purge_entries_log(store: "Store") -> int:
+def purge_entries_log(store: "Store", upto: int | None = None) -> int:
     """Rewrite the entries journal with forgotten entries' text, quotes and project removed; return how many.
 
     Runs inside purge's write transaction (no other writer appends
     meanwhile).  The records keep their id, kind, author, supersedes and
     times, so a rebuilt store still knows each version and that it is
-    forgotten.  The new journal replaces the old one by rename.
+    forgotten.  An entry still standing loses its quotes of the events
+    excluded by tombstones up to ``upto`` (all when None), as its row did
+    (Invariant 2).  The new journal replaces the old one by rename.
     """
     conn = store.conn
     records, _end = _log_records(store.home, 0, ENTRIES_LOG)
     ids = [r.get("id") for r in records if r.get("type") == "entry" and isinstance(r.get("id"), str)]
     gone = {r[0] for r in _present(
         conn, "SELECT entry_id FROM forgotten_entry WHERE entry_id IN (SELECT value FROM json_each(?))", ids)}
+    quoted = [s[0] for r in records if isinstance(r.get("sources"), list) for s in r["sources"]
+              if type(s) is list and len(s) == 2 and s[1] is not None and isinstance(s[0], str)]
+    excluded = {r[0] for r in _present(
+        conn, "SELECT event_id FROM excluded_event WHERE event_id IN (SELECT value FROM json_each(?))"
+        + ("" if upto is None else f" AND tombstone_id <= {int(upto)}"), quoted)} if quoted else set()
     changed = 0
     out = []
     for r in records:
@@ -2457,6 +2470,11 @@ def purge_entries_log(store: "Store") -> int:
                 or any(type(s) is list and len(s) == 2 and s[1] is not None for s in srcs)):
             r = {**r, "text": "", "project": None,
                  "sources": [[s[0], None] for s in srcs if type(s) is list and len(s) == 2]}
+            changed += 1
+        elif isinstance(srcs, list) and any(type(s) is list and len(s) == 2 and s[1] is not None
+                                            and s[0] in excluded for s in srcs):
+            r = {**r, "sources": [[s[0], None] if type(s) is list and len(s) == 2 and s[0] in excluded else s
+                                  for s in srcs]}
             changed += 1
         out.append(r)
     if not changed:
@@ -4441,22 +4459,37 @@ def _ingest_export(store: Store, adapter, sf: SourceFile, row: sqlite3.Row, sig:
 
 
 def discover_all(env: dict | None = None, home: Path | None = None, sources: Iterable[str] | None = None,
-                 problems: list | None = None):
+                 problems: list | None = None, folders: Iterable[str] = ()):
     """Yield (adapter, SourceFile) for every file of every selected agent.
 
     A folder or file an agent's discovery may not read is skipped and, when
     ``problems`` is given, added to it as ``{source, path, error}``.
+    ``folders`` are the project folders of the sessions already archived,
+    given to the agents whose logs live in the projects (``in_projects``).
     """
+    folders = tuple(folders)
     env = dict(os.environ if env is None else env)
     home = Path(env.get("HOME") or Path.home()) if home is None else home
     for name, adapter in adapters.ADAPTERS.items():
         if sources and name not in sources:
             continue
-        files, unreadable = adapters.discover_guarded(adapter, env, home)
+        files, unreadable = adapters.discover_guarded(adapter, env, home, folders if adapter.in_projects else ())
         if problems is not None:
             problems += [{"source": name, "path": path, "error": why} for path, why in unreadable]
         for sf in files:
             yield adapter, sf
+
+
+def project_folders(store: Store) -> list[str]:
+    """Return the working folders of the sessions archived, for the agents whose logs live in them.
+
+    The sessions of those agents are left out: their folders were found
+    from the others'.
+    """
+    own = [n for n, a in adapters.ADAPTERS.items() if a.in_projects]
+    return [r[0] for r in store.conn.execute(
+        "SELECT DISTINCT cwd FROM session WHERE cwd IS NOT NULL AND source NOT IN "
+        f"({', '.join('?' * len(own))}) ORDER BY cwd", own)]
 
 
 def looked_in(env: dict | None = None, home: Path | None = None) -> dict:
@@ -4493,7 +4526,7 @@ def sync(store: Store, *, env: dict | None = None, home: Path | None = None, sou
     # Private copies of agent databases live under ORIGIN_HOME; a run killed
     # while reading one left it behind, and this removes it.
     adapters.use_scratch_dir(store.home / SCRATCH_DIR)
-    files = list(discover_all(env, home, src, report.problems))
+    files = list(discover_all(env, home, src, report.problems, project_folders(store)))
     known = {}
     for r in store.conn.execute("SELECT id, source, path, src_sig, last_sync FROM raw_file ORDER BY generation"):
         known[(r[1], r[2])] = (r[3], r[0], r[4])
@@ -6192,7 +6225,7 @@ def purge(store: Store, *, actor: str = "user", channel: str = "cli") -> dict:
                 conn.execute(stmt)
         if plan["entries"]:
             conn.execute("INSERT INTO entry_fts (entry_fts) VALUES ('rebuild')")
-        purge_entries_log(store)
+        purge_entries_log(store, upto)
         touched: dict[str, set] = {}
         for e in plan["events"]:
             touched.setdefault(e["source"], set()).add(e["session"])
@@ -9717,9 +9750,10 @@ MCP_FALLBACK_AUTHOR = "mcp-client"
 #: What the server tells every agent when it connects.
 MCP_INSTRUCTIONS = """\
 Origin is the user's archive of every past session with their coding agents \
-(Claude Code, Codex, Cursor, ZCode, Grok Build), plus durable entries distilled \
-from them: memory (what happened), knowledge (stable facts) and cognition (the \
-user's preferences, methods and goals).
+(Claude Code, Codex, Cursor, ZCode, Grok Build, OpenCode, Gemini CLI, Goose, \
+Copilot CLI, Qwen Code, Pi, Aider), plus durable entries distilled from them: \
+memory (what happened), knowledge (stable facts) and cognition (the user's \
+preferences, methods and goals).
 
 - Search first: before answering anything about earlier work, past decisions \
 and their reasons, or how the user likes things done, call `search` instead of \
@@ -13273,7 +13307,9 @@ class AgentTarget:
     """Where and how one agent reads its MCP servers.
 
     ``keys`` is the path to the servers table inside the file; ``stdio_type``
-    adds ``"type": "stdio"`` to the entry for agents whose own tools write it.
+    adds ``"type": "stdio"`` to the entry for agents whose own tools write it;
+    ``extra`` holds (key, value) pairs a new entry gets unless the user's
+    entry already sets them.
     """
 
     name: str
@@ -13285,6 +13321,7 @@ class AgentTarget:
     stdio_type: bool = False
     note: str | None = None
     entry: str = "command"  # "command" (command, args, env) or "command-list" (OpenCode's shape)
+    extra: tuple = ()
 
     def installed(self, env: dict, home: Path) -> bool:
         """Tell whether the agent is on this machine (its data or its program)."""
@@ -13295,7 +13332,7 @@ class AgentTarget:
 def agent_targets() -> dict[str, AgentTarget]:
     """Return the agents that read an MCP configuration, from the adapters' table."""
     return {name: AgentTarget(name, m.fmt, m.keys, m.files, m.homes or a.roots, m.programs, m.stdio_type,
-                              m.note, m.entry)
+                              m.note, m.entry, m.extra)
             for name, a in adapters.ADAPTERS.items() if (m := a.mcp) is not None}
 
 
@@ -13368,6 +13405,7 @@ def _entry_for(target: AgentTarget, command: list[str], old: Any = None, reg_env
            if k not in managed or k in reg_env}
     env.update({k: v for k, v in reg_env.items() if k not in env})
     entry = {**old, "command": command[0], "args": command[1:]}
+    entry.update((k, v) for k, v in target.extra if k not in old)
     if target.stdio_type:
         entry = {"type": "stdio", **entry}
     entry.pop("env", None)
@@ -13741,8 +13779,20 @@ def plan_setup(env: dict, home: Path, command: list[str] | None, agents: list[st
                 plans.append({"agent": name, "config": str(path), "note": target.note,
                               **_plan_file(target, path, command, reg_env)})
             except AgentConfigError as e:
-                plans.append({"agent": name, "config": str(path), "status": "refused", "error": str(e)})
+                plans.append({"agent": name, "config": str(path), "status": "refused", "error": str(e),
+                              **({"add": lines_to_add(target, command, reg_env)} if command else {})})
     return plans
+
+
+def lines_to_add(target: AgentTarget, command: list[str], reg_env: dict) -> str:
+    """Return the exact text a person adds to a configuration setup refused to edit."""
+    if target.fmt == "yaml":
+        return _yaml_lines(target, command, reg_env)
+    entry = _agent_entry(target, _entry_for(target, command, None, reg_env))
+    if target.fmt == "toml":
+        return "\n".join([f"[{'.'.join((*target.keys, MCP_SERVER_NAME))}]", *_toml_body(entry)]) + "\n"
+    member = json.dumps({MCP_SERVER_NAME: entry}, indent=2, ensure_ascii=False)[1:-1].strip("\n")
+    return f'under "{".".join(target.keys)}":\n' + "\n".join(x[2:] for x in member.splitlines()) + "\n"
 
 
 # -- the session-start hook -----------------------------------------------------
@@ -14173,7 +14223,7 @@ def cmd_sync(args) -> int:
     if not any(s["files"] for s in report.sources.values()):
         print("no agent logs found; looked in:")
         for name, dirs in looked_in().items():
-            print(f"  {name:12} {', '.join(dirs) or '-'}")
+            print(f"  {name:12} {_where(name, dirs)}")
         print(f"point Origin elsewhere with {', '.join(registered_vars()[1:])} (or HOME)")
     return 0
 
@@ -14741,8 +14791,16 @@ def cmd_path(args) -> int:
         print(f"{key:9} {info[key]}")
     print("agent logs are looked for in:")
     for name, dirs in sorted(info["looked_in"].items()):
-        print(f"  {name:12} {', '.join(dirs) or '-'}")
+        print(f"  {name:12} {_where(name, dirs)}")
     return 0
+
+
+def _where(name: str, dirs: list[str]) -> str:
+    """Say where an agent's logs are looked for, for a person."""
+    where = ", ".join(dirs)
+    if name in adapters.ADAPTERS and adapters.ADAPTERS[name].in_projects:
+        where = ", ".join(filter(None, ["the project folders of archived sessions", where]))
+    return where or "-"
 
 
 def cmd_entries(args) -> int:
@@ -15260,10 +15318,10 @@ def cmd_setup(args) -> int:
     project's entries (--no-hook leaves it out).  Nothing else in those
     files changes.  Each changed file is first copied to
     <file>.origin-backup-<time>, and a file that cannot be parsed is left
-    alone.  A format Origin does not edit (YAML) is not written: the lines
-    to add are printed.  Running it again changes nothing.  --remove takes
-    out everything setup wrote (the entries and the hook), with the same
-    backups and --dry-run.
+    alone (the lines to add by hand are printed).  A format Origin does not
+    edit (YAML) is not written: the lines to add are printed.  Running it
+    again changes nothing.  --remove takes out everything setup wrote (the
+    entries and the hook), with the same backups and --dry-run.
 
     Example: origin setup --dry-run
     """
@@ -15302,6 +15360,10 @@ def cmd_setup(args) -> int:
     for a in result["agents"] + result["hooks"]:
         if a["status"] == "refused":
             print(f"origin: {a['error']}", file=sys.stderr)
+            if a.get("add"):
+                head, _, body = a["add"].partition("\n") if a["add"].startswith("under ") else ("", "", a["add"])
+                print(f"origin: to register Origin by hand, add to {a['config']}{' ' + head if head else ':'}\n"
+                      + "".join(f"  {x}\n" for x in body.splitlines()), end="", file=sys.stderr)
     manual = [a["agent"] for a in result["agents"] if a["status"] == "add by hand"]
     if manual:
         print(f"add the lines shown above by hand for {', '.join(manual)}; "

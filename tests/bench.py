@@ -38,21 +38,23 @@ import adapters  # noqa: E402
 import origin  # noqa: E402
 import corpus  # noqa: E402
 from bench_mcp import bench_mcp  # noqa: E402
-from corpus import (write_claude_corpus, write_codex_corpus, write_cursor_db, write_gemini_corpus,  # noqa: E402
-                    write_goose_db, write_grok_corpus, write_opencode_db)
+from corpus import (write_aider_corpus, write_claude_corpus, write_codex_corpus, write_copilot_corpus,  # noqa: E402
+                    write_cursor_db, write_gemini_corpus, write_goose_db, write_grok_corpus, write_opencode_db,
+                    write_pi_corpus, write_qwen_corpus)
 
 SEED = 20261129
 #: Bumped whenever a generator changes, so no stale cached corpus is used.
-CORPUS_VERSION = 5
+CORPUS_VERSION = 6
 TURNS = (2, 40)  # Claude Code sessions of ~30 KB to ~600 KB, ~280 KB on average
 CODEX_TURNS = GROK_TURNS = (2, 30)  # ~370 to ~400 KB on average
 BUBBLES = (10, 120)  # bubbles per Cursor conversation, ~400 KB of database each
 #: Each agent's share of the corpus's raw bytes, in the order Origin syncs them.
-SHARES = {"claude-code": 0.40, "codex": 0.22, "cursor": 0.13, "grok": 0.13, "opencode": 0.04, "gemini": 0.04,
-          "goose": 0.04}
+SHARES = {"claude-code": 0.38, "codex": 0.21, "cursor": 0.13, "grok": 0.12, "opencode": 0.04, "gemini": 0.04,
+          "goose": 0.04, "copilot-cli": 0.01, "qwen": 0.01, "pi": 0.01, "aider": 0.01}
 #: Average raw bytes of one generated file, session or conversation (measured).
 UNIT_BYTES = {"claude-code": 250_000, "codex": 610_000, "cursor": 400_000, "grok": 370_000, "opencode": 175_000,
-              "gemini": 100_000, "goose": 186_000}
+              "gemini": 100_000, "goose": 186_000, "copilot-cli": 167_000, "qwen": 170_000, "pi": 94_000,
+              "aider": 76_000}
 #: How the Claude Code and Codex logs are shaped, so that the share of raw
 #: bytes Origin indexes, and the tool calls' and outputs' share of that, are
 #: those of the real logs in tests/fixtures (``fixture_shares`` measures
@@ -62,7 +64,8 @@ UNIT_BYTES = {"claude-code": 250_000, "codex": 610_000, "cursor": 400_000, "grok
 CLAUDE_SHAPE = {"edits": 0.5, "outputs": (40, 120, 600, 1500), "talk": 0.7}
 CODEX_SHAPE = {"outputs": (120, 600, 1500, 1500), "talk": 0.3}
 #: Fewest units per agent, so a small corpus still has zstd and archived rollouts.
-MIN_UNITS = {"claude-code": 10, "codex": 12, "cursor": 5, "grok": 10, "opencode": 5, "gemini": 6, "goose": 5}
+MIN_UNITS = {"claude-code": 10, "codex": 12, "cursor": 5, "grok": 10, "opencode": 5, "gemini": 6, "goose": 5,
+             "copilot-cli": 3, "qwen": 3, "pi": 3, "aider": 3}
 #: Files of short Claude Code sessions (~85 events each) added per BENCH
 #: MB before the search figures, so they are taken at ~1,000 events per MB.
 TOPUP_FILES_PER_MB = 8.5
@@ -179,6 +182,11 @@ def _write_mixed(d: Path, mb: int) -> None:
     write_gemini_corpus(home / ".gemini", sessions=units(mb, "gemini"), turns=CODEX_TURNS, seed=SEED + 6, projects=8)
     write_goose_db(data / "goose" / "sessions" / "sessions.db", sessions=units(mb, "goose"), turns=CODEX_TURNS,
                    seed=SEED + 7, projects=8)
+    write_copilot_corpus(home / ".copilot", sessions=units(mb, "copilot-cli"), turns=GROK_TURNS, seed=SEED + 8,
+                         projects=8)
+    write_qwen_corpus(home / ".qwen", sessions=units(mb, "qwen"), turns=GROK_TURNS, seed=SEED + 9, projects=8)
+    write_pi_corpus(home / ".pi" / "agent", sessions=units(mb, "pi"), turns=GROK_TURNS, seed=SEED + 10, projects=8)
+    write_aider_corpus(home / "code", repos=units(mb, "aider"), runs=(1, 6), turns=5, seed=SEED + 11)
 
 
 def topup_corpus_dir(mb: int) -> Path:
@@ -221,6 +229,10 @@ def source_files(user: Path, cursor_user: Path) -> dict[str, list[Path]]:
         "opencode": sorted((user / ".local" / "share" / "opencode").glob("opencode*.db")),
         "gemini": sorted((user / ".gemini" / "tmp").rglob("session-*")),
         "goose": sorted((user / ".local" / "share" / "goose" / "sessions").glob("sessions.db")),
+        "copilot-cli": sorted((user / ".copilot").rglob("events.jsonl")),
+        "qwen": sorted((user / ".qwen").rglob("*.jsonl")),
+        "pi": sorted((user / ".pi").rglob("*.jsonl")),
+        "aider": sorted((user / "code").rglob(".aider.chat.history.md")),
     }
 
 
@@ -238,7 +250,7 @@ def corpus_sizes(user: Path, cursor_user: Path) -> dict[str, dict]:
 def agent_env(user: Path, cursor_user: Path) -> dict:
     """Return an environment whose agents' logs are the bench corpus only."""
     env = {k: v for k, v in os.environ.items() if k not in AGENT_VARS}
-    env.update(HOME=str(user), ORIGIN_CURSOR_USER_DIR=str(cursor_user))
+    env.update(HOME=str(user), ORIGIN_CURSOR_USER_DIR=str(cursor_user), ORIGIN_AIDER_ROOTS=str(user / "code"))
     return env
 
 

@@ -1144,3 +1144,178 @@ def write_goose_db(path: Path, *, sessions: int, turns: int | tuple[int, int], s
     conn.close()
     _age(path, newest)
     return total
+
+
+###############################################################################
+# GitHub Copilot CLI, Qwen Code, Pi, Aider #####################################
+###############################################################################
+#
+# Made in the shapes the real fixtures show (Copilot CLI 1.0.78 and Qwen Code
+# 0.21.6 written by the CLIs themselves, Pi's version 3, Aider's Markdown):
+# each turn is a prompt, a tool call with its result, and a reply.
+
+
+def _turn_texts(rng: random.Random, cwd: str) -> tuple[str, dict, str, str]:
+    """Return (prompt, tool arguments, tool output, reply) of one turn."""
+    args = {"command": rng.choice(CODE) + " " + _text(rng, 6), "cwd": cwd}
+    return _text(rng, rng.randint(8, 40)), args, _tool_output(rng), _text(rng, rng.randint(20, 120))
+
+
+def write_copilot_corpus(root: Path, *, sessions: int, turns: int | tuple[int, int], seed: int = 7,
+                         projects: int = 5, start: dt.datetime | None = None) -> list[Path]:
+    """Write sessions under root (a COPILOT_HOME): ``session-state/<id>/events.jsonl``."""
+    rng = random.Random(seed)
+    start = start or dt.datetime(2026, 6, 1, tzinfo=dt.timezone.utc)
+    out = []
+    for i in range(sessions):
+        cwd = f"/home/dev/src/proj{i % projects}"
+        t = start + dt.timedelta(hours=rng.randint(0, SPAN_HOURS), seconds=rng.randrange(3600))
+        sid = _uuid(rng)
+        lines = []
+
+        def event(kind: str, data: dict) -> None:
+            nonlocal t
+            t += dt.timedelta(milliseconds=rng.randint(5, 9000))
+            lines.append(json.dumps({"type": kind, "data": data, "id": _uuid(rng), "timestamp": _iso_ms(t),
+                                     "parentId": None}, ensure_ascii=False))
+
+        event("session.start", {"sessionId": sid, "version": 1, "producer": "copilot-agent",
+                                "copilotVersion": "1.0.78", "startTime": _iso_ms(t),
+                                "context": {"cwd": cwd, "gitRoot": cwd, "branch": "main"}})
+        event("session.model_change", {"newModel": "gpt-5-mini"})
+        for n in range(turns if isinstance(turns, int) else rng.randint(*turns)):
+            prompt, args, output, reply = _turn_texts(rng, cwd)
+            event("user.message", {"content": prompt, "transformedContent": f"<current_datetime>{_iso_ms(t)}"
+                                   f"</current_datetime>\n\n{prompt}", "attachments": []})
+            call = f"call_{_blob(rng, 8)}"
+            event("assistant.turn_start", {"turnId": str(n)})
+            event("assistant.message", {"messageId": _uuid(rng), "model": "gpt-5-mini", "content": "",
+                                        "toolRequests": [{"toolCallId": call, "name": "bash", "arguments": args,
+                                                          "type": "function"}]})
+            event("tool.execution_start", {"toolCallId": call, "toolName": "bash", "arguments": args})
+            event("tool.execution_complete", {"toolCallId": call, "success": True,
+                                              "result": {"content": output, "detailedContent": output}})
+            event("assistant.message", {"messageId": _uuid(rng), "model": "gpt-5-mini", "content": reply,
+                                        "toolRequests": []})
+            event("assistant.turn_end", {"turnId": str(n)})
+        event("session.shutdown", {"shutdownType": "routine"})
+        p = root / "session-state" / sid / "events.jsonl"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        _age(p, t)
+        out.append(p)
+    return out
+
+
+def write_qwen_corpus(root: Path, *, sessions: int, turns: int | tuple[int, int], seed: int = 7,
+                      projects: int = 5, start: dt.datetime | None = None) -> list[Path]:
+    """Write chats under root (a ~/.qwen): ``projects/<folder>/chats/<id>.jsonl``."""
+    rng = random.Random(seed)
+    start = start or dt.datetime(2026, 6, 1, tzinfo=dt.timezone.utc)
+    out = []
+    for i in range(sessions):
+        cwd = f"/home/dev/src/proj{i % projects}"
+        t = start + dt.timedelta(hours=rng.randint(0, SPAN_HOURS), seconds=rng.randrange(3600))
+        sid = _uuid(rng)
+        lines, parent = [], None
+
+        def record(kind: str, **fields) -> None:
+            nonlocal t, parent
+            t += dt.timedelta(milliseconds=rng.randint(5, 9000))
+            uid = _uuid(rng)
+            lines.append(json.dumps({"uuid": uid, "parentUuid": parent, "sessionId": sid, "timestamp": _iso_ms(t),
+                                     "type": kind, "cwd": cwd, "version": "0.21.6", "gitBranch": "main", **fields},
+                                    ensure_ascii=False))
+            parent = uid
+
+        for _ in range(turns if isinstance(turns, int) else rng.randint(*turns)):
+            prompt, args, output, reply = _turn_texts(rng, cwd)
+            call = f"call_{_blob(rng, 8)}"
+            record("user", message={"role": "user", "parts": [{"text": prompt}]})
+            record("system", subtype="ui_telemetry", systemPayload={"uiEvent": {"event.name": "qwen-code.api_response",
+                                                                                "duration_ms": rng.randint(9, 9999)}})
+            record("assistant", model="qwen3-coder-plus", message={"role": "model", "parts": [
+                {"text": _text(rng, 12), "thought": True},
+                {"functionCall": {"id": call, "name": "run_shell_command", "args": args}}]})
+            record("tool_result", message={"role": "user", "parts": [
+                {"functionResponse": {"id": call, "name": "run_shell_command", "response": {"output": output}}}]},
+                toolCallResult={"callId": call, "status": "success", "resultDisplay": output})
+            record("assistant", model="qwen3-coder-plus", message={"role": "model", "parts": [{"text": reply}]})
+        p = root / "projects" / cwd.replace("/", "-") / "chats" / f"{sid}.jsonl"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        _age(p, t)
+        out.append(p)
+    return out
+
+
+def write_pi_corpus(root: Path, *, sessions: int, turns: int | tuple[int, int], seed: int = 7,
+                    projects: int = 5, start: dt.datetime | None = None) -> list[Path]:
+    """Write sessions under root (a PI_CODING_AGENT_DIR): ``sessions/--<cwd>--/<time>_<id>.jsonl``."""
+    rng = random.Random(seed)
+    start = start or dt.datetime(2026, 6, 1, tzinfo=dt.timezone.utc)
+    out = []
+    for i in range(sessions):
+        cwd = f"/home/dev/src/proj{i % projects}"
+        t = start + dt.timedelta(hours=rng.randint(0, SPAN_HOURS), seconds=rng.randrange(3600))
+        sid = _uuid(rng)
+        lines = [json.dumps({"type": "session", "version": 3, "id": sid, "timestamp": _iso_ms(t), "cwd": cwd})]
+        name = f"{t.strftime('%Y-%m-%dT%H-%M-%S-')}{t.microsecond // 1000:03d}Z_{sid}.jsonl"
+        parent = None
+
+        def entry(kind: str, **fields) -> None:
+            nonlocal t, parent
+            t += dt.timedelta(milliseconds=rng.randint(5, 9000))
+            eid = _blob(rng, 8)
+            lines.append(json.dumps({"type": kind, "id": eid, "parentId": parent, "timestamp": _iso_ms(t), **fields},
+                                    ensure_ascii=False))
+            parent = eid
+
+        entry("model_change", provider="anthropic", modelId="claude-sonnet-4-5")
+        for _ in range(turns if isinstance(turns, int) else rng.randint(*turns)):
+            prompt, args, output, reply = _turn_texts(rng, cwd)
+            call = f"toolu_{_blob(rng, 12)}"
+            entry("message", message={"role": "user", "content": [{"type": "text", "text": prompt}],
+                                      "timestamp": _epoch_ms(t)})
+            entry("message", message={"role": "assistant", "content": [
+                {"type": "thinking", "thinking": _text(rng, 10)},
+                {"type": "toolCall", "id": call, "name": "bash", "arguments": args}],
+                "model": "claude-sonnet-4-5", "stopReason": "toolUse", "timestamp": _epoch_ms(t)})
+            entry("message", message={"role": "toolResult", "toolCallId": call, "toolName": "bash",
+                                      "content": [{"type": "text", "text": output}], "isError": False,
+                                      "timestamp": _epoch_ms(t)})
+            entry("message", message={"role": "assistant", "content": [{"type": "text", "text": reply}],
+                                      "model": "claude-sonnet-4-5", "stopReason": "stop", "timestamp": _epoch_ms(t)})
+        p = root / "sessions" / f"-{cwd.replace('/', '-')}--" / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        _age(p, t)
+        out.append(p)
+    return out
+
+
+def write_aider_corpus(root: Path, *, repos: int, runs: int | tuple[int, int], turns: int = 3, seed: int = 7,
+                       start: dt.datetime | None = None) -> list[Path]:
+    """Write ``<root>/repo<i>/.aider.chat.history.md`` logs of several runs each."""
+    rng = random.Random(seed)
+    start = start or dt.datetime(2026, 6, 1, tzinfo=dt.timezone.utc)
+    out = []
+    for i in range(repos):
+        t = start + dt.timedelta(hours=rng.randint(0, SPAN_HOURS))
+        text = []
+        for _ in range(runs if isinstance(runs, int) else rng.randint(*runs)):
+            t += dt.timedelta(minutes=rng.randint(1, 600), seconds=rng.randrange(60))
+            text += [f"\n# aider chat started at {t.strftime('%Y-%m-%d %H:%M:%S')}\n",
+                     "> Aider v0.86.1", "> Main model: anthropic/claude-sonnet-4-5 with diff edit format",
+                     "> Git repo: .git with 120 files\n"]
+            for _ in range(turns):
+                prompt, args, output, reply = _turn_texts(rng, f"/home/dev/src/repo{i}")
+                # Aider prefixes every line of a prompt and of its own output.
+                text += ["\n".join(f"#### {x}" for x in prompt.split("\n")) + "\n", reply + "\n",
+                         "\n".join(f"> {x}" for x in f"Running {args['command']}\n{output}".split("\n")), ""]
+        p = root / f"repo{i}" / ".aider.chat.history.md"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text("\n".join(text) + "\n", encoding="utf-8")
+        _age(p, t)
+        out.append(p)
+    return out

@@ -37,6 +37,16 @@ def test_every_environment_variable_is_documented():
         assert n in README, n
 
 
+def test_every_variable_an_adapter_declares_has_a_row_in_the_configuration_table():
+    """Each agent's own variables (COPILOT_HOME, PI_CODING_AGENT_DIR…) are documented where people look."""
+    table = README[README.index("## Configuration"):]
+    table = table[:table.index("\n## ", 1)] if "\n## " in table[1:] else table
+    declared = {v for a in adapters.ADAPTERS.values() for v in a.env_vars}
+    assert {"COPILOT_HOME", "ORIGIN_QWEN_HOME", "PI_CODING_AGENT_DIR", "ORIGIN_AIDER_ROOTS"} <= declared
+    missing = sorted(v for v in declared if f"\n| `{v}` |" not in table)
+    assert not missing, missing
+
+
 def test_readme_quick_start_has_the_two_commands():
     assert "make run" in README and "make test" in README
 

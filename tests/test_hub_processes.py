@@ -31,8 +31,8 @@ from test_sources import LAYOUTS
 
 #: Which agents each device has: two different real fixture sets, sharing
 #: Grok's sessions, so one file held by two devices is stored once.
-DEVICES = {"laptop": ("claude-code", "codex", "grok", "claude-memory", "opencode", "goose"),
-           "desktop": ("cursor", "zcode", "grok", "gemini")}
+DEVICES = {"laptop": ("claude-code", "codex", "grok", "claude-memory", "opencode", "goose", "copilot-cli", "pi"),
+           "desktop": ("cursor", "zcode", "grok", "gemini", "qwen", "aider")}
 
 
 _STARTED: list = []

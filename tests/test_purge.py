@@ -110,6 +110,13 @@ def plant(home: Path, monkeypatch) -> dict[str, Path]:
     os.utime(gemini, (time.time() - 86400,) * 2)  # a session finished a day ago
     _replace_in_db(home / ".local" / "share" / "goose" / "sessions" / "sessions.db", "messages", "content_json",
                    "Read the file /work/src/orders.py using an absolute path")
+    _replace_in(home / ".copilot" / "session-state" / "8b23eac7-b9d0-4c24-8e3c-90f5f8a8d02b" / "events.jsonl",
+                "I cannot read the content of files directly", CANARY)
+    _replace_in(home / ".qwen" / "projects" / "-work" / "chats" / "85aa748a-9159-4a4f-9f9b-1b2cea32fd5b.jsonl",
+                "suggests the current user", CANARY)
+    _replace_in(next((home / ".pi" / "agent" / "sessions").glob("*/*.jsonl")),
+                "Add one concise follow-up sentence.", CANARY)
+    _replace_in(home / "code" / "myrepo" / ".aider.chat.history.md", "The timeout now reads from", CANARY)
     return {"demo": demo, "zst": zst, "chat": chat, "updates": updates}
 
 

@@ -704,6 +704,19 @@ def shapes() -> dict:
                                                "data": {"role": "user", "time": {"created": 1767225600000}},
                                                "parts": [{"id": f"prt_s{n}", "data": {
                                                    "type": "text", "text": f"sentinel{n:05d} holds"}}]})),
+        "copilot-cli": ("copilot-cli", SourceFile("/x/events.jsonl", "session-state/c1/events.jsonl",
+                                                  meta={"session": "c1"}),
+                        _jsonl_lines(*sorted((FIXTURES / "copilot-cli").rglob("*.jsonl"))),
+                        lambda n: json.dumps({"type": "user.message", "id": f"sentinel-{n}", "timestamp": ts,
+                                              "data": {"content": f"sentinel{n:05d} holds"}})),
+        "qwen": ("qwen", SourceFile("/x/q1.jsonl", "projects/-w/chats/q1.jsonl", meta={"session": "q1"}),
+                 _jsonl_lines(*sorted((FIXTURES / "qwen" / "agent-sessions").glob("*.jsonl"))),  # short lines
+                 lambda n: json.dumps({"type": "user", "uuid": f"sentinel-{n}", "sessionId": "q1", "timestamp": ts,
+                                       "message": {"role": "user", "parts": [{"text": f"sentinel{n:05d} holds"}]}})),
+        "pi": ("pi", SourceFile("/x/p1.jsonl", "sessions/--w--/t_p1.jsonl", meta={"session": "p1"}),
+               _jsonl_lines(*sorted((FIXTURES / "pi").rglob("*.jsonl"))),
+               lambda n: json.dumps({"type": "message", "id": f"s{n}", "timestamp": ts, "message": {
+                   "role": "user", "content": [{"type": "text", "text": f"sentinel{n:05d} holds"}]}})),
     })
     shutil.rmtree(work, ignore_errors=True)
     for name, (_, _, base, _) in _SHAPES.items():
@@ -927,7 +940,7 @@ def _fuzz_adapter(shape: str, total: int, seed: int) -> int:
 
 
 SHAPE_NAMES = ["claude-code", "codex", "grok-updates", "grok-chat", "cursor-transcript", "cursor-txt",
-               "cursor-export", "zcode-export"]
+               "cursor-export", "zcode-export", "copilot-cli", "qwen", "pi"]
 
 
 @pytest.mark.parametrize("shape", SHAPE_NAMES)

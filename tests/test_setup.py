@@ -43,6 +43,9 @@ model = "gpt-5-mini"
 OPENCODE = {"$schema": "https://opencode.ai/config.json", "theme": "system",
             "mcp": {"docs": {"type": "local", "command": ["docs-mcp", "--stdio"], "enabled": True}}}
 GEMINI = {"general": {"sessionRetention": {"enabled": False}}, "mcpServers": {"docs": {"command": "docs-mcp"}}}
+COPILOT = {"mcpServers": {"playwright": {"type": "local", "command": "npx", "args": ["@playwright/mcp@latest"],
+                                        "tools": ["*"]}}}
+QWEN = {"mcpServers": {"context7": {"httpUrl": "https://mcp.context7.com/mcp"}}, "model": {"name": "qwen3-coder-plus"}}
 GROK = """\
 [models]
 default = "grok-build"
@@ -64,6 +67,8 @@ def agents(user_home) -> dict[str, Path]:
         "zcode": user_home / ".zcode" / "cli" / "config.json",
         "opencode": user_home / ".config" / "opencode" / "opencode.json",
         "gemini": user_home / ".gemini" / "settings.json",
+        "copilot-cli": user_home / ".copilot" / "mcp-config.json",
+        "qwen": user_home / ".qwen" / "settings.json",
     }
     for f in files.values():
         f.parent.mkdir(parents=True, exist_ok=True)
@@ -72,6 +77,8 @@ def agents(user_home) -> dict[str, Path]:
     files["zcode"].write_text(json.dumps(ZCODE, indent=2))
     files["opencode"].write_text(json.dumps(OPENCODE, indent=2))
     files["gemini"].write_text(json.dumps(GEMINI, indent=2))
+    files["copilot-cli"].write_text(json.dumps(COPILOT, indent=2))
+    files["qwen"].write_text(json.dumps(QWEN, indent=2))
     files["codex"].write_text(CODEX)
     files["grok"].write_text(GROK)
     os.chmod(files["zcode"], 0o600)

@@ -115,12 +115,40 @@ def _goose(home: Path) -> None:
     sessions.mkdir(parents=True)
     shutil.copy(FIXTURES / "goose" / "lantern" / "sessions.db", sessions / "sessions.db")
     shutil.copy(FIXTURES / "goose" / "deja-vu-legacy" / "20250724_1.jsonl", sessions / "20250724_1.jsonl")
+def _copilot_cli(home: Path) -> None:
+    state = home / ".copilot" / "session-state"
+    shutil.copytree(FIXTURES / "copilot-cli" / "lantern" / "session-state", state)
+    shutil.copy(FIXTURES / "copilot-cli" / "agent-sessions" / "flat-legacy" / "small.jsonl",
+                state / "5d2f0c1e-0000-4000-8000-00000000c0f1.jsonl")
+
+
+def _qwen(home: Path) -> None:
+    projects = home / ".qwen" / "projects"
+    shutil.copytree(FIXTURES / "qwen" / "lantern" / "projects", projects)
+    chats = projects / "-tmp-as-qwen-fixture-project" / "chats"
+    chats.mkdir(parents=True)
+    shutil.copy(next((FIXTURES / "qwen" / "agent-sessions").glob("*.jsonl")), chats)
+
+
+def _pi(home: Path) -> None:
+    folder = home / ".pi" / "agent" / "sessions" / "--tmp-as-agent-fixture-project--"
+    folder.mkdir(parents=True)
+    shutil.copy(FIXTURES / "pi" / "agent-sessions" / "small.jsonl",
+                folder / "2026-05-12T01-02-27-657Z_019e19b4-eb48-746a-aa6b-8dfcfa37954b.jsonl")
+
+
+def _aider(home: Path) -> dict:
+    code = home / "code"
+    shutil.copytree(FIXTURES / "aider" / "agentsview" / "myrepo", code / "myrepo")
+    shutil.copytree(FIXTURES / "aider" / "deja-vu", code / "notes" / "deja-vu")
+    return {"ORIGIN_AIDER_ROOTS": str(code)}
 
 
 #: Each function lays one agent's fixtures out under a HOME and returns the
 #: environment variables that point the agent's discovery at them, if any.
 LAYOUTS = {"claude-code": _claude, "codex": _codex, "cursor": _cursor, "zcode": _zcode, "grok": _grok,
-           "claude-memory": _claude_memory, "opencode": _opencode, "gemini": _gemini, "goose": _goose}
+           "claude-memory": _claude_memory, "opencode": _opencode, "gemini": _gemini, "goose": _goose,
+           "copilot-cli": _copilot_cli, "qwen": _qwen, "pi": _pi, "aider": _aider}
 
 
 @pytest.fixture

@@ -139,7 +139,7 @@ def test_get_and_show_report_each_citation_as_visible_forgotten_or_missing(talk,
     with origin.transaction(store.conn) as conn:
         conn.execute("INSERT INTO entry_source (entry_id, event_id, quote) VALUES (?, ?, ?)",
                      (keep["id"], "codex:not-here", "elsewhere"))
-        eid = origin._insert_entry(conn, "memory", "CJK search works.", 1.0, "t", None, None, None, None,
+        eid = origin._insert_entry(store, "memory", "CJK search works.", 1.0, "t", None, None, None, None,
                                    [(talk["c"], "handles Korean")])
     states = {s["event"]: s for s in origin.get_entry(store, keep["id"])["sources"]}
     assert states["codex:not-here"] == {"event": "codex:not-here", "state": "missing", "quote": "elsewhere"}

@@ -240,6 +240,10 @@ TOMBSTONE_LOG = "tombstones.log"
 #: database (the entry, its sources and quotes); opening a store replays it
 #: and `origin rebuild` restores the entries from it.
 ENTRIES_LOG = "entries.log"
+#: What parsing a mirror needs besides its bytes (its agent, source file,
+#: generation, discovery's facts, where a quiet file was flushed), appended
+#: when the mirror is registered; `origin rebuild` reads it.
+MIRRORS_LOG = "mirrors.log"
 #: A device's connection to its hub under ORIGIN_HOME (mode 0600: it holds the token).
 HUB_FILE = "hub.json"
 #: Content fingerprints: HMAC-SHA-256 of the normalised text under a key of
@@ -1544,6 +1548,7 @@ class Store:
     tightened: int = 0
     _names: tuple | None = None  # (what it was read at, the names queries may use): see metadata_words
     _freq: dict = Fresh(dict)  # term frequencies in the index, while it stays as it is: see term_frequency
+    pending: list = Fresh(list)  # mirrors journal records of the open write transaction, appended before COMMIT
 
     @property
     def home(self) -> Path:
@@ -1615,10 +1620,14 @@ def tightened_notice(store: Store) -> str:
             f"({store.tightened} files and folders are now owner-only)")
 
 
-def open_store(home: Path | None = None) -> Store:
-    """Open (creating if needed) the store under home and apply the schema."""
+def open_store(home: Path | None = None, db_name: str = DB_NAME) -> Store:
+    """Open (creating if needed) the store under home and apply the schema.
+
+    ``db_name`` names another database file under home (`origin rebuild`
+    builds its new store beside the live one).
+    """
     home = _home_dir() if home is None else os.fspath(home)
-    db = os.path.join(home, DB_NAME)
+    db = os.path.join(home, db_name)
     # Invariant 4 (local data): the store and every mirror live under
     # ORIGIN_HOME on this machine; nothing here opens a network connection.
     try:
@@ -1670,10 +1679,9 @@ def open_store(home: Path | None = None) -> Store:
     except sqlite3.DatabaseError as e:
         conn.close()
         raise StoreError(
-            f"{db} is not a usable Origin store ({e}); move it aside (with its -wal and -shm files) and "
-            f"run `origin sync`: the new store re-reads the agents' logs, and every forget comes back from "
-            f"{TOMBSTONE_LOG}, which stays where it is (so does raw/); entries live only in the old file, so keep "
-            "it") from None
+            f"{db} is not a usable Origin store ({e}); run `origin rebuild`: it moves the file aside (keep it "
+            f"until you are sure) and builds a new store from raw/, {TOMBSTONE_LOG} and {ENTRIES_LOG}, so "
+            "every event, entry and forget comes back") from None
     except BaseException:
         conn.close()
         raise
@@ -2129,10 +2137,10 @@ def _prepare_store(store: "Store") -> None:
     fingerprints recorded before a rebuild still match.
     """
     conn = store.conn
-    have = dict(conn.execute("SELECT key, value FROM setting WHERE key IN (?, ?, ?, ?)",
-                             (_STORE_ID, _OWN_KEY, _LOG_DONE, _ENTRIES_DONE)))
+    have = dict(conn.execute("SELECT key, value FROM setting WHERE key IN (?, ?, ?, ?, ?)",
+                             (_STORE_ID, _OWN_KEY, _LOG_DONE, _ENTRIES_DONE, _MIRRORS_LOGGED)))
     if _STORE_ID in have and _OWN_KEY in have and have.get(_LOG_DONE) == str(_tombstone_log_size(store.root)) \
-            and have.get(_ENTRIES_DONE) == str(_journal_size(store.root, ENTRIES_LOG)):
+            and have.get(_ENTRIES_DONE) == str(_journal_size(store.root, ENTRIES_LOG)) and _MIRRORS_LOGGED in have:
         return
     with transaction(conn):
         replay_tombstone_log(store)
@@ -2153,6 +2161,8 @@ def _prepare_store(store: "Store") -> None:
                 _put_setting(conn, _LOG_DONE, str(_log_append(store.home, records)))
         # Entries after forgets: an entry the log forgot never shows.
         replay_entries_log(store)
+        if _setting(conn, _MIRRORS_LOGGED) is None:
+            _legacy_mirrors(store)
 
 
 def _legacy_tombstones(conn: sqlite3.Connection, ring: dict[str, bytes]) -> list[dict]:
@@ -2400,6 +2410,45 @@ def purge_entries_log(store: "Store") -> int:
         os.close(dfd)
     _put_setting(conn, _ENTRIES_DONE, str(_journal_size(store.root, ENTRIES_LOG)))
     return changed
+
+
+# -- The mirrors journal: what a mirror's bytes do not say --------------------
+#
+# A mirror holds the agent's bytes and nothing else (Invariant 3), so what
+# parsing it needs besides them — the agent, the file it copies, its
+# generation, kind, the facts discovery read beside it, the time of the file
+# — is appended to ORIGIN_HOME/mirrors.log when the mirror is registered,
+# before its first byte, with the offsets where an adapter was told a quiet
+# file ended.  Only `origin rebuild` reads it.
+
+#: setting row: this store's mirrors are all in the mirrors journal.
+_MIRRORS_LOGGED = "mirrors_logged"
+
+
+def mirror_record(conn: sqlite3.Connection, row: sqlite3.Row, mtime_ms: int | None = None) -> dict:
+    """Return one raw_file row as a mirrors journal record."""
+    meta = conn.execute("SELECT meta FROM raw_meta WHERE raw_file_id = ?", (row["id"],)).fetchone()
+    return {"type": "mirror", "mirror": row["mirror"], "source": row["source"], "path": row["path"],
+            "rel": row["rel"], "generation": row["generation"], "kind": row["kind"],
+            "compression": row["compression"], "device": row["device"], "first_seen": row["first_seen"],
+            "mtime_ms": mtime_ms, "meta": json.loads(meta[0]) if meta else None}
+
+
+def journal_mirrors(store: "Store", records: list[dict]) -> None:
+    """Append mirror and flush records to the mirrors journal, fsynced (in the caller's transaction)."""
+    if records:
+        _log_append(store.home, records, MIRRORS_LOG)
+
+
+def _legacy_mirrors(store: "Store") -> None:
+    """Write the mirrors of a store made before the journal into it, once."""
+    conn = store.conn
+    records = [mirror_record(conn, r) for r in conn.execute("SELECT * FROM raw_file ORDER BY id").fetchall()]
+    records += [{"type": "flush", "mirror": m, "offset": o} for m, o in conn.execute(
+        "SELECT r.mirror, f.offset FROM flush_point f JOIN raw_file r ON r.id = f.raw_file_id "
+        "ORDER BY f.raw_file_id, f.offset")]
+    journal_mirrors(store, records)
+    _put_setting(conn, _MIRRORS_LOGGED, "1")
 
 
 _MARKUP = LazyRegex(r"</?[A-Za-z][\w:-]*(?:\s[^<>]*)?>")
@@ -3182,11 +3231,11 @@ BACKUP_MANIFEST = "backup.json"
 BACKUP_FORMAT = "origin-backup"
 BACKUP_VERSION = 1
 #: Files at the top of ORIGIN_HOME that a backup carries as they are: the
-#: tombstone log, the entries journal and a device's hub connection (its
+#: journals (tombstones, entries, mirrors) and a device's hub connection (its
 #: token too, so a restored device pushes as itself again).  A hub keeps everything else it needs —
 #: tokens (their hashes), device bindings, the admin password's hash and
 #: sessions — in origin.db.
-BACKUP_TOP_FILES = (TOMBSTONE_LOG, ENTRIES_LOG, HUB_FILE)
+BACKUP_TOP_FILES = (TOMBSTONE_LOG, ENTRIES_LOG, MIRRORS_LOG, HUB_FILE)
 #: Folder a restore fills before moving its files into ORIGIN_HOME.
 RESTORE_STAGING = ".restore-partial"
 
@@ -3331,7 +3380,7 @@ def backup(store: Store, dest: Path) -> dict:
                 # log holds every forget of the copy, and a later one replays
                 # on restore.
                 data = src.read_bytes()
-                if name in (TOMBSTONE_LOG, ENTRIES_LOG):
+                if name in (TOMBSTONE_LOG, ENTRIES_LOG, MIRRORS_LOG):
                     data = data[: data.rfind(b"\n") + 1]  # a torn last line is not part of the log yet
                 private_file(dest / name).write_bytes(data)
                 files.append({"path": name})
@@ -3954,6 +4003,7 @@ def ingest_files(store: Store, items: list, durable: _Durable, sigs: list | None
     if sigs is None:
         sigs = [FileStat.of(sf.path, sf.kind) for _, sf, _ in items]
     with transaction(conn):
+        registered = []
         for i, (adapter, sf, _) in enumerate(items):
             if sigs[i] is None:
                 results[i].error = "vanished"
@@ -3967,21 +4017,30 @@ def ingest_files(store: Store, items: list, durable: _Durable, sigs: list | None
                 results[i].error = _os_error(e)
                 continue
             if row is None or rewritten:
-                _register(store, adapter.name, sf, 0 if row is None else row["generation"] + 1)
+                new = _register(store, adapter.name, sf, 0 if row is None else row["generation"] + 1)
+                registered.append(mirror_record(conn, new, sigs[i].mtime_ms))
                 results[i].new_generation = row is not None
+        # What `origin rebuild` needs to parse these mirrors again, on disk
+        # before their rows commit.
+        journal_mirrors(store, registered)
     conn.execute("BEGIN IMMEDIATE")
+    store.pending.clear()
     try:
         for i, (adapter, sf, prepared) in enumerate(items):
             if results[i].error:
                 continue
             conn.execute("SAVEPOINT file")
+            mark = len(store.pending)
             try:
                 _ingest_one(store, adapter, sf, sigs[i], results[i], prepared, durable)
             except OSError as e:
                 conn.execute("ROLLBACK TO file")
+                del store.pending[mark:]
                 results[i] = FileResult(error=_os_error(e))
             conn.execute("RELEASE file")
         durable.wait()
+        journal_mirrors(store, store.pending)
+        store.pending.clear()
         conn.execute("COMMIT")
     except BaseException:
         if conn.in_transaction:
@@ -4155,7 +4214,10 @@ def flush_file(store: Store, adapter, sf: SourceFile, raw_file_id: int, writer: 
             writer.add(item, lines, offset)
     except Exception as e:  # counted like any parse failure
         errors.append((lines, f"adapter failed at end of file: {type(e).__name__}: {str(e)[:200]}"))
-    store.conn.execute("INSERT OR IGNORE INTO flush_point (raw_file_id, offset) VALUES (?, ?)", (raw_file_id, offset))
+    if store.conn.execute("INSERT OR IGNORE INTO flush_point (raw_file_id, offset) VALUES (?, ?)",
+                          (raw_file_id, offset)).rowcount:
+        mirror = store.conn.execute("SELECT mirror FROM raw_file WHERE id = ?", (raw_file_id,)).fetchone()[0]
+        store.pending.append({"type": "flush", "mirror": mirror, "offset": offset})
 
 
 class _Edges:
@@ -4440,6 +4502,347 @@ def _groups(todo: list) -> Iterator[list[int]]:
         size += pending
     if group:
         yield group
+
+
+# --- Rebuild: a new origin.db from raw/ and the journals --------------------
+
+#: The database `origin rebuild` builds beside the live one, then swaps in.
+REBUILD_DB = "origin.db.rebuild"
+#: `origin rebuild --check` builds here (under ORIGIN_HOME's scratch folder) and deletes it.
+REBUILD_CHECK_DB = f"{SCRATCH_DIR}/rebuild-check.db"
+#: The tables of a store's own state that no journal holds (a hub's tokens and
+#: device bindings, the admin password and sessions, the audit log): a
+#: rebuild copies them from the old database when it can still be read.
+REBUILD_CARRIED = ("api_token", "token_device", "admin_session", "audit_log", "login_failure", "purged_hash")
+_ADOPTED = "raw:"  # the path of an adopted mirror's source, which no record names
+
+
+def _adopted_record(rel: str) -> dict | None:
+    """Return a mirror record for a file under raw/ that no record names, read from its name."""
+    parts = rel.split("/")
+    device = None
+    if len(parts) > 3 and parts[1] == "devices":
+        device, parts = parts[2], ["raw", *parts[3:]]
+    if len(parts) < 3 or parts[1] not in adapters.ADAPTERS:
+        return None
+    name = "/".join(parts[2:])
+    generation = 0
+    base = name.rsplit("~", 1)[0] if re.search(r"~\d+\Z", name) else name
+    m = re.search(r"\.g(\d+)\Z", base)
+    if m:
+        generation, base = int(m.group(1)), base[: m.start()]
+    adapter = adapters.ADAPTERS[parts[1]]
+    return {"type": "mirror", "mirror": rel, "source": parts[1], "path": _ADOPTED + rel, "rel": base,
+            "generation": generation, "kind": adapter.kind, "compression": None, "device": device,
+            "first_seen": None, "mtime_ms": None, "meta": None, "adopted": True}
+
+
+def _mirror_plan(home: Path) -> tuple[list[dict], dict[str, set[int]], list[str]]:
+    """Return every mirror to parse (journal order, then files no record names), their flush offsets, problems."""
+    records, _end = _log_records(home, 0, MIRRORS_LOG)
+    plan: dict[str, dict] = {}
+    flushes: dict[str, set[int]] = {}
+    problems: list[str] = []
+    for r in records:
+        mirror = r.get("mirror")
+        if not isinstance(mirror, str) or not mirror.startswith("raw/"):
+            continue
+        if r.get("type") == "flush" and isinstance(r.get("offset"), int):
+            flushes.setdefault(mirror, set()).add(r["offset"])
+        elif r.get("type") == "mirror" and mirror not in plan:
+            if r.get("source") not in adapters.ADAPTERS or not isinstance(r.get("path"), str) \
+                    or not isinstance(r.get("rel"), str) or r.get("kind") not in ("log", "db") \
+                    or isinstance(r.get("generation"), bool) or not isinstance(r.get("generation"), int):
+                problems.append(f"{mirror}: its record in {MIRRORS_LOG} is incomplete; read from its name instead")
+                continue
+            plan[mirror] = r
+    raw = home / "raw"
+    if raw.is_dir():
+        for folder, dirs, files in os.walk(raw):
+            dirs.sort()
+            for f in sorted(files):
+                rel = Path(folder, f).relative_to(home).as_posix()
+                if rel in plan or f.endswith(".purging"):
+                    continue
+                rec = _adopted_record(rel)
+                if rec is None:
+                    problems.append(f"{rel}: not under raw/<agent>/, so no adapter reads it; left as it is")
+                    continue
+                plan[rel] = rec
+    return list(plan.values()), flushes, problems
+
+
+def _rebuild_mirror(store: Store, rec: dict, cuts: set[int]) -> dict:
+    """Register one mirror in the new store and parse all of its complete lines; return its counts."""
+    conn = store.conn
+    adapter = adapters.ADAPTERS[rec["source"]]
+    path = store.home / rec["mirror"]
+    meta = rec["meta"] if isinstance(rec.get("meta"), dict) else {}
+    sf = adapters.SourceFile(rec["path"], rec["rel"], rec.get("compression"), rec["kind"], meta)
+    if rec["kind"] == "db":
+        mtime = None
+    else:
+        # The time the first ingest saw; else the agent's file's, else the mirror's.
+        mtime = rec.get("mtime_ms") if isinstance(rec.get("mtime_ms"), int) else (
+            _mtime_ms(rec["path"]) or _mtime_ms(str(path)))
+    errors: list = []
+    with transaction(conn):
+        # Invariant 3 (append-only): the mirror is adopted as it is, under its
+        # own name; not a byte is copied or written.
+        conn.execute("INSERT INTO raw_file (source, path, rel, generation, mirror, kind, compression, device, "
+                     "first_seen) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                     (rec["source"], rec["path"], rec["rel"], rec["generation"], rec["mirror"], rec["kind"],
+                      rec.get("compression"), rec.get("device"),
+                      rec["first_seen"] if isinstance(rec.get("first_seen"), int) else now_ms()))
+        row = conn.execute("SELECT * FROM raw_file WHERE mirror = ?", (rec["mirror"],)).fetchone()
+        if meta:
+            conn.execute("INSERT INTO raw_meta (raw_file_id, meta) VALUES (?, ?)",
+                         (row["id"], json.dumps(meta, ensure_ascii=False, sort_keys=True)))
+        writer = _EventWriter(conn, adapter.name, row["id"], arrivals(store))
+        state = adapter.new_state(sf)
+        lines = offset = 0
+        todo = sorted(cuts)
+
+        def flush_here() -> None:
+            # Flush where ingest flushed: the adapter then emits what it
+            # held open at the same byte, as it did the first time.
+            while todo and todo[0] <= offset:
+                if todo.pop(0) == offset:
+                    flush_file(store, adapter, sf, row["id"], writer, state, lines, offset, mtime, errors)
+
+        if path.exists():
+            with LineReader(str(path), None) as reader:
+                for block in LineBlocks(reader.read):
+                    base = offset
+                    while offset < base + len(block):
+                        flush_here()
+                        stop = min(todo[0], base + len(block)) if todo else base + len(block)
+                        part = block[offset - base: stop - base]
+                        part = part[: part.rfind(b"\n") + 1]
+                        if not part:  # a flush offset inside a line: not one ingest could have made
+                            todo.pop(0)
+                            continue
+                        lines += _parse_lines(adapter, sf, writer.add, state, part, lines, offset, mtime, errors)
+                        offset += len(part)
+        flush_here()
+        store.pending.clear()  # those flushes are in the journal already
+        writer.flush()
+        if errors:
+            conn.executemany("INSERT OR IGNORE INTO parse_error VALUES (?, ?, ?)",
+                             [(row["id"], ln, why) for ln, why in errors[:PARSE_ERRORS_KEPT]])
+        refresh_sessions(conn, adapter.name, writer.sessions, writer.infos)
+        head, tail = _tail_hashes(store, rec["mirror"], offset) if offset else (None, None)
+        unknown = int(state.pop("unknown", 0) or 0)
+        conn.execute("UPDATE raw_file SET bytes_ingested = ?, lines_ingested = ?, head_hash = ?, tail_hash = ?, "
+                     "parse_state = ?, parse_errors = ?, unknown_records = ?, last_sync = ? WHERE id = ?",
+                     (offset, lines, head, tail, json.dumps(state, ensure_ascii=False), len(errors), unknown,
+                      now_ms(), row["id"]))
+    return {"bytes": offset, "lines": lines, "events": writer.added, "parse_errors": len(errors)}
+
+
+def _carry_own_state(store: Store, old: Path) -> str | None:
+    """Copy what only the old database holds (see REBUILD_CARRIED) into the new one; None, or why not."""
+    conn = store.conn
+    try:
+        conn.execute("ATTACH DATABASE ? AS old", (_uri(old, mode="ro"),))
+    except sqlite3.Error as e:
+        return f"the old {DB_NAME} cannot be read ({e}): hub tokens, the admin password and the audit log start empty"
+    try:
+        with transaction(conn):
+            for table in REBUILD_CARRIED:
+                try:
+                    cols = ", ".join(r[1] for r in conn.execute(f"PRAGMA old.table_info({table})"))
+                    if cols:
+                        conn.execute(f"INSERT OR IGNORE INTO main.{table} ({cols}) SELECT {cols} FROM old.{table}")
+                except sqlite3.Error:
+                    continue  # a table the old store lacks or cannot read: the rest still comes over
+            # Settings the rebuild made itself (the store id, the journals'
+            # offsets) stay; the others (the admin password) come over.
+            conn.execute("INSERT OR IGNORE INTO main.setting (key, value) SELECT key, value FROM old.setting")
+            conn.execute(
+                "INSERT OR IGNORE INTO main.export_state (raw_file_id, key, hash) SELECT n.id, x.key, x.hash "
+                "FROM old.export_state x JOIN old.raw_file o ON o.id = x.raw_file_id "
+                "JOIN main.raw_file n ON n.mirror = o.mirror")
+        return None
+    except sqlite3.Error as e:
+        return f"the old {DB_NAME} could only partly be read ({e})"
+    finally:
+        conn.execute("DETACH DATABASE old")
+
+
+#: What `origin rebuild --check` compares, table by table: rows keyed by
+#: global ids (local row ids are renumbered by a rebuild).
+REBUILD_COMPARE = {
+    "event": "SELECT e.id, e.source, e.session, e.ts, e.ts_approx, e.project, e.cwd, e.branch, e.model, e.role, "
+             "e.kind, e.text, e.indexed, r.mirror, e.line, e.offset, e.span "
+             "FROM {s}.event e JOIN {s}.raw_file r ON r.id = e.raw_file_id",
+    "entry": "SELECT id, kind, text, confidence, author, project, supersedes, valid_from, valid_to, created_at "
+             "FROM {s}.entry",
+    "entry_source": "SELECT entry_id, event_id, quote FROM {s}.entry_source",
+    "tombstone": "SELECT uid, target, kind, reason, created_at, device FROM {s}.tombstone",
+    "excluded_event": "SELECT x.event_id, t.uid FROM {s}.excluded_event x JOIN {s}.tombstone t ON t.id = x.tombstone_id",
+    "forgotten_entry": "SELECT f.entry_id, t.uid FROM {s}.forgotten_entry f "
+                       "JOIN {s}.tombstone t ON t.id = f.tombstone_id",
+    "tombstone_fingerprint": "SELECT f.key_id, f.fp, t.uid FROM {s}.tombstone_fingerprint f "
+                             "JOIN {s}.tombstone t ON t.id = f.tombstone_id",
+    "session": "SELECT source, id, title, project, cwd, branch, first_ts, last_ts, events, messages FROM {s}.session",
+    "raw_file": "SELECT mirror, source, rel, generation, kind, bytes_ingested, lines_ingested FROM {s}.raw_file",
+}
+
+
+def compare_stores(conn: sqlite3.Connection, other: Path, shown: int = 5) -> dict:
+    """Compare the store of conn with the database file other, table by table.
+
+    Returns, per table, the rows only one side holds (counts and the first
+    keys); an empty ``differ`` means the two hold the same.
+    """
+    conn.execute("ATTACH DATABASE ? AS other", (_uri(other, mode="ro"),))
+    try:
+        tables = {}
+        for table, sql in REBUILD_COMPARE.items():
+            a, b = sql.format(s="main"), sql.format(s="other")
+            only_new = conn.execute(f"SELECT count(*) FROM ({a} EXCEPT {b})").fetchone()[0]
+            only_old = conn.execute(f"SELECT count(*) FROM ({b} EXCEPT {a})").fetchone()[0]
+            d = {"rebuilt": conn.execute(f"SELECT count(*) FROM ({a})").fetchone()[0],
+                 "live": conn.execute(f"SELECT count(*) FROM ({b})").fetchone()[0],
+                 "only_rebuilt": only_new, "only_live": only_old}
+            if only_new:
+                d["only_rebuilt_first"] = [r[0] for r in conn.execute(f"{a} EXCEPT {b} LIMIT ?", (shown,))]
+            if only_old:
+                d["only_live_first"] = [r[0] for r in conn.execute(f"{b} EXCEPT {a} LIMIT ?", (shown,))]
+            tables[table] = d
+    finally:
+        conn.execute("DETACH DATABASE other")
+    return {"same": all(not (d["only_rebuilt"] or d["only_live"]) for d in tables.values()),
+            "differ": [t for t, d in tables.items() if d["only_rebuilt"] or d["only_live"]], "tables": tables}
+
+
+def _db_files(path: Path) -> list[Path]:
+    return [Path(str(path) + s) for s in ("", "-wal", "-shm")]
+
+
+def _drop_db_files(path: Path) -> None:
+    for p in _db_files(path):
+        p.unlink(missing_ok=True)
+
+
+def needs_rebuild(home: Path | str) -> bool:
+    """True when origin.db is missing but raw/ holds mirrors: open it by `origin rebuild`, never empty."""
+    if os.path.exists(os.path.join(home, DB_NAME)):
+        return False
+    for _folder, _dirs, files in os.walk(os.path.join(home, "raw")):
+        if any(not f.endswith(".purging") for f in files):
+            return True
+    return False
+
+
+def rebuild(home: Path, *, check: bool = False,
+            progress: Callable[[int, int, int], None] | None = None) -> dict:
+    """Build a new origin.db from ORIGIN_HOME's own files; swap it in, or with check only compare.
+
+    Order: the tombstone log (keys, then forgets) as the new store opens, so
+    nothing forgotten is readable at any point; then every mirror under
+    raw/ (every generation, every device's on a hub) parsed again with
+    today's adapters, in the order they were registered — event ids come
+    from the content, so they are the ones the old store had; then the
+    entries journal.  Mirrors are adopted where they lie: nothing is copied
+    and no file is added under raw/.  The old database is moved aside
+    (``origin.db.before-rebuild-<time>``), never deleted, and the index is
+    rebuilt for the new store.
+    """
+    home = Path(home).absolute()
+    started = time.monotonic()
+    live = home / DB_NAME
+    if not (home / "raw").is_dir() and not (home / TOMBSTONE_LOG).exists() and not (home / ENTRIES_LOG).exists():
+        raise UsageError(f"{home} holds no raw/ and no journals: there is nothing to rebuild from; "
+                         f"set {ENV_HOME} to the folder that holds them")
+    if check and not live.exists():
+        raise UsageError(f"{live} does not exist, so there is nothing to compare with: run `origin rebuild`")
+    problems: list[str] = []
+    old_ok = False
+    if live.exists():
+        try:
+            # Brings the journals up to date with the live store first (a
+            # store older than a journal writes into it once).
+            open_store(home).close()
+            old_ok = True
+        except StoreError as e:
+            problems.append(f"the live {DB_NAME} cannot be opened ({e}); rebuilt without it")
+    private_dir(home / SCRATCH_DIR)
+    name = REBUILD_CHECK_DB if check else REBUILD_DB
+    target = home / name
+    _drop_db_files(target)  # what an interrupted rebuild left
+    counts = {"mirrors": 0, "adopted": 0, "bytes": 0, "events_parsed": 0, "parse_errors": 0}
+    try:
+        with open_store(home, name) as store:
+            # Invariant 2 (sticky forget): open_store has applied the
+            # tombstone log (and the entries journal) before a single mirror
+            # is read, so every event arrives checked against the forgets.
+            plan, flushes, more = _mirror_plan(home)
+            problems += more
+            total = sum(os.path.getsize(home / r["mirror"]) if (home / r["mirror"]).exists() else 0 for r in plan)
+            done = 0
+            adopted = []
+            for i, rec in enumerate(plan):
+                got = _rebuild_mirror(store, rec, flushes.get(rec["mirror"], set()))
+                counts["mirrors"] += 1
+                counts["bytes"] += got["bytes"]
+                counts["events_parsed"] += got["events"]
+                counts["parse_errors"] += got["parse_errors"]
+                done += got["bytes"]
+                if rec.get("adopted"):
+                    adopted.append(rec["mirror"])
+                if progress is not None:
+                    progress(i + 1, len(plan), done)
+            counts["adopted"] = len(adopted)
+            if adopted and not check:
+                # A mirror no record named is named now, so the next rebuild reads it the same way.
+                with transaction(store.conn):
+                    journal_mirrors(store, [mirror_record(store.conn, r) for r in store.conn.execute(
+                        "SELECT * FROM raw_file WHERE mirror IN (SELECT value FROM json_each(?))",
+                        (json.dumps(adopted),)).fetchall()])
+            # Entries whose events arrived only now are checked again.
+            with transaction(store.conn):
+                replay_entries_log(store)
+            if old_ok:
+                why = _carry_own_state(store, live)
+                if why:
+                    problems.append(why)
+            counts.update(_store_counts(store.conn))
+            out: dict = {"home": str(home), **counts}
+            if check:
+                out["compare"] = compare_stores(store.conn, live)
+            store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    except BaseException:
+        _drop_db_files(target)
+        raise
+    if check:
+        _drop_db_files(target)
+    else:
+        aside = None
+        if live.exists():
+            aside = home / f"{DB_NAME}.before-rebuild-{time.strftime('%Y%m%d-%H%M%S')}"
+            for src, dst in zip(_db_files(live), _db_files(aside)):
+                if src.exists():
+                    os.replace(src, dst)
+        for src, dst in zip(_db_files(target), _db_files(live)):
+            if src.exists():
+                os.replace(src, dst)
+        _fsync_dirs_top(home)
+        out["old"] = str(aside) if aside else None
+        with open_store(home) as store:
+            update_index(store)
+    out["problems"] = problems
+    out["seconds"] = round(time.monotonic() - started, 3)
+    return out
+
+
+def _fsync_dirs_top(home: Path) -> None:
+    fd = os.open(home, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 ###############################################################################
@@ -7832,7 +8235,11 @@ def _register_remote(store: Store, c: Chunk, token: Token | None) -> sqlite3.Row
             "VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?)",
             (c.source, f"@{c.device}:{c.path}", c.rel, c.generation, mirror, c.kind, c.device, now_ms()),
         )
-        return _remote_row(conn, c)
+        row = _remote_row(conn, c)
+        rec = mirror_record(conn, row, c.mtime_ms)
+        rec["meta"] = dict(c.meta) if c.meta else None
+        journal_mirrors(store, [rec])
+        return row
 
 
 def _open_remote_mirror(store: Store, row: sqlite3.Row, device: str):
@@ -7874,6 +8281,7 @@ def accept_chunk(store: Store, c: Chunk, token: Token | None = None, pool: Threa
     errors: list = []
     res = FileResult()
     conn.execute("BEGIN IMMEDIATE")
+    store.pending.clear()
     try:
         if token is not None:
             bind_device(conn, token, c.device)
@@ -7916,6 +8324,8 @@ def accept_chunk(store: Store, c: Chunk, token: Token | None = None, pool: Threa
                 conn.execute("UPDATE session SET agent_version = coalesce(agent_version, ?) WHERE source = ? AND id = ?",
                              (c.agent_version, adapter.name, sid))
         _crash_point("hub-before-commit")
+        journal_mirrors(store, store.pending)
+        store.pending.clear()
         conn.execute("COMMIT")
     except BaseException:
         if conn.in_transaction:
@@ -12329,7 +12739,7 @@ def _n(count: int, noun: str, plural: str | None = None) -> str:
     return f"{count} {noun if count == 1 else plural or noun + 's'}"
 
 
-def _progress_printer():
+def _progress_printer(what: str = "syncing"):
     """Return a progress callback for a terminal, or None when piped."""
     if not sys.stderr.isatty():
         return None
@@ -12340,7 +12750,7 @@ def _progress_printer():
         if done != total and t - last[0] < 0.2:
             return
         last[0] = t
-        sys.stderr.write(f"\rsyncing: {done}/{total} files, {nbytes / 1e6:.1f} MB")
+        sys.stderr.write(f"\r{what}: {done}/{total} files, {nbytes / 1e6:.1f} MB")
         if done == total:
             sys.stderr.write("\n")
         sys.stderr.flush()
@@ -13156,6 +13566,44 @@ def cmd_restore(args) -> int:
     return 0
 
 
+def cmd_rebuild(args) -> int:
+    """Build a new origin.db and index from ORIGIN_HOME's own files.
+
+    Reads the tombstone log, every mirror under raw/ (every device's on a
+    hub) and the entries journal; the agents' logs are not needed.  The old
+    origin.db is moved aside as origin.db.before-rebuild-<time>, never
+    deleted.  With --check, builds a copy in ORIGIN_HOME/tmp, compares it
+    with the live store table by table, deletes it, and exits 1 if they
+    differ.  Stop `origin serve` and MCP servers first: a write they make
+    while the store is swapped goes to the old file.
+
+    Example: origin rebuild --check
+    """
+    home = resolve_home()
+    show = None if args.json else _progress_printer("reading mirrors")
+    r = rebuild(home, check=args.check, progress=show)
+    if args.json:
+        _print_json(r)
+    else:
+        for problem in r["problems"]:
+            print(f"origin: {problem}", file=sys.stderr)
+        print(f"{'checked' if args.check else 'rebuilt'} {r['events']} events, {r['entries']} entries, "
+              f"{r['tombstones']} forgets from {r['mirrors']} mirrors ({r['bytes'] / 1e6:.1f} MB, "
+              f"{r['adopted']} adopted) in {r['seconds']:.1f} s")
+        if r.get("old"):
+            print(f"the old store is at {r['old']}; delete it once you no longer need it")
+        if args.check:
+            cmp = r["compare"]
+            if cmp["same"]:
+                print("the rebuilt store holds the same as the live one")
+            for table in cmp["differ"]:
+                d = cmp["tables"][table]
+                print(f"  {table}: {d['only_live']} rows only in the live store "
+                      f"{d.get('only_live_first', [])}, {d['only_rebuilt']} only in the rebuilt one "
+                      f"{d.get('only_rebuilt_first', [])}")
+    return 1 if args.check and not r["compare"]["same"] else 0
+
+
 def hub_health(url: str, timeout: float = HEALTHCHECK_TIMEOUT) -> dict:
     """GET a hub's /healthz; return its JSON answer, or raise OriginError saying why not."""
     import urllib.error
@@ -13943,6 +14391,10 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     sp = command("restore", cmd_restore, "restore a backup into an empty ORIGIN_HOME")
     sp.add_argument("src", help="a folder written by `origin backup`")
     add_json(sp)
+    sp = command("rebuild", cmd_rebuild, "build a new origin.db and index from raw/ and the journals")
+    sp.add_argument("--check", action="store_true",
+                    help="build a copy, compare it with the live store, and change nothing")
+    add_json(sp)
     add_mcp_commands(sub, command, add_json)
     add_hub_commands(command, add_json)
     if run is not None and not built:
@@ -14039,6 +14491,11 @@ def main(argv: list[str] | None = None) -> int:
     as_json = bool(getattr(args, "json", False) or getattr(args, "nl", False))
     try:
         with private_umask():
+            if args.func not in (cmd_rebuild, cmd_restore) and needs_rebuild(_home_dir()):
+                # A lost origin.db beside the mirrors is rebuilt, never started empty.
+                print(f"origin: {_home_dir()} has mirrors but no {DB_NAME}: rebuilding it from raw/ and the journals",
+                      file=sys.stderr)
+                rebuild(resolve_home())
             code = args.func(args)
             sys.stdout.flush()
         return code

@@ -292,3 +292,61 @@ def test_a_rebuild_moves_the_old_store_aside_and_keeps_a_hubs_tokens(rich_home, 
     assert aside.parent == rich_home and aside.name.startswith(origin.DB_NAME + ".before-rebuild-")
     with origin.open_store(rich_home) as store:
         assert [t["name"] for t in origin.list_tokens(store)] == ["laptop"]
+
+
+def test_a_hub_rebuilds_every_devices_mirrors_with_their_flush_points(tmp_path, user_home, claude_root):
+    import threading
+
+    hub = origin.Hub(tmp_path / "hubhome")
+    server = origin.make_hub_server(hub, "127.0.0.1", 0)
+    t = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    t.start()
+    token = origin.create_token(hub.default_store(), "laptop")
+    cfg = origin.HubConfig(f"http://127.0.0.1:{server.server_address[1]}", token, "laptop")
+    dev = origin.open_store(tmp_path / "device")
+    # A Grok session whose open block the device closes once the file is quiet:
+    # the hub must close it at the same byte when it parses the mirror again.
+    session = user_home / ".grok" / "sessions" / "%2Fsrv%2Fq" / "019f7000-0000-7000-8000-0000000000ee"
+    session.mkdir(parents=True)
+    f = session / "updates.jsonl"
+
+    def update(kind, text, at):
+        return json.dumps({"timestamp": at, "method": "session/update", "params": {
+            "sessionId": session.name, "update": {"sessionUpdate": kind, "content": {"type": "text", "text": text}}}})
+
+    def settle():
+        old = origin.time.time() - 2 * origin.QUIET_MS / 1000
+        os.utime(f, (old, old))
+
+    try:
+        f.write_text(update("user_message_chunk", "how are open blocks replicated?", 1767225600) + "\n"
+                     + update("agent_message_chunk", "The hub closes them ", 1767225601) + "\n")
+        origin.sync(dev)
+        origin.push(dev, cfg)
+        settle()
+        origin.sync(dev)
+        origin.push(dev, cfg)
+        with f.open("a") as fh:
+            fh.write(update("agent_message_chunk", "where the device did.", 1767225602) + "\n")
+        settle()
+        origin.sync(dev)
+        origin.push(dev, cfg)
+        hs = hub.default_store()
+        origin.forget(hs, "grok:" + hs.conn.execute(
+            "SELECT id FROM event WHERE source = 'grok' ORDER BY seq LIMIT 1").fetchone()[0].split(":", 1)[1])
+    finally:
+        dev.close()
+        server.shutdown()
+        server.server_close()
+        hub.close()
+    home = tmp_path / "hubhome"
+    before = _snapshot(home, tmp_path / "before.db")
+    assert {r[13].split("/")[1] for r in before["events"]} == {"devices"}  # every event came from a device
+    assert any("The hub closes them" in r[11] for r in before["events"])
+    raw_before = _raw_files(home)
+    _drop_db(home)
+    origin.rebuild(home)
+    after = _snapshot(home, tmp_path / "after.db")
+    for name in COMPARED:
+        assert after[name] == before[name], (name, sorted(after[name] ^ before[name])[:3])
+    assert _raw_files(home) == raw_before

@@ -298,6 +298,10 @@ class StoreError(OriginError):
     exit_code = 6
 
 
+class ReadOnlyStore(StoreError):
+    """The store can be read but not written here (a read-only disk, another account's files)."""
+
+
 class Unauthorized(OriginError):
     """The hub refused the token: create one on the hub with `origin token create NAME`."""
 
@@ -1549,6 +1553,7 @@ class Store:
     _names: tuple | None = None  # (what it was read at, the names queries may use): see metadata_words
     _freq: dict = Fresh(dict)  # term frequencies in the index, while it stays as it is: see term_frequency
     pending: list = Fresh(list)  # mirrors journal records of the open write transaction, appended before COMMIT
+    read_only: dict | None = None  # the URI parameters a store that cannot be written here is read with
 
     @property
     def home(self) -> Path:
@@ -1568,7 +1573,7 @@ class Store:
         to ``conn`` would stall the index writers during every ingest.
         """
         if self._reader is None:
-            self._reader = _open_reader(self.root)
+            self._reader = _open_reader(self.root, self.read_only)
         return self._reader
 
     def close_reader(self) -> None:
@@ -1628,6 +1633,8 @@ def open_store(home: Path | None = None, db_name: str = DB_NAME) -> Store:
     """
     home = _home_dir() if home is None else os.fspath(home)
     db = os.path.join(home, db_name)
+    if os.path.exists(db) and not (os.access(db, os.W_OK) and os.access(home, os.W_OK)):
+        return _open_read_only(home, db)
     # Invariant 4 (local data): the store and every mirror live under
     # ORIGIN_HOME on this machine; nothing here opens a network connection.
     try:
@@ -1682,6 +1689,79 @@ def open_store(home: Path | None = None, db_name: str = DB_NAME) -> Store:
             f"{db} is not a usable Origin store ({e}); run `origin rebuild`: it moves the file aside (keep it "
             f"until you are sure) and builds a new store from raw/, {TOMBSTONE_LOG} and {ENTRIES_LOG}, so "
             "every event, entry and forget comes back") from None
+    except BaseException:
+        conn.close()
+        raise
+    return store
+
+
+def _read_only_why(home: str, db: str) -> str:
+    try:
+        return "a read-only file system" if os.statvfs(home).f_flag & os.ST_RDONLY else "its files are not yours to write"
+    except OSError:
+        return "its files are not yours to write"
+
+
+def _read_only_connection(home: str, uri: str, why: str) -> sqlite3.Connection:
+    class ReadOnlyConnection(sqlite3.Connection):
+        """A connection to a store that cannot be written here; transaction() refuses it with the reason."""
+
+    conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
+                           check_same_thread=False, factory=ReadOnlyConnection)
+    conn.origin_read_only = (home, why)
+    return conn
+
+
+def _open_read_only(home: str, db: str) -> Store:
+    """Open a store whose files this process cannot write: reads work, writes are refused with the reason.
+
+    Read with ``mode=ro``; where SQLite cannot even make its shared-memory
+    file beside the database (a read-only folder), as ``immutable``, which
+    nothing can change under a read-only mount.  A permissions problem is
+    never reported as damage.
+    """
+    why = _read_only_why(home, db)
+    if not os.access(db, os.R_OK):
+        raise StoreError(f"cannot read {db} (permission denied): run Origin as the user who owns {home}, or set "
+                         f"{ENV_HOME} to a store you can read") from None
+    conn = None
+    for params in ({"mode": "ro"}, {"mode": "ro", "immutable": "1"}):
+        try:
+            conn = _read_only_connection(home, _uri(db, **params), why)
+            conn.row_factory = sqlite3.Row
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            have = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            break
+        except sqlite3.OperationalError:
+            if conn is not None:
+                conn.close()
+            conn = None
+        except sqlite3.DatabaseError as e:
+            if conn is not None:
+                conn.close()
+            raise StoreError(f"{db} is not a usable Origin store ({e}); it is read-only here ({why}), so copy "
+                             f"{home} to a folder you can write and run `origin rebuild` there") from None
+    if conn is None:
+        raise StoreError(f"cannot open {db} read-only ({why}): run Origin as the user who owns {home}, or copy it "
+                         "to a folder you can write") from None
+    store = Store(root=home, conn=conn, read_only=params)
+    try:
+        if not set(TABLES) <= have:
+            raise StoreError(f"{db} is read-only here ({why}) and was made by another version of Origin: open it "
+                             "once where it can be written, or copy it to a folder you can write")
+        check_sqlite(conn)  # (its probe table is a temporary one)
+        conn.execute("PRAGMA query_only = ON")
+        # Invariant 2 (sticky forget): a forget the tombstone log holds and
+        # the tables lack cannot be applied without writing, so such a store
+        # is not served at all.
+        done = _setting(conn, _LOG_DONE)
+        records, _end = _log_records(home, int(done) if done and done.isdigit() else 0)
+        uids = [r.get("uid") for r in records if r.get("type") == "tombstone" and isinstance(r.get("uid"), str)]
+        known = {r[0] for r in _present(conn, "SELECT uid FROM tombstone WHERE uid IN (SELECT value FROM "
+                                              "json_each(?))", uids)}
+        if set(uids) - known:
+            raise StoreError(f"{TOMBSTONE_LOG} holds forgets {db} has not applied, and the store is read-only here "
+                             f"({why}); copy {home} to a folder you can write and open it there")
     except BaseException:
         conn.close()
         raise
@@ -1757,6 +1837,15 @@ def _split_sql(script: str) -> list[str]:
     return out
 
 
+def refuse_writes(conn: sqlite3.Connection) -> None:
+    """Raise ReadOnlyStore, with the reason, when conn is a store that cannot be written here."""
+    ro = getattr(conn, "origin_read_only", None)
+    if ro is not None:
+        raise ReadOnlyStore(f"{ro[0]} is read-only here ({ro[1]}): searches and reads work, but nothing can be "
+                            "synced, remembered, corrected, forgotten or purged; to change it, run Origin as its "
+                            "owner or copy it to a folder you can write")
+
+
 class transaction:
     """``with transaction(conn):`` runs a BEGIN IMMEDIATE ... COMMIT block.
 
@@ -1772,6 +1861,7 @@ class transaction:
         self.synced = synced
 
     def __enter__(self) -> sqlite3.Connection:
+        refuse_writes(self.conn)
         if self.synced:
             self.conn.execute("PRAGMA synchronous = FULL")
         self.conn.execute("BEGIN IMMEDIATE")
@@ -2683,14 +2773,22 @@ def index_slice_sql(part: str, e: str = "e") -> str:
     return f" AND (({e}.seq * {INDEX_HASH}) >> 16) % {slices} = {mine}"
 
 
-def _open_reader(home: Path | str) -> sqlite3.Connection:
+def _open_reader(home: Path | str, read_only: dict | None = None) -> sqlite3.Connection:
     """Open the store read-only with every part of the event index attached.
 
     A part that is missing, belongs to another store or was built for other
     slices is put right by ``_open_index`` first; a store whose parts are
     sound (every CLI call after the first) opens no writer at all, and
-    checks its parts on the reader itself.
+    checks its parts on the reader itself.  A read-only store's parts are
+    read as they are (read_only: the URI parameters its database opened with).
     """
+    if read_only is not None:
+        conn = _connect_reader(home, read_only)
+        if not all(_index_sound(conn, part) for part in EVENT_INDEXES):
+            conn.close()
+            raise StoreError(f"the search index under {home} is not its database's, and the store is read-only "
+                             "here: copy it to a folder you can write, where the index is rebuilt")
+        return conn
     for part in EVENT_INDEXES:
         if not _nonempty(_index_path(home, part)):
             _open_index(home, part).close()  # creates a missing part
@@ -2704,17 +2802,18 @@ def _open_reader(home: Path | str) -> sqlite3.Connection:
     return conn
 
 
-def _connect_reader(home: Path | str) -> sqlite3.Connection:
+def _connect_reader(home: Path | str, read_only: dict | None = None) -> sqlite3.Connection:
     conn = None
+    params = read_only or {}
     try:
-        conn = sqlite3.connect(_uri(os.path.join(home, DB_NAME)), uri=True, timeout=BUSY_TIMEOUT_MS / 1000,
-                               isolation_level=None, check_same_thread=False)
+        conn = sqlite3.connect(_uri(os.path.join(home, DB_NAME), **params), uri=True,
+                               timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False)
         conn.row_factory = sqlite3.Row
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         conn.execute("PRAGMA query_only = ON")
         conn.execute(f"PRAGMA cache_size = -{READER_CACHE_KIB // 2}")
         for part in EVENT_INDEXES:
-            conn.execute(f"ATTACH DATABASE ? AS ix_{part}", (_uri(_index_path(home, part)),))
+            conn.execute(f"ATTACH DATABASE ? AS ix_{part}", (_uri(_index_path(home, part), **params),))
             # Searches share the index pages of common trigrams: keeping them
             # cached saves a tenth of a two-word search on a large archive.
             conn.execute(f"PRAGMA ix_{part}.cache_size = -{READER_CACHE_KIB}")
@@ -4347,6 +4446,7 @@ def sync(store: Store, *, env: dict | None = None, home: Path | None = None, sou
     before this returns, unless ``index`` hands in the caller's own
     IndexWriters, which then carry on in the background.
     """
+    refuse_writes(store.conn)
     report = SyncReport()
     src = set(sources) if sources else None
     # Private copies of agent databases live under ORIGIN_HOME; a run killed
@@ -9506,6 +9606,10 @@ class McpService:
         syncs do not wait for it: a search scans what the index still lacks,
         so the first answers never wait for a large archive to be indexed.
         """
+        if self.store.read_only is not None:
+            # A store that cannot be written here answers from what it holds.
+            self._initial_done.set()
+            return
         self.indexer = IndexWriters(self.home, tidy=True)
         threading.Thread(target=self._initial_sync, name="origin-initial-sync", daemon=True).start()
 
@@ -9524,6 +9628,8 @@ class McpService:
             self._initial_done.set()
 
     def _refresh(self, always: bool) -> None:
+        if self.store.read_only is not None:
+            return  # nothing to sync into: a write tool is refused with the reason by its transaction
         started = time.monotonic()
         if not always and self._last_sync is not None and started - self._last_sync < self._interval:
             return
@@ -13438,6 +13544,8 @@ def cmd_forget(args) -> int:
 
     with contextlib.ExitStack() as stack:
         store = stack.enter_context(_open(args)) if hub is None else None
+        if store is not None:
+            refuse_writes(store.conn)
         if not args.yes:
             if hub is not None:
                 preview = _on_hub(hub, "forget", {"id": args.id, "preview": True, "same_text": args.same_text})
@@ -13493,6 +13601,7 @@ def cmd_purge(args) -> int:
     Example: origin purge --yes
     """
     with _open(args) as store:
+        refuse_writes(store.conn)
         if not args.yes:
             p = preview_purge(store)
             if args.json:

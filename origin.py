@@ -7466,7 +7466,24 @@ def status(store: Store, *, gone: bool = True) -> dict:
         "last_sync": iso_local(max((r.get("at") or 0 for r in runs.values() if isinstance(r, dict)), default=None)),
         "sources": sources,
         "files_gone": sum(len(ids) for ids in files_gone(conn).values()) if gone else None,
+        "mirrors_unowned": len(unowned_mirrors(store)) if gone else None,
     }
+
+
+def unowned_mirrors(store: Store) -> list[str]:
+    """Return the files under raw/ that no mirror row names (relative to ORIGIN_HOME).
+
+    A store reset while raw/ was kept, or a file copied in, leaves them:
+    no search sees their lines until `origin rebuild` adopts them.
+    """
+    known = {r[0] for r in store.conn.execute("SELECT mirror FROM raw_file")}
+    out = []
+    for folder, _dirs, files in os.walk(os.path.join(store.root, "raw")):
+        for f in files:
+            rel = os.path.relpath(os.path.join(folder, f), store.root).replace(os.sep, "/")
+            if rel not in known and not f.endswith(".purging"):
+                out.append(rel)
+    return sorted(out)
 
 
 #: Compression suffixes an agent may add when it moves a log away.
@@ -12923,6 +12940,9 @@ def cmd_status(args) -> int:
     if st["files_gone"]:
         print(f"preserved {st['files_gone']} archived files are gone from disk; Origin still holds them "
               "(`origin preserved`)")
+    if st.get("mirrors_unowned"):
+        print(f"unowned   {_n(st['mirrors_unowned'], 'file')} under raw/ that no mirror of the store names (left by "
+              "a store that was reset, or copied in): `origin rebuild` adopts them")
     agents = [f"{n} ({a['state']})" for n, a in sorted(st["agents"].items()) if a["installed"]]
     print("agents    " + (", ".join(agents) if agents else "none found; `origin setup` registers Origin with them"))
     for n, a in sorted(st["agents"].items()):

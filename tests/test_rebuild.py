@@ -249,6 +249,10 @@ def test_a_mirror_no_row_refers_to_is_reported_by_check_and_adopted_by_rebuild(r
     stray = rich_home / "raw" / "claude-code" / "projects" / "-home-dev-stray" / "s-stray.jsonl"
     stray.parent.mkdir(parents=True)
     shutil.copyfile(log, stray)
+    code, out = cli("status", "--json")
+    assert code == 0 and out["mirrors_unowned"] == 1
+    code, text = cli("status")
+    assert "1 file under raw/ that no mirror of the store names" in text and "origin rebuild" in text
     code, out = cli("rebuild", "--check", "--json")
     assert code == 1
     assert out["compare"]["differ"] == ["event", "session", "raw_file"]
@@ -265,6 +269,8 @@ def test_a_mirror_no_row_refers_to_is_reported_by_check_and_adopted_by_rebuild(r
     # Named in the mirrors journal now: the next rebuild reads it the same way.
     code, out = cli("rebuild", "--check", "--json")
     assert code == 0 and out["compare"]["same"] and out["adopted"] == 0
+    code, out = cli("status", "--json")
+    assert out["mirrors_unowned"] == 0
 
 
 def test_a_missing_origin_db_beside_mirrors_is_rebuilt_by_the_next_command_not_started_empty(

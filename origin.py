@@ -4672,6 +4672,40 @@ def _mirror_plan(home: Path) -> tuple[list[dict], dict[str, set[int]], list[str]
     return list(plan.values()), flushes, problems
 
 
+def _parse_mirror(store: Store, adapter, sf: SourceFile, raw_file_id: int, path: Path, limit: int | None,
+                  cuts: Iterable[int], mtime: int | None, emit: Callable[[Any, int, int], None],
+                  writer: "_EventWriter", state: dict, errors: list) -> tuple[int, int]:
+    """Parse a mirror's complete lines from byte 0 (up to limit), flushing at cuts; return (lines, bytes).
+
+    Flushing where ingest flushed makes the adapter emit what it held open
+    at the same byte, as it did the first time.
+    """
+    lines = offset = 0
+    todo = sorted(cuts)
+
+    def flush_here() -> None:
+        while todo and todo[0] <= offset:
+            if todo.pop(0) == offset:
+                flush_file(store, adapter, sf, raw_file_id, writer, state, lines, offset, mtime, errors)
+
+    if path.exists():
+        with LineReader(str(path), None) as reader:
+            for block in LineBlocks(reader.read, limit):
+                base = offset
+                while offset < base + len(block):
+                    flush_here()
+                    stop = min(todo[0], base + len(block)) if todo else base + len(block)
+                    part = block[offset - base: stop - base]
+                    part = part[: part.rfind(b"\n") + 1]
+                    if not part:  # a flush offset inside a line: not one ingest could have made
+                        todo.pop(0)
+                        continue
+                    lines += _parse_lines(adapter, sf, emit, state, part, lines, offset, mtime, errors)
+                    offset += len(part)
+    flush_here()
+    return lines, offset
+
+
 def _rebuild_mirror(store: Store, rec: dict, cuts: set[int]) -> dict:
     """Register one mirror in the new store and parse all of its complete lines; return its counts."""
     conn = store.conn
@@ -4700,31 +4734,8 @@ def _rebuild_mirror(store: Store, rec: dict, cuts: set[int]) -> dict:
                          (row["id"], json.dumps(meta, ensure_ascii=False, sort_keys=True)))
         writer = _EventWriter(conn, adapter.name, row["id"], arrivals(store))
         state = adapter.new_state(sf)
-        lines = offset = 0
-        todo = sorted(cuts)
-
-        def flush_here() -> None:
-            # Flush where ingest flushed: the adapter then emits what it
-            # held open at the same byte, as it did the first time.
-            while todo and todo[0] <= offset:
-                if todo.pop(0) == offset:
-                    flush_file(store, adapter, sf, row["id"], writer, state, lines, offset, mtime, errors)
-
-        if path.exists():
-            with LineReader(str(path), None) as reader:
-                for block in LineBlocks(reader.read):
-                    base = offset
-                    while offset < base + len(block):
-                        flush_here()
-                        stop = min(todo[0], base + len(block)) if todo else base + len(block)
-                        part = block[offset - base: stop - base]
-                        part = part[: part.rfind(b"\n") + 1]
-                        if not part:  # a flush offset inside a line: not one ingest could have made
-                            todo.pop(0)
-                            continue
-                        lines += _parse_lines(adapter, sf, writer.add, state, part, lines, offset, mtime, errors)
-                        offset += len(part)
-        flush_here()
+        lines, offset = _parse_mirror(store, adapter, sf, row["id"], path, None, cuts, mtime, writer.add, writer,
+                                      state, errors)
         store.pending.clear()  # those flushes are in the journal already
         writer.flush()
         if errors:

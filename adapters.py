@@ -586,6 +586,10 @@ class Adapter:
     name = ""
     display = ""
     kind = "log"
+    #: The parser's version, raised when a fix changes what lines already
+    #: archived parse into: Origin then parses those mirrors again (event
+    #: ids come from the content, so existing events keep theirs).
+    version = 1
 
     def roots(self, env: Mapping[str, str], home: Path) -> list[Path]:
         """Return the directories this adapter looks in."""
@@ -671,6 +675,7 @@ class ClaudeCode(Adapter):
     """
 
     name = "claude-code"
+    version = 1
     display = "Claude Code"
 
     def roots(self, env: Mapping[str, str], home: Path) -> list[Path]:
@@ -962,6 +967,7 @@ class Codex(Adapter):
     """
 
     name = "codex"
+    version = 1
     display = "Codex"
 
     def roots(self, env: Mapping[str, str], home: Path) -> list[Path]:
@@ -1411,6 +1417,7 @@ class Grok(Adapter):
     """
 
     name = "grok"
+    version = 1
     display = "Grok Build"
 
     def roots(self, env: Mapping[str, str], home: Path) -> list[Path]:
@@ -2115,6 +2122,7 @@ class Cursor(Adapter):
     """
 
     name = "cursor"
+    version = 1
     display = "Cursor"
     kind = "db"
 
@@ -3103,6 +3111,7 @@ class ZCode(Adapter):
     """
 
     name = "zcode"
+    version = 1
     display = "ZCode"
     kind = "db"
 
@@ -3363,6 +3372,7 @@ class ClaudeMemory(Adapter):
     """
 
     name = "claude-memory"
+    version = 1
     display = "Claude Code memory"
     kind = "db"
 

@@ -1400,6 +1400,11 @@ CREATE TABLE IF NOT EXISTS purged_line (
 CREATE TABLE IF NOT EXISTS purged_hash (
     hash TEXT PRIMARY KEY
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS parsed_by (
+    raw_file_id INTEGER PRIMARY KEY REFERENCES raw_file(id),
+    version INTEGER NOT NULL,
+    kept INTEGER NOT NULL DEFAULT 0
+);
 CREATE TABLE IF NOT EXISTS purge_scan (
     raw_file_id INTEGER PRIMARY KEY REFERENCES raw_file(id),
     bytes INTEGER NOT NULL,
@@ -1439,7 +1444,7 @@ TABLES = (
     "raw_file", "parse_error", "export_state", "event", "session", "sync_log",
     "entry", "entry_source", "entry_fts", "tombstone", "forgotten_entry", "excluded_event",
     "tombstone_fingerprint", "api_token", "setting", "admin_session", "audit_log", "purged_line", "purged_hash",
-    "purge_scan", "raw_meta", "flush_point", "token_device", "login_failure",
+    "purge_scan", "raw_meta", "flush_point", "token_device", "login_failure", "parsed_by",
 )
 
 
@@ -3628,6 +3633,7 @@ class SyncReport:
     sources: dict = Fresh(dict)
     looked_in: dict = Fresh(dict)
     problems: list = Fresh(list)
+    reparsed: dict | None = None  # mirrors parsed again for a newer parser (see reparse_outdated)
 
     def source(self, name: str) -> dict:
         """Return the counters of one source, starting them at zero."""
@@ -3645,7 +3651,10 @@ class SyncReport:
         return sum(s["events_added"] for s in self.sources.values())
 
     def as_json(self) -> dict:
-        return {"events_added": self.events_added, "sources": self.sources, "problems": self.problems}
+        out = {"events_added": self.events_added, "sources": self.sources, "problems": self.problems}
+        if self.reparsed:
+            out["reparsed"] = self.reparsed
+        return out
 
 
 def _mirror_name(store: Store, source: str, rel: str, generation: int) -> str:
@@ -4217,6 +4226,11 @@ def _finish_file(store: Store, adapter, sf: SourceFile, row: sqlite3.Row, sig: s
             head, tail = edges.hashes(store, row["mirror"], total, row["head_hash"], purged)
         else:
             head, tail = _tail_hashes(store, row["mirror"], total, purged)
+    if adapter.version != 1 or conn.execute("SELECT 1 FROM parsed_by WHERE raw_file_id = ?", (row["id"],)).fetchone():
+        # The oldest parser that read any line of the mirror (no row: version 1).
+        first = min(adapter.version, 1 if row["bytes_ingested"] else adapter.version)
+        conn.execute("INSERT INTO parsed_by (raw_file_id, version) VALUES (?, ?) ON CONFLICT (raw_file_id) "
+                     "DO UPDATE SET version = min(version, excluded.version)", (row["id"], first))
     unknown = int(state.pop("unknown", 0) or 0)
     conn.execute(
         "UPDATE raw_file SET bytes_ingested = ?, lines_ingested = ?, head_hash = ?, tail_hash = ?, src_sig = ?, "
@@ -4488,6 +4502,11 @@ def sync(store: Store, *, env: dict | None = None, home: Path | None = None, sou
             basis = tuple(store.conn.execute(
                 "SELECT bytes_ingested, lines_ingested, parse_state FROM raw_file WHERE id = ?", (row_id,)).fetchone())
         todo.append((adapter, sf, basis, sig))
+    if changed_since is None:
+        # A parser fixed since these mirrors were read reaches their old lines.
+        redone = reparse_outdated(store, src)
+        if redone["mirrors"]:
+            report.reparsed = redone
     # The index threads start at once: they also take in whatever an
     # interrupted run left unindexed, while this one ingests.
     writers = index
@@ -4602,6 +4621,84 @@ def _groups(todo: list) -> Iterator[list[int]]:
         size += pending
     if group:
         yield group
+
+
+# --- Parser versions: a fix reaches lines already archived -------------------
+
+#: Most mirror bytes one sync parses again for newer parsers; the rest waits
+#: for the next sync, so a sync after an upgrade stays short.
+REPARSE_BYTES = 64 << 20
+
+
+def _outdated_sql() -> tuple[str, list]:
+    """SQL condition (on raw_file r, parsed_by p) of mirrors an older parser read, and its parameters."""
+    cases = " ".join("WHEN ? THEN ?" for _ in adapters.ADAPTERS)
+    params = [v for a in adapters.ADAPTERS.values() for v in (a.name, a.version)]
+    return f"coalesce(p.version, 1) < CASE r.source {cases} ELSE 0 END", params
+
+
+def outdated_mirrors(conn: sqlite3.Connection) -> dict:
+    """Return how many mirrors (and bytes) wait to be parsed again, and the events newer parsers no longer emit."""
+    cond, params = _outdated_sql()
+    n, size = conn.execute(f"SELECT count(*), coalesce(sum(r.bytes_ingested), 0) FROM raw_file r "
+                           f"LEFT JOIN parsed_by p ON p.raw_file_id = r.id WHERE {cond}", params).fetchone()
+    kept = conn.execute("SELECT coalesce(sum(kept), 0) FROM parsed_by").fetchone()[0]
+    return {"mirrors": n, "bytes": size, "events_kept": kept}
+
+
+def reparse_outdated(store: Store, sources: set | None = None, budget: int = REPARSE_BYTES) -> dict:
+    """Parse again, with today's adapters, the mirrors an older version of their adapter read.
+
+    Each mirror is read from byte 0 up to its cursor in a transaction of its
+    own: events are inserted with INSERT OR IGNORE (new ones appear, existing
+    ids stay, so citations stay valid), sessions are derived again, and the
+    adapter's state continues from there.  An event the new parser no longer
+    emits is kept (Invariant 3) and counted.  Stops after ``budget`` bytes.
+    """
+    conn = store.conn
+    cond, params = _outdated_sql()
+    rows = conn.execute(f"SELECT r.* FROM raw_file r LEFT JOIN parsed_by p ON p.raw_file_id = r.id WHERE {cond} "
+                        "ORDER BY r.id", params).fetchall()
+    out = {"mirrors": 0, "bytes": 0, "events_added": 0, "events_kept": 0}
+    for row in rows:
+        if (sources and row["source"] not in sources) or out["bytes"] >= budget:
+            continue
+        adapter = adapters.ADAPTERS[row["source"]]
+        path = store.home / row["mirror"]
+        meta = conn.execute("SELECT meta FROM raw_meta WHERE raw_file_id = ?", (row["id"],)).fetchone()
+        sf = adapters.SourceFile(row["path"], row["rel"], row["compression"], row["kind"],
+                                 json.loads(meta[0]) if meta else {})
+        mtime = None if row["kind"] == "db" else (_mtime_ms(row["path"]) or _mtime_ms(str(path)))
+        with transaction(conn):
+            writer = _EventWriter(conn, adapter.name, row["id"], arrivals(store))
+            seen: set[str] = set()
+
+            def emit(item, lineno: int, offset: int) -> None:
+                if isinstance(item, adapters.Record) and item.id:
+                    seen.add(f"{adapter.name}:{adapters.clean_text(item.id)}")
+                writer.add(item, lineno, offset)
+
+            state = adapter.new_state(sf)
+            cuts = [r[0] for r in conn.execute("SELECT offset FROM flush_point WHERE raw_file_id = ?", (row["id"],))]
+            _lines, done = _parse_mirror(store, adapter, sf, row["id"], path, row["bytes_ingested"], cuts, mtime,
+                                         emit, writer, state, [])
+            store.pending.clear()  # flush points already recorded
+            writer.flush()
+            refresh_sessions(conn, adapter.name, writer.sessions, writer.infos)
+            kept = sum(1 for (eid,) in conn.execute("SELECT id FROM event WHERE raw_file_id = ?", (row["id"],))
+                       if eid not in seen)
+            state.pop("unknown", None)
+            if done == row["bytes_ingested"]:
+                conn.execute("UPDATE raw_file SET parse_state = ? WHERE id = ?",
+                             (json.dumps(state, ensure_ascii=False), row["id"]))
+            conn.execute("INSERT INTO parsed_by (raw_file_id, version, kept) VALUES (?, ?, ?) ON CONFLICT "
+                         "(raw_file_id) DO UPDATE SET version = excluded.version, kept = excluded.kept",
+                         (row["id"], adapter.version, kept))
+        out["mirrors"] += 1
+        out["bytes"] += row["bytes_ingested"]
+        out["events_added"] += writer.added
+        out["events_kept"] += kept
+    return out
 
 
 # --- Rebuild: a new origin.db from raw/ and the journals --------------------
@@ -4742,6 +4839,8 @@ def _rebuild_mirror(store: Store, rec: dict, cuts: set[int]) -> dict:
             conn.executemany("INSERT OR IGNORE INTO parse_error VALUES (?, ?, ?)",
                              [(row["id"], ln, why) for ln, why in errors[:PARSE_ERRORS_KEPT]])
         refresh_sessions(conn, adapter.name, writer.sessions, writer.infos)
+        if adapter.version != 1:
+            conn.execute("INSERT INTO parsed_by (raw_file_id, version) VALUES (?, ?)", (row["id"], adapter.version))
         head, tail = _tail_hashes(store, rec["mirror"], offset) if offset else (None, None)
         unknown = int(state.pop("unknown", 0) or 0)
         conn.execute("UPDATE raw_file SET bytes_ingested = ?, lines_ingested = ?, head_hash = ?, tail_hash = ?, "
@@ -7478,6 +7577,7 @@ def status(store: Store, *, gone: bool = True) -> dict:
         "sources": sources,
         "files_gone": sum(len(ids) for ids in files_gone(conn).values()) if gone else None,
         "mirrors_unowned": len(unowned_mirrors(store)) if gone else None,
+        "reparse": outdated_mirrors(conn),
     }
 
 
@@ -12951,6 +13051,12 @@ def cmd_status(args) -> int:
     if st["files_gone"]:
         print(f"preserved {st['files_gone']} archived files are gone from disk; Origin still holds them "
               "(`origin preserved`)")
+    redo = st.get("reparse") or {}
+    if redo.get("mirrors"):
+        print(f"reparse   {_n(redo['mirrors'], 'mirror')} ({redo['bytes'] / 1e6:.1f} MB) read by an older parser "
+              "wait to be parsed again; each `origin sync` takes the next 64 MB")
+    if redo.get("events_kept"):
+        print(f"kept      {_n(redo['events_kept'], 'event')} that today's parsers no longer emit (kept, never dropped)")
     if st.get("mirrors_unowned"):
         print(f"unowned   {_n(st['mirrors_unowned'], 'file')} under raw/ that no mirror of the store names (left by "
               "a store that was reset, or copied in): `origin rebuild` adopts them")

@@ -1717,6 +1717,12 @@ def _read_only_connection(home: str, uri: str, why: str) -> sqlite3.Connection:
     return conn
 
 
+#: The tables every read needs: a read-only store made by an older version
+#: lacks some later additions, and is read all the same.
+READ_TABLES = ("raw_file", "event", "session", "entry", "entry_source", "entry_fts", "tombstone", "forgotten_entry",
+               "excluded_event", "tombstone_fingerprint", "setting")
+
+
 def _open_read_only(home: str, db: str) -> Store:
     """Open a store whose files this process cannot write: reads work, writes are refused with the reason.
 
@@ -1751,7 +1757,7 @@ def _open_read_only(home: str, db: str) -> Store:
                          "to a folder you can write") from None
     store = Store(root=home, conn=conn, read_only=params)
     try:
-        if not set(TABLES) <= have:
+        if not set(READ_TABLES) <= have:
             raise StoreError(f"{db} is read-only here ({why}) and was made by another version of Origin: open it "
                              "once where it can be written, or copy it to a folder you can write")
         check_sqlite(conn)  # (its probe table is a temporary one)
@@ -4640,9 +4646,15 @@ def _outdated_sql() -> tuple[str, list]:
 def outdated_mirrors(conn: sqlite3.Connection) -> dict:
     """Return how many mirrors (and bytes) wait to be parsed again, and the events newer parsers no longer emit."""
     cond, params = _outdated_sql()
-    n, size = conn.execute(f"SELECT count(*), coalesce(sum(r.bytes_ingested), 0) FROM raw_file r "
-                           f"LEFT JOIN parsed_by p ON p.raw_file_id = r.id WHERE {cond}", params).fetchone()
-    kept = conn.execute("SELECT coalesce(sum(kept), 0) FROM parsed_by").fetchone()[0]
+    try:
+        n, size = conn.execute(f"SELECT count(*), coalesce(sum(r.bytes_ingested), 0) FROM raw_file r "
+                               f"LEFT JOIN parsed_by p ON p.raw_file_id = r.id WHERE {cond}", params).fetchone()
+        kept = conn.execute("SELECT coalesce(sum(kept), 0) FROM parsed_by").fetchone()[0]
+    except sqlite3.OperationalError:  # a read-only store made before parser versions: all read by version 1
+        n, size = conn.execute(f"SELECT count(*), coalesce(sum(r.bytes_ingested), 0) FROM raw_file r "
+                               f"LEFT JOIN (SELECT NULL AS raw_file_id, NULL AS version) p "
+                               f"ON p.raw_file_id = r.id WHERE {cond}", params).fetchone()
+        kept = 0
     return {"mirrors": n, "bytes": size, "events_kept": kept}
 
 

@@ -4862,6 +4862,44 @@ def _rebuild_mirror(store: Store, rec: dict, cuts: set[int]) -> dict:
     return {"bytes": offset, "lines": lines, "events": writer.added, "parse_errors": len(errors)}
 
 
+def _export_state_from_mirrors(store: Store, problems: list[str]) -> None:
+    """Record which rows of agent databases still on disk their mirrors already hold.
+
+    Without it, the first sync after a rebuild without the old database
+    would export every row of those databases again (no event twice, but
+    each mirror would grow by a copy of itself).  Rows changed since their
+    export are not found in the mirror and are exported by that sync.
+    """
+    conn = store.conn
+    rows = conn.execute(
+        "SELECT r.* FROM raw_file r WHERE r.kind = 'db' AND r.generation = (SELECT max(generation) FROM raw_file x "
+        "WHERE x.source = r.source AND x.path = r.path) "
+        "AND NOT EXISTS (SELECT 1 FROM export_state e WHERE e.raw_file_id = r.id)").fetchall()
+    for row in rows:
+        adapter = adapters.ADAPTERS.get(row["source"])
+        mirror = store.home / row["mirror"]
+        if adapter is None or not os.path.exists(row["path"]) or not mirror.exists():
+            continue
+        held = set()
+        with open(mirror, "rb") as fh:
+            for line in fh:
+                held.add(hashlib.sha256(line.rstrip(b"\n")).digest())
+        meta = conn.execute("SELECT meta FROM raw_meta WHERE raw_file_id = ?", (row["id"],)).fetchone()
+        sf = adapters.SourceFile(row["path"], row["rel"], row["compression"], "db", json.loads(meta[0]) if meta else {})
+        found = []
+        try:
+            for key, digest, line in adapter.export(sf, {}, now_ms()):
+                data = adapters.clean_text(line).replace("\n", " ").encode("utf-8")
+                if hashlib.sha256(data).digest() in held:
+                    found.append((row["id"], key, digest))
+        except Exception as e:  # the agent's database cannot be read now: the next sync exports it again
+            problems.append(f"{row['path']}: could not be read to match its mirror ({type(e).__name__}); the next "
+                            "sync exports its rows again (no event twice)")
+            continue
+        with transaction(conn):
+            conn.executemany("INSERT OR IGNORE INTO export_state (raw_file_id, key, hash) VALUES (?, ?, ?)", found)
+
+
 def _carry_own_state(store: Store, old: Path) -> str | None:
     """Copy what only the old database holds (see REBUILD_CARRIED) into the new one; None, or why not."""
     conn = store.conn
@@ -5030,6 +5068,7 @@ def rebuild(home: Path, *, check: bool = False,
                 why = _carry_own_state(store, live)
                 if why:
                     problems.append(why)
+            _export_state_from_mirrors(store, problems)
             counts.update(_store_counts(store.conn))
             out: dict = {"home": str(home), **counts}
             if check:

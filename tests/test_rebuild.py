@@ -356,3 +356,17 @@ def test_a_hub_rebuilds_every_devices_mirrors_with_their_flush_points(tmp_path, 
     for name in COMPARED:
         assert after[name] == before[name], (name, sorted(after[name] ^ before[name])[:3])
     assert _raw_files(home) == raw_before
+
+
+def test_a_sync_after_a_rebuild_without_the_old_database_copies_nothing_twice(rich_home):
+    # The agents' logs and databases are still on disk: the rebuilt store
+    # must carry on from the adopted mirrors, not mirror or export them again.
+    raw_before = _raw_files(rich_home)
+    _drop_db(rich_home)
+    origin.rebuild(rich_home)
+    with origin.open_store(rich_home) as store:
+        events = store.conn.execute("SELECT count(*) FROM event").fetchone()[0]
+        report = origin.sync(store)
+        assert report.events_added == 0 and not report.problems
+        assert store.conn.execute("SELECT count(*) FROM event").fetchone()[0] == events
+    assert _raw_files(rich_home) == raw_before

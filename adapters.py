@@ -638,6 +638,10 @@ class Adapter:
     #: Whether its logs live in the projects themselves, not in a folder of
     #: its own: discovery is then given the project folders Origin knows.
     in_projects = False
+    #: The parser's version, raised when a fix changes what lines already
+    #: archived parse into: Origin then parses those mirrors again (event
+    #: ids come from the content, so existing events keep theirs).
+    version = 1
 
     def roots(self, env: Mapping[str, str], home: Path) -> list[Path]:
         """Return the directories this adapter looks in."""
@@ -723,6 +727,7 @@ class ClaudeCode(Adapter):
     """
 
     name = "claude-code"
+    version = 1
     display = "Claude Code"
     env_vars = ("CLAUDE_CONFIG_DIR",)
     # Claude Code keeps user-scope servers in .claude.json beside (not in)
@@ -1022,6 +1027,7 @@ class Codex(Adapter):
     """
 
     name = "codex"
+    version = 1
     display = "Codex"
     env_vars = ("CODEX_HOME",)
     mcp = McpConfig("toml", ("mcp_servers",),
@@ -1475,6 +1481,7 @@ class Grok(Adapter):
     """
 
     name = "grok"
+    version = 1
     display = "Grok Build"
     env_vars = ("GROK_HOME",)
     # Grok Build documents [mcp_servers.<name>] in $GROK_HOME/config.toml.
@@ -2184,6 +2191,7 @@ class Cursor(Adapter):
     """
 
     name = "cursor"
+    version = 1
     display = "Cursor"
     kind = "db"
     env_vars = ("ORIGIN_CURSOR_USER_DIR", "ORIGIN_CURSOR_HOME")
@@ -3175,6 +3183,7 @@ class ZCode(Adapter):
     """
 
     name = "zcode"
+    version = 1
     display = "ZCode"
     kind = "db"
     env_vars = ("ORIGIN_ZCODE_HOME",)
@@ -4072,6 +4081,7 @@ class ClaudeMemory(Adapter):
     """
 
     name = "claude-memory"
+    version = 1
     display = "Claude Code memory"
     kind = "db"
 

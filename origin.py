@@ -242,6 +242,10 @@ TOMBSTONE_LOG = "tombstones.log"
 #: database (the entry, its sources and quotes); opening a store replays it
 #: and `origin rebuild` restores the entries from it.
 ENTRIES_LOG = "entries.log"
+#: What parsing a mirror needs besides its bytes (its agent, source file,
+#: generation, discovery's facts, where a quiet file was flushed), appended
+#: when the mirror is registered; `origin rebuild` reads it.
+MIRRORS_LOG = "mirrors.log"
 #: A device's connection to its hub under ORIGIN_HOME (mode 0600: it holds the token).
 HUB_FILE = "hub.json"
 #: Content fingerprints: HMAC-SHA-256 of the normalised text under a key of
@@ -294,6 +298,10 @@ class StoreError(OriginError):
     """The store cannot be used as it is; the message says how to fix it."""
 
     exit_code = 6
+
+
+class ReadOnlyStore(StoreError):
+    """The store can be read but not written here (a read-only disk, another account's files)."""
 
 
 class Unauthorized(OriginError):
@@ -1428,6 +1436,11 @@ CREATE TABLE IF NOT EXISTS purged_line (
 CREATE TABLE IF NOT EXISTS purged_hash (
     hash TEXT PRIMARY KEY
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS parsed_by (
+    raw_file_id INTEGER PRIMARY KEY REFERENCES raw_file(id),
+    version INTEGER NOT NULL,
+    kept INTEGER NOT NULL DEFAULT 0
+);
 CREATE TABLE IF NOT EXISTS purge_scan (
     raw_file_id INTEGER PRIMARY KEY REFERENCES raw_file(id),
     bytes INTEGER NOT NULL,
@@ -1468,7 +1481,7 @@ TABLES = (
     "entry", "entry_source", "entry_fts", "tombstone", "forgotten_entry", "excluded_event",
     "tombstone_fingerprint", "api_token", "setting", "admin_session", "audit_log", "purged_line", "purged_hash",
     "purge_scan", "raw_meta", "flush_point", "token_device", "login_failure", "session_title_source",
-    "token_scope",
+    "token_scope", "parsed_by",
 )
 
 
@@ -1581,6 +1594,8 @@ class Store:
     tightened: int = 0
     _names: tuple | None = None  # (what it was read at, the names queries may use): see metadata_words
     _freq: dict = Fresh(dict)  # term frequencies in the index, while it stays as it is: see term_frequency
+    pending: list = Fresh(list)  # mirrors journal records of the open write transaction, appended before COMMIT
+    read_only: dict | None = None  # the URI parameters a store that cannot be written here is read with
 
     @property
     def home(self) -> Path:
@@ -1600,7 +1615,7 @@ class Store:
         to ``conn`` would stall the index writers during every ingest.
         """
         if self._reader is None:
-            self._reader = _open_reader(self.root)
+            self._reader = _open_reader(self.root, self.read_only)
         return self._reader
 
     def close_reader(self) -> None:
@@ -1668,10 +1683,16 @@ def out_of_files() -> str | None:
     return None
 
 
-def open_store(home: Path | None = None) -> Store:
-    """Open (creating if needed) the store under home and apply the schema."""
+def open_store(home: Path | None = None, db_name: str = DB_NAME) -> Store:
+    """Open (creating if needed) the store under home and apply the schema.
+
+    ``db_name`` names another database file under home (`origin rebuild`
+    builds its new store beside the live one).
+    """
     home = _home_dir() if home is None else os.fspath(home)
-    db = os.path.join(home, DB_NAME)
+    db = os.path.join(home, db_name)
+    if os.path.exists(db) and not (os.access(db, os.W_OK) and os.access(home, os.W_OK)):
+        return _open_read_only(home, db)
     # Invariant 4 (local data): the store and every mirror live under
     # ORIGIN_HOME on this machine; nothing here opens a network connection.
     try:
@@ -1726,10 +1747,88 @@ def open_store(home: Path | None = None) -> Store:
         if busy:
             raise StoreError(f"cannot open {db}: {busy}") from None
         raise StoreError(
-            f"{db} is not a usable Origin store ({e}); move it aside (with its -wal and -shm files) and "
-            f"run `origin sync`: the new store re-reads the agents' logs, and every forget comes back from "
-            f"{TOMBSTONE_LOG}, which stays where it is (so does raw/); entries live only in the old file, so keep "
-            "it") from None
+            f"{db} is not a usable Origin store ({e}); run `origin rebuild`: it moves the file aside (keep it "
+            f"until you are sure) and builds a new store from raw/, {TOMBSTONE_LOG} and {ENTRIES_LOG}, so "
+            "every event, entry and forget comes back") from None
+    except BaseException:
+        conn.close()
+        raise
+    return store
+
+
+def _read_only_why(home: str, db: str) -> str:
+    try:
+        return "a read-only file system" if os.statvfs(home).f_flag & os.ST_RDONLY else "its files are not yours to write"
+    except OSError:
+        return "its files are not yours to write"
+
+
+def _read_only_connection(home: str, uri: str, why: str) -> sqlite3.Connection:
+    class ReadOnlyConnection(sqlite3.Connection):
+        """A connection to a store that cannot be written here; transaction() refuses it with the reason."""
+
+    conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
+                           check_same_thread=False, factory=ReadOnlyConnection)
+    conn.origin_read_only = (home, why)
+    return conn
+
+
+#: The tables every read needs: a read-only store made by an older version
+#: lacks some later additions, and is read all the same.
+READ_TABLES = ("raw_file", "event", "session", "entry", "entry_source", "entry_fts", "tombstone", "forgotten_entry",
+               "excluded_event", "tombstone_fingerprint", "setting")
+
+
+def _open_read_only(home: str, db: str) -> Store:
+    """Open a store whose files this process cannot write: reads work, writes are refused with the reason.
+
+    Read with ``mode=ro``; where SQLite cannot even make its shared-memory
+    file beside the database (a read-only folder), as ``immutable``, which
+    nothing can change under a read-only mount.  A permissions problem is
+    never reported as damage.
+    """
+    why = _read_only_why(home, db)
+    if not os.access(db, os.R_OK):
+        raise StoreError(f"cannot read {db} (permission denied): run Origin as the user who owns {home}, or set "
+                         f"{ENV_HOME} to a store you can read") from None
+    conn = None
+    for params in ({"mode": "ro"}, {"mode": "ro", "immutable": "1"}):
+        try:
+            conn = _read_only_connection(home, _uri(db, **params), why)
+            conn.row_factory = sqlite3.Row
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            have = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            break
+        except sqlite3.OperationalError:
+            if conn is not None:
+                conn.close()
+            conn = None
+        except sqlite3.DatabaseError as e:
+            if conn is not None:
+                conn.close()
+            raise StoreError(f"{db} is not a usable Origin store ({e}); it is read-only here ({why}), so copy "
+                             f"{home} to a folder you can write and run `origin rebuild` there") from None
+    if conn is None:
+        raise StoreError(f"cannot open {db} read-only ({why}): run Origin as the user who owns {home}, or copy it "
+                         "to a folder you can write") from None
+    store = Store(root=home, conn=conn, read_only=params)
+    try:
+        if not set(READ_TABLES) <= have:
+            raise StoreError(f"{db} is read-only here ({why}) and was made by another version of Origin: open it "
+                             "once where it can be written, or copy it to a folder you can write")
+        check_sqlite(conn)  # (its probe table is a temporary one)
+        conn.execute("PRAGMA query_only = ON")
+        # Invariant 2 (sticky forget): a forget the tombstone log holds and
+        # the tables lack cannot be applied without writing, so such a store
+        # is not served at all.
+        done = _setting(conn, _LOG_DONE)
+        records, _end = _log_records(home, int(done) if done and done.isdigit() else 0)
+        uids = [r.get("uid") for r in records if r.get("type") == "tombstone" and isinstance(r.get("uid"), str)]
+        known = {r[0] for r in _present(conn, "SELECT uid FROM tombstone WHERE uid IN (SELECT value FROM "
+                                              "json_each(?))", uids)}
+        if set(uids) - known:
+            raise StoreError(f"{TOMBSTONE_LOG} holds forgets {db} has not applied, and the store is read-only here "
+                             f"({why}); copy {home} to a folder you can write and open it there")
     except BaseException:
         conn.close()
         raise
@@ -1805,6 +1904,15 @@ def _split_sql(script: str) -> list[str]:
     return out
 
 
+def refuse_writes(conn: sqlite3.Connection) -> None:
+    """Raise ReadOnlyStore, with the reason, when conn is a store that cannot be written here."""
+    ro = getattr(conn, "origin_read_only", None)
+    if ro is not None:
+        raise ReadOnlyStore(f"{ro[0]} is read-only here ({ro[1]}): searches and reads work, but nothing can be "
+                            "synced, remembered, corrected, forgotten or purged; to change it, run Origin as its "
+                            "owner or copy it to a folder you can write")
+
+
 class transaction:
     """``with transaction(conn):`` runs a BEGIN IMMEDIATE ... COMMIT block.
 
@@ -1820,6 +1928,7 @@ class transaction:
         self.synced = synced
 
     def __enter__(self) -> sqlite3.Connection:
+        refuse_writes(self.conn)
         if self.synced:
             self.conn.execute("PRAGMA synchronous = FULL")
         self.conn.execute("BEGIN IMMEDIATE")
@@ -2196,8 +2305,8 @@ def _prepare_store(store: "Store") -> None:
     """
     conn = store.conn
     have = dict(conn.execute("SELECT key, value FROM setting WHERE key IN (?, ?, ?, ?, ?)",
-                             (_STORE_ID, _OWN_KEY, _LOG_DONE, _ENTRIES_DONE, _EPOCH)))
-    if _STORE_ID in have and _OWN_KEY in have and _EPOCH in have \
+                             (_STORE_ID, _OWN_KEY, _LOG_DONE, _ENTRIES_DONE, _EPOCH, _MIRRORS_LOGGED)))
+    if _STORE_ID in have and _OWN_KEY in have and _EPOCH in have and _MIRRORS_LOGGED in have \
             and have.get(_LOG_DONE) == str(_tombstone_log_size(store.root)) \
             and have.get(_ENTRIES_DONE) == str(_journal_size(store.root, ENTRIES_LOG)):
         return
@@ -2222,6 +2331,8 @@ def _prepare_store(store: "Store") -> None:
                 _put_setting(conn, _LOG_DONE, str(_log_append(store.home, records)))
         # Entries after forgets: an entry the log forgot never shows.
         replay_entries_log(store)
+        if _setting(conn, _MIRRORS_LOGGED) is None:
+            _legacy_mirrors(store)
 
 
 def new_store_epoch() -> str:
@@ -2497,6 +2608,45 @@ def purge_entries_log(store: "Store", upto: int | None = None) -> int:
     return changed
 
 
+# -- The mirrors journal: what a mirror's bytes do not say --------------------
+#
+# A mirror holds the agent's bytes and nothing else (Invariant 3), so what
+# parsing it needs besides them — the agent, the file it copies, its
+# generation, kind, the facts discovery read beside it, the time of the file
+# — is appended to ORIGIN_HOME/mirrors.log when the mirror is registered,
+# before its first byte, with the offsets where an adapter was told a quiet
+# file ended.  Only `origin rebuild` reads it.
+
+#: setting row: this store's mirrors are all in the mirrors journal.
+_MIRRORS_LOGGED = "mirrors_logged"
+
+
+def mirror_record(conn: sqlite3.Connection, row: sqlite3.Row, mtime_ms: int | None = None) -> dict:
+    """Return one raw_file row as a mirrors journal record."""
+    meta = conn.execute("SELECT meta FROM raw_meta WHERE raw_file_id = ?", (row["id"],)).fetchone()
+    return {"type": "mirror", "mirror": row["mirror"], "source": row["source"], "path": row["path"],
+            "rel": row["rel"], "generation": row["generation"], "kind": row["kind"],
+            "compression": row["compression"], "device": row["device"], "first_seen": row["first_seen"],
+            "mtime_ms": mtime_ms, "meta": json.loads(meta[0]) if meta else None}
+
+
+def journal_mirrors(store: "Store", records: list[dict]) -> None:
+    """Append mirror and flush records to the mirrors journal, fsynced (in the caller's transaction)."""
+    if records:
+        _log_append(store.home, records, MIRRORS_LOG)
+
+
+def _legacy_mirrors(store: "Store") -> None:
+    """Write the mirrors of a store made before the journal into it, once."""
+    conn = store.conn
+    records = [mirror_record(conn, r) for r in conn.execute("SELECT * FROM raw_file ORDER BY id").fetchall()]
+    records += [{"type": "flush", "mirror": m, "offset": o} for m, o in conn.execute(
+        "SELECT r.mirror, f.offset FROM flush_point f JOIN raw_file r ON r.id = f.raw_file_id "
+        "ORDER BY f.raw_file_id, f.offset")]
+    journal_mirrors(store, records)
+    _put_setting(conn, _MIRRORS_LOGGED, "1")
+
+
 _MARKUP = LazyRegex(r"</?[A-Za-z][\w:-]*(?:\s[^<>]*)?>")
 
 
@@ -2742,14 +2892,22 @@ def index_slice_sql(part: str, e: str = "e") -> str:
     return f" AND (({e}.seq * {INDEX_HASH}) >> 16) % {slices} = {mine}"
 
 
-def _open_reader(home: Path | str) -> sqlite3.Connection:
+def _open_reader(home: Path | str, read_only: dict | None = None) -> sqlite3.Connection:
     """Open the store read-only with every part of the event index attached.
 
     A part that is missing, belongs to another store or was built for other
     slices is put right by ``_open_index`` first; a store whose parts are
     sound (every CLI call after the first) opens no writer at all, and
-    checks its parts on the reader itself.
+    checks its parts on the reader itself.  A read-only store's parts are
+    read as they are (read_only: the URI parameters its database opened with).
     """
+    if read_only is not None:
+        conn = _connect_reader(home, read_only)
+        if not all(_index_sound(conn, part) for part in EVENT_INDEXES):
+            conn.close()
+            raise StoreError(f"the search index under {home} is not its database's, and the store is read-only "
+                             "here: copy it to a folder you can write, where the index is rebuilt")
+        return conn
     for part in EVENT_INDEXES:
         if not _nonempty(_index_path(home, part)):
             _open_index(home, part).close()  # creates a missing part
@@ -2763,17 +2921,18 @@ def _open_reader(home: Path | str) -> sqlite3.Connection:
     return conn
 
 
-def _connect_reader(home: Path | str) -> sqlite3.Connection:
+def _connect_reader(home: Path | str, read_only: dict | None = None) -> sqlite3.Connection:
     conn = None
+    params = read_only or {}
     try:
-        conn = sqlite3.connect(_uri(os.path.join(home, DB_NAME)), uri=True, timeout=BUSY_TIMEOUT_MS / 1000,
-                               isolation_level=None, check_same_thread=False)
+        conn = sqlite3.connect(_uri(os.path.join(home, DB_NAME), **params), uri=True,
+                               timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False)
         conn.row_factory = sqlite3.Row
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         conn.execute("PRAGMA query_only = ON")
         conn.execute(f"PRAGMA cache_size = -{READER_CACHE_KIB // 2}")
         for part in EVENT_INDEXES:
-            conn.execute(f"ATTACH DATABASE ? AS ix_{part}", (_uri(_index_path(home, part)),))
+            conn.execute(f"ATTACH DATABASE ? AS ix_{part}", (_uri(_index_path(home, part), **params),))
             # Searches share the index pages of common trigrams: keeping them
             # cached saves a tenth of a two-word search on a large archive.
             conn.execute(f"PRAGMA ix_{part}.cache_size = -{READER_CACHE_KIB}")
@@ -3291,11 +3450,11 @@ BACKUP_MANIFEST = "backup.json"
 BACKUP_FORMAT = "origin-backup"
 BACKUP_VERSION = 1
 #: Files at the top of ORIGIN_HOME that a backup carries as they are: the
-#: tombstone log, the entries journal and a device's hub connection (its
+#: journals (tombstones, entries, mirrors) and a device's hub connection (its
 #: token too, so a restored device pushes as itself again).  A hub keeps everything else it needs —
 #: tokens (their hashes), device bindings, the admin password's hash and
 #: sessions — in origin.db.
-BACKUP_TOP_FILES = (TOMBSTONE_LOG, ENTRIES_LOG, HUB_FILE)
+BACKUP_TOP_FILES = (TOMBSTONE_LOG, ENTRIES_LOG, MIRRORS_LOG, HUB_FILE)
 #: Folder a restore fills before moving its files into ORIGIN_HOME.
 RESTORE_STAGING = ".restore-partial"
 
@@ -3440,7 +3599,7 @@ def backup(store: Store, dest: Path) -> dict:
                 # log holds every forget of the copy, and a later one replays
                 # on restore.
                 data = src.read_bytes()
-                if name in (TOMBSTONE_LOG, ENTRIES_LOG):
+                if name in (TOMBSTONE_LOG, ENTRIES_LOG, MIRRORS_LOG):
                     data = data[: data.rfind(b"\n") + 1]  # a torn last line is not part of the log yet
                 private_file(dest / name).write_bytes(data)
                 files.append({"path": name})
@@ -3691,6 +3850,7 @@ class SyncReport:
     looked_in: dict = Fresh(dict)
     problems: list = Fresh(list)
     cut_short: bool = False  # a deadline stopped it before every file was taken in
+    reparsed: dict | None = None  # mirrors parsed again for a newer parser (see reparse_outdated)
 
     def source(self, name: str) -> dict:
         """Return the counters of one source, starting them at zero."""
@@ -3708,7 +3868,10 @@ class SyncReport:
         return sum(s["events_added"] for s in self.sources.values())
 
     def as_json(self) -> dict:
-        return {"events_added": self.events_added, "sources": self.sources, "problems": self.problems}
+        out = {"events_added": self.events_added, "sources": self.sources, "problems": self.problems}
+        if self.reparsed:
+            out["reparsed"] = self.reparsed
+        return out
 
 
 def _mirror_name(store: Store, source: str, rel: str, generation: int) -> str:
@@ -4168,6 +4331,7 @@ def ingest_files(store: Store, items: list, durable: _Durable, sigs: list | None
     if sigs is None:
         sigs = [FileStat.of(sf.path, sf.kind) for _, sf, _ in items]
     with transaction(conn):
+        registered = []
         for i, (adapter, sf, _) in enumerate(items):
             if sigs[i] is None:
                 results[i].error = "vanished"
@@ -4181,21 +4345,30 @@ def ingest_files(store: Store, items: list, durable: _Durable, sigs: list | None
                 results[i].error = _os_error(e)
                 continue
             if row is None or rewritten:
-                _register(store, adapter.name, sf, 0 if row is None else row["generation"] + 1)
+                new = _register(store, adapter.name, sf, 0 if row is None else row["generation"] + 1)
+                registered.append(mirror_record(conn, new, sigs[i].mtime_ms))
                 results[i].new_generation = row is not None
+        # What `origin rebuild` needs to parse these mirrors again, on disk
+        # before their rows commit.
+        journal_mirrors(store, registered)
     conn.execute("BEGIN IMMEDIATE")
+    store.pending.clear()
     try:
         for i, (adapter, sf, prepared) in enumerate(items):
             if results[i].error:
                 continue
             conn.execute("SAVEPOINT file")
+            mark = len(store.pending)
             try:
                 _ingest_one(store, adapter, sf, sigs[i], results[i], prepared, durable)
             except OSError as e:
                 conn.execute("ROLLBACK TO file")
+                del store.pending[mark:]
                 results[i] = FileResult(error=_os_error(e))
             conn.execute("RELEASE file")
         durable.wait()
+        journal_mirrors(store, store.pending)
+        store.pending.clear()
         conn.execute("COMMIT")
     except BaseException:
         if conn.in_transaction:
@@ -4273,6 +4446,11 @@ def _finish_file(store: Store, adapter, sf: SourceFile, row: sqlite3.Row, sig: s
             head, tail = edges.hashes(store, row["mirror"], total, row["head_hash"], purged)
         else:
             head, tail = _tail_hashes(store, row["mirror"], total, purged)
+    if adapter.version != 1 or conn.execute("SELECT 1 FROM parsed_by WHERE raw_file_id = ?", (row["id"],)).fetchone():
+        # The oldest parser that read any line of the mirror (no row: version 1).
+        first = min(adapter.version, 1 if row["bytes_ingested"] else adapter.version)
+        conn.execute("INSERT INTO parsed_by (raw_file_id, version) VALUES (?, ?) ON CONFLICT (raw_file_id) "
+                     "DO UPDATE SET version = min(version, excluded.version)", (row["id"], first))
     unknown = int(state.pop("unknown", 0) or 0)
     conn.execute(
         "UPDATE raw_file SET bytes_ingested = ?, lines_ingested = ?, head_hash = ?, tail_hash = ?, src_sig = ?, "
@@ -4369,7 +4547,10 @@ def flush_file(store: Store, adapter, sf: SourceFile, raw_file_id: int, writer: 
             writer.add(item, lines, offset)
     except Exception as e:  # counted like any parse failure
         errors.append((lines, f"adapter failed at end of file: {type(e).__name__}: {str(e)[:200]}"))
-    store.conn.execute("INSERT OR IGNORE INTO flush_point (raw_file_id, offset) VALUES (?, ?)", (raw_file_id, offset))
+    if store.conn.execute("INSERT OR IGNORE INTO flush_point (raw_file_id, offset) VALUES (?, ?)",
+                          (raw_file_id, offset)).rowcount:
+        mirror = store.conn.execute("SELECT mirror FROM raw_file WHERE id = ?", (raw_file_id,)).fetchone()[0]
+        store.pending.append({"type": "flush", "mirror": mirror, "offset": offset})
 
 
 class _Edges:
@@ -4517,6 +4698,7 @@ def sync(store: Store, *, env: dict | None = None, home: Path | None = None, sou
     (a ``time.monotonic()`` value) stops it from starting another group of
     files after that moment (``cut_short``); the next sync takes in the rest.
     """
+    refuse_writes(store.conn)
     report = SyncReport()
     src = set(sources) if sources else None
     # The folders to watch, stat'ed before discovery lists them: a file
@@ -4562,6 +4744,11 @@ def sync(store: Store, *, env: dict | None = None, home: Path | None = None, sou
             basis = tuple(store.conn.execute(
                 "SELECT bytes_ingested, lines_ingested, parse_state FROM raw_file WHERE id = ?", (row_id,)).fetchone())
         todo.append((adapter, sf, basis, sig))
+    if changed_since is None:
+        # A parser fixed since these mirrors were read reaches their old lines.
+        redone = reparse_outdated(store, src)
+        if redone["mirrors"]:
+            report.reparsed = redone
     # The index threads start at once: they also take in whatever an
     # interrupted run left unindexed, while this one ingests.
     writers = index
@@ -4787,6 +4974,483 @@ def _groups(todo: list) -> Iterator[list[int]]:
         size += pending
     if group:
         yield group
+
+
+# --- Parser versions: a fix reaches lines already archived -------------------
+
+#: Most mirror bytes one sync parses again for newer parsers; the rest waits
+#: for the next sync, so a sync after an upgrade stays short.
+REPARSE_BYTES = 64 << 20
+
+
+def _outdated_sql() -> tuple[str, list]:
+    """SQL condition (on raw_file r, parsed_by p) of mirrors an older parser read, and its parameters."""
+    cases = " ".join("WHEN ? THEN ?" for _ in adapters.ADAPTERS)
+    params = [v for a in adapters.ADAPTERS.values() for v in (a.name, a.version)]
+    return f"coalesce(p.version, 1) < CASE r.source {cases} ELSE 0 END", params
+
+
+def outdated_mirrors(conn: sqlite3.Connection) -> dict:
+    """Return how many mirrors (and bytes) wait to be parsed again, and the events newer parsers no longer emit."""
+    cond, params = _outdated_sql()
+    try:
+        n, size = conn.execute(f"SELECT count(*), coalesce(sum(r.bytes_ingested), 0) FROM raw_file r "
+                               f"LEFT JOIN parsed_by p ON p.raw_file_id = r.id WHERE {cond}", params).fetchone()
+        kept = conn.execute("SELECT coalesce(sum(kept), 0) FROM parsed_by").fetchone()[0]
+    except sqlite3.OperationalError:  # a read-only store made before parser versions: all read by version 1
+        n, size = conn.execute(f"SELECT count(*), coalesce(sum(r.bytes_ingested), 0) FROM raw_file r "
+                               f"LEFT JOIN (SELECT NULL AS raw_file_id, NULL AS version) p "
+                               f"ON p.raw_file_id = r.id WHERE {cond}", params).fetchone()
+        kept = 0
+    return {"mirrors": n, "bytes": size, "events_kept": kept}
+
+
+def reparse_outdated(store: Store, sources: set | None = None, budget: int = REPARSE_BYTES) -> dict:
+    """Parse again, with today's adapters, the mirrors an older version of their adapter read.
+
+    Each mirror is read from byte 0 up to its cursor in a transaction of its
+    own: events are inserted with INSERT OR IGNORE (new ones appear, existing
+    ids stay, so citations stay valid), sessions are derived again, and the
+    adapter's state continues from there.  An event the new parser no longer
+    emits is kept (Invariant 3) and counted.  Stops after ``budget`` bytes.
+    """
+    conn = store.conn
+    cond, params = _outdated_sql()
+    rows = conn.execute(f"SELECT r.* FROM raw_file r LEFT JOIN parsed_by p ON p.raw_file_id = r.id WHERE {cond} "
+                        "ORDER BY r.id", params).fetchall()
+    out = {"mirrors": 0, "bytes": 0, "events_added": 0, "events_kept": 0}
+    for row in rows:
+        if (sources and row["source"] not in sources) or out["bytes"] >= budget:
+            continue
+        adapter = adapters.ADAPTERS[row["source"]]
+        path = store.home / row["mirror"]
+        meta = conn.execute("SELECT meta FROM raw_meta WHERE raw_file_id = ?", (row["id"],)).fetchone()
+        sf = adapters.SourceFile(row["path"], row["rel"], row["compression"], row["kind"],
+                                 json.loads(meta[0]) if meta else {})
+        mtime = None if row["kind"] == "db" else (_mtime_ms(row["path"]) or _mtime_ms(str(path)))
+        with transaction(conn):
+            writer = _EventWriter(conn, adapter.name, row["id"], arrivals(store))
+            seen: set[str] = set()
+
+            def emit(item, lineno: int, offset: int) -> None:
+                if isinstance(item, adapters.Record) and item.id:
+                    seen.add(f"{adapter.name}:{adapters.clean_text(item.id)}")
+                writer.add(item, lineno, offset)
+
+            state = adapter.new_state(sf)
+            cuts = [r[0] for r in conn.execute("SELECT offset FROM flush_point WHERE raw_file_id = ?", (row["id"],))]
+            _lines, done = _parse_mirror(store, adapter, sf, row["id"], path, row["bytes_ingested"], cuts, mtime,
+                                         emit, writer, state, [])
+            store.pending.clear()  # flush points already recorded
+            writer.flush()
+            refresh_sessions(conn, adapter.name, writer.sessions, writer.infos)
+            kept = sum(1 for (eid,) in conn.execute("SELECT id FROM event WHERE raw_file_id = ?", (row["id"],))
+                       if eid not in seen)
+            state.pop("unknown", None)
+            if done == row["bytes_ingested"]:
+                conn.execute("UPDATE raw_file SET parse_state = ? WHERE id = ?",
+                             (json.dumps(state, ensure_ascii=False), row["id"]))
+            conn.execute("INSERT INTO parsed_by (raw_file_id, version, kept) VALUES (?, ?, ?) ON CONFLICT "
+                         "(raw_file_id) DO UPDATE SET version = excluded.version, kept = excluded.kept",
+                         (row["id"], adapter.version, kept))
+        out["mirrors"] += 1
+        out["bytes"] += row["bytes_ingested"]
+        out["events_added"] += writer.added
+        out["events_kept"] += kept
+    return out
+
+
+# --- Rebuild: a new origin.db from raw/ and the journals --------------------
+
+#: The database `origin rebuild` builds beside the live one, then swaps in.
+REBUILD_DB = "origin.db.rebuild"
+#: `origin rebuild --check` builds here (under ORIGIN_HOME's scratch folder) and deletes it.
+REBUILD_CHECK_DB = f"{SCRATCH_DIR}/rebuild-check.db"
+#: The tables of a store's own state that no journal holds (a hub's tokens and
+#: device bindings, the admin password and sessions, the audit log): a
+#: rebuild copies them from the old database when it can still be read.
+REBUILD_CARRIED = ("api_token", "token_device", "admin_session", "audit_log", "login_failure", "purged_hash")
+_ADOPTED = "raw:"  # the path of an adopted mirror's source, which no record names
+
+
+def _adopted_record(rel: str) -> dict | None:
+    """Return a mirror record for a file under raw/ that no record names, read from its name."""
+    parts = rel.split("/")
+    device = None
+    if len(parts) > 3 and parts[1] == "devices":
+        device, parts = parts[2], ["raw", *parts[3:]]
+    if len(parts) < 3 or parts[1] not in adapters.ADAPTERS:
+        return None
+    name = "/".join(parts[2:])
+    generation = 0
+    base = name.rsplit("~", 1)[0] if re.search(r"~\d+\Z", name) else name
+    m = re.search(r"\.g(\d+)\Z", base)
+    if m:
+        generation, base = int(m.group(1)), base[: m.start()]
+    adapter = adapters.ADAPTERS[parts[1]]
+    return {"type": "mirror", "mirror": rel, "source": parts[1], "path": _ADOPTED + rel, "rel": base,
+            "generation": generation, "kind": adapter.kind, "compression": None, "device": device,
+            "first_seen": None, "mtime_ms": None, "meta": None, "adopted": True}
+
+
+def _mirror_plan(home: Path) -> tuple[list[dict], dict[str, set[int]], list[str]]:
+    """Return every mirror to parse (journal order, then files no record names), their flush offsets, problems."""
+    records, _end = _log_records(home, 0, MIRRORS_LOG)
+    plan: dict[str, dict] = {}
+    flushes: dict[str, set[int]] = {}
+    problems: list[str] = []
+    for r in records:
+        mirror = r.get("mirror")
+        if not isinstance(mirror, str) or not mirror.startswith("raw/"):
+            continue
+        if r.get("type") == "flush" and isinstance(r.get("offset"), int):
+            flushes.setdefault(mirror, set()).add(r["offset"])
+        elif r.get("type") == "mirror" and mirror not in plan:
+            if r.get("source") not in adapters.ADAPTERS or not isinstance(r.get("path"), str) \
+                    or not isinstance(r.get("rel"), str) or r.get("kind") not in ("log", "db") \
+                    or isinstance(r.get("generation"), bool) or not isinstance(r.get("generation"), int):
+                problems.append(f"{mirror}: its record in {MIRRORS_LOG} is incomplete; read from its name instead")
+                continue
+            plan[mirror] = r
+    raw = home / "raw"
+    if raw.is_dir():
+        for folder, dirs, files in os.walk(raw):
+            dirs.sort()
+            for f in sorted(files):
+                rel = Path(folder, f).relative_to(home).as_posix()
+                if rel in plan or f.endswith(".purging"):
+                    continue
+                rec = _adopted_record(rel)
+                if rec is None:
+                    problems.append(f"{rel}: not under raw/<agent>/, so no adapter reads it; left as it is")
+                    continue
+                plan[rel] = rec
+    return list(plan.values()), flushes, problems
+
+
+def _parse_mirror(store: Store, adapter, sf: SourceFile, raw_file_id: int, path: Path, limit: int | None,
+                  cuts: Iterable[int], mtime: int | None, emit: Callable[[Any, int, int], None],
+                  writer: "_EventWriter", state: dict, errors: list) -> tuple[int, int]:
+    """Parse a mirror's complete lines from byte 0 (up to limit), flushing at cuts; return (lines, bytes).
+
+    Flushing where ingest flushed makes the adapter emit what it held open
+    at the same byte, as it did the first time.
+    """
+    lines = offset = 0
+    todo = sorted(cuts)
+
+    def flush_here() -> None:
+        while todo and todo[0] <= offset:
+            if todo.pop(0) == offset:
+                flush_file(store, adapter, sf, raw_file_id, writer, state, lines, offset, mtime, errors)
+
+    if path.exists():
+        with LineReader(str(path), None) as reader:
+            for block in LineBlocks(reader.read, limit):
+                base = offset
+                while offset < base + len(block):
+                    flush_here()
+                    stop = min(todo[0], base + len(block)) if todo else base + len(block)
+                    part = block[offset - base: stop - base]
+                    part = part[: part.rfind(b"\n") + 1]
+                    if not part:  # a flush offset inside a line: not one ingest could have made
+                        todo.pop(0)
+                        continue
+                    lines += _parse_lines(adapter, sf, emit, state, part, lines, offset, mtime, errors)
+                    offset += len(part)
+    flush_here()
+    return lines, offset
+
+
+def _rebuild_mirror(store: Store, rec: dict, cuts: set[int]) -> dict:
+    """Register one mirror in the new store and parse all of its complete lines; return its counts."""
+    conn = store.conn
+    adapter = adapters.ADAPTERS[rec["source"]]
+    path = store.home / rec["mirror"]
+    meta = rec["meta"] if isinstance(rec.get("meta"), dict) else {}
+    sf = adapters.SourceFile(rec["path"], rec["rel"], rec.get("compression"), rec["kind"], meta)
+    if rec["kind"] == "db":
+        mtime = None
+    else:
+        # The time the first ingest saw; else the agent's file's, else the mirror's.
+        mtime = rec.get("mtime_ms") if isinstance(rec.get("mtime_ms"), int) else (
+            _mtime_ms(rec["path"]) or _mtime_ms(str(path)))
+    errors: list = []
+    with transaction(conn):
+        # Invariant 3 (append-only): the mirror is adopted as it is, under its
+        # own name; not a byte is copied or written.
+        conn.execute("INSERT INTO raw_file (source, path, rel, generation, mirror, kind, compression, device, "
+                     "first_seen) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                     (rec["source"], rec["path"], rec["rel"], rec["generation"], rec["mirror"], rec["kind"],
+                      rec.get("compression"), rec.get("device"),
+                      rec["first_seen"] if isinstance(rec.get("first_seen"), int) else now_ms()))
+        row = conn.execute("SELECT * FROM raw_file WHERE mirror = ?", (rec["mirror"],)).fetchone()
+        if meta:
+            conn.execute("INSERT INTO raw_meta (raw_file_id, meta) VALUES (?, ?)",
+                         (row["id"], json.dumps(meta, ensure_ascii=False, sort_keys=True)))
+        writer = _EventWriter(conn, adapter.name, row["id"], arrivals(store))
+        state = adapter.new_state(sf)
+        lines, offset = _parse_mirror(store, adapter, sf, row["id"], path, None, cuts, mtime, writer.add, writer,
+                                      state, errors)
+        store.pending.clear()  # those flushes are in the journal already
+        writer.flush()
+        if errors:
+            conn.executemany("INSERT OR IGNORE INTO parse_error VALUES (?, ?, ?)",
+                             [(row["id"], ln, why) for ln, why in errors[:PARSE_ERRORS_KEPT]])
+        refresh_sessions(conn, adapter.name, writer.sessions, writer.infos)
+        if adapter.version != 1:
+            conn.execute("INSERT INTO parsed_by (raw_file_id, version) VALUES (?, ?)", (row["id"], adapter.version))
+        head, tail = _tail_hashes(store, rec["mirror"], offset) if offset else (None, None)
+        unknown = int(state.pop("unknown", 0) or 0)
+        conn.execute("UPDATE raw_file SET bytes_ingested = ?, lines_ingested = ?, head_hash = ?, tail_hash = ?, "
+                     "parse_state = ?, parse_errors = ?, unknown_records = ?, last_sync = ? WHERE id = ?",
+                     (offset, lines, head, tail, json.dumps(state, ensure_ascii=False), len(errors), unknown,
+                      now_ms(), row["id"]))
+    return {"bytes": offset, "lines": lines, "events": writer.added, "parse_errors": len(errors)}
+
+
+def _export_state_from_mirrors(store: Store, problems: list[str]) -> None:
+    """Record which rows of agent databases still on disk their mirrors already hold.
+
+    Without it, the first sync after a rebuild without the old database
+    would export every row of those databases again (no event twice, but
+    each mirror would grow by a copy of itself).  Rows changed since their
+    export are not found in the mirror and are exported by that sync.
+    """
+    conn = store.conn
+    rows = conn.execute(
+        "SELECT r.* FROM raw_file r WHERE r.kind = 'db' AND r.generation = (SELECT max(generation) FROM raw_file x "
+        "WHERE x.source = r.source AND x.path = r.path) "
+        "AND NOT EXISTS (SELECT 1 FROM export_state e WHERE e.raw_file_id = r.id)").fetchall()
+    for row in rows:
+        adapter = adapters.ADAPTERS.get(row["source"])
+        mirror = store.home / row["mirror"]
+        if adapter is None or not os.path.exists(row["path"]) or not mirror.exists():
+            continue
+        held = set()
+        with open(mirror, "rb") as fh:
+            for line in fh:
+                held.add(hashlib.sha256(line.rstrip(b"\n")).digest())
+        meta = conn.execute("SELECT meta FROM raw_meta WHERE raw_file_id = ?", (row["id"],)).fetchone()
+        sf = adapters.SourceFile(row["path"], row["rel"], row["compression"], "db", json.loads(meta[0]) if meta else {})
+        found = []
+        try:
+            for key, digest, line in adapter.export(sf, {}, now_ms()):
+                data = adapters.clean_text(line).replace("\n", " ").encode("utf-8")
+                if hashlib.sha256(data).digest() in held:
+                    found.append((row["id"], key, digest))
+        except Exception as e:  # the agent's database cannot be read now: the next sync exports it again
+            problems.append(f"{row['path']}: could not be read to match its mirror ({type(e).__name__}); the next "
+                            "sync exports its rows again (no event twice)")
+            continue
+        with transaction(conn):
+            conn.executemany("INSERT OR IGNORE INTO export_state (raw_file_id, key, hash) VALUES (?, ?, ?)", found)
+
+
+def _carry_own_state(store: Store, old: Path) -> str | None:
+    """Copy what only the old database holds (see REBUILD_CARRIED) into the new one; None, or why not."""
+    conn = store.conn
+    try:
+        conn.execute("ATTACH DATABASE ? AS old", (_uri(old, mode="ro"),))
+    except sqlite3.Error as e:
+        return f"the old {DB_NAME} cannot be read ({e}): hub tokens, the admin password and the audit log start empty"
+    try:
+        with transaction(conn):
+            for table in REBUILD_CARRIED:
+                try:
+                    cols = ", ".join(r[1] for r in conn.execute(f"PRAGMA old.table_info({table})"))
+                    if cols:
+                        conn.execute(f"INSERT OR IGNORE INTO main.{table} ({cols}) SELECT {cols} FROM old.{table}")
+                except sqlite3.Error:
+                    continue  # a table the old store lacks or cannot read: the rest still comes over
+            # Settings the rebuild made itself (the store id, the journals'
+            # offsets) stay; the others (the admin password) come over.
+            conn.execute("INSERT OR IGNORE INTO main.setting (key, value) SELECT key, value FROM old.setting")
+            conn.execute(
+                "INSERT OR IGNORE INTO main.export_state (raw_file_id, key, hash) SELECT n.id, x.key, x.hash "
+                "FROM old.export_state x JOIN old.raw_file o ON o.id = x.raw_file_id "
+                "JOIN main.raw_file n ON n.mirror = o.mirror")
+        return None
+    except sqlite3.Error as e:
+        return f"the old {DB_NAME} could only partly be read ({e})"
+    finally:
+        conn.execute("DETACH DATABASE old")
+
+
+#: What `origin rebuild --check` compares, table by table: rows keyed by
+#: global ids (local row ids are renumbered by a rebuild).
+REBUILD_COMPARE = {
+    "event": "SELECT e.id, e.source, e.session, e.ts, e.ts_approx, e.project, e.cwd, e.branch, e.model, e.role, "
+             "e.kind, e.text, e.indexed, r.mirror, e.line, e.offset, e.span "
+             "FROM {s}.event e JOIN {s}.raw_file r ON r.id = e.raw_file_id",
+    "entry": "SELECT id, kind, text, confidence, author, project, supersedes, valid_from, valid_to, created_at "
+             "FROM {s}.entry",
+    "entry_source": "SELECT entry_id, event_id, quote FROM {s}.entry_source",
+    "tombstone": "SELECT uid, target, kind, reason, created_at, device FROM {s}.tombstone",
+    "excluded_event": "SELECT x.event_id, t.uid FROM {s}.excluded_event x JOIN {s}.tombstone t ON t.id = x.tombstone_id",
+    "forgotten_entry": "SELECT f.entry_id, t.uid FROM {s}.forgotten_entry f "
+                       "JOIN {s}.tombstone t ON t.id = f.tombstone_id",
+    "tombstone_fingerprint": "SELECT f.key_id, f.fp, t.uid FROM {s}.tombstone_fingerprint f "
+                             "JOIN {s}.tombstone t ON t.id = f.tombstone_id",
+    "session": "SELECT source, id, title, project, cwd, branch, first_ts, last_ts, events, messages FROM {s}.session",
+    "raw_file": "SELECT mirror, source, rel, generation, kind, bytes_ingested, lines_ingested FROM {s}.raw_file",
+}
+
+
+def compare_stores(conn: sqlite3.Connection, other: Path, shown: int = 5) -> dict:
+    """Compare the store of conn with the database file other, table by table.
+
+    Returns, per table, the rows only one side holds (counts and the first
+    keys); an empty ``differ`` means the two hold the same.
+    """
+    conn.execute("ATTACH DATABASE ? AS other", (_uri(other, mode="ro"),))
+    try:
+        tables = {}
+        for table, sql in REBUILD_COMPARE.items():
+            a, b = sql.format(s="main"), sql.format(s="other")
+            only_new = conn.execute(f"SELECT count(*) FROM ({a} EXCEPT {b})").fetchone()[0]
+            only_old = conn.execute(f"SELECT count(*) FROM ({b} EXCEPT {a})").fetchone()[0]
+            d = {"rebuilt": conn.execute(f"SELECT count(*) FROM ({a})").fetchone()[0],
+                 "live": conn.execute(f"SELECT count(*) FROM ({b})").fetchone()[0],
+                 "only_rebuilt": only_new, "only_live": only_old}
+            if only_new:
+                d["only_rebuilt_first"] = [r[0] for r in conn.execute(f"{a} EXCEPT {b} LIMIT ?", (shown,))]
+            if only_old:
+                d["only_live_first"] = [r[0] for r in conn.execute(f"{b} EXCEPT {a} LIMIT ?", (shown,))]
+            tables[table] = d
+    finally:
+        conn.execute("DETACH DATABASE other")
+    return {"same": all(not (d["only_rebuilt"] or d["only_live"]) for d in tables.values()),
+            "differ": [t for t, d in tables.items() if d["only_rebuilt"] or d["only_live"]], "tables": tables}
+
+
+def _db_files(path: Path) -> list[Path]:
+    return [Path(str(path) + s) for s in ("", "-wal", "-shm")]
+
+
+def _drop_db_files(path: Path) -> None:
+    for p in _db_files(path):
+        p.unlink(missing_ok=True)
+
+
+def needs_rebuild(home: Path | str) -> bool:
+    """True when origin.db is missing but raw/ holds mirrors: open it by `origin rebuild`, never empty."""
+    if os.path.exists(os.path.join(home, DB_NAME)):
+        return False
+    for _folder, _dirs, files in os.walk(os.path.join(home, "raw")):
+        if any(not f.endswith(".purging") for f in files):
+            return True
+    return False
+
+
+def rebuild(home: Path, *, check: bool = False,
+            progress: Callable[[int, int, int], None] | None = None) -> dict:
+    """Build a new origin.db from ORIGIN_HOME's own files; swap it in, or with check only compare.
+
+    Order: the tombstone log (keys, then forgets) as the new store opens, so
+    nothing forgotten is readable at any point; then every mirror under
+    raw/ (every generation, every device's on a hub) parsed again with
+    today's adapters, in the order they were registered — event ids come
+    from the content, so they are the ones the old store had; then the
+    entries journal.  Mirrors are adopted where they lie: nothing is copied
+    and no file is added under raw/.  The old database is moved aside
+    (``origin.db.before-rebuild-<time>``), never deleted, and the index is
+    rebuilt for the new store.
+    """
+    home = Path(home).absolute()
+    started = time.monotonic()
+    live = home / DB_NAME
+    if not (home / "raw").is_dir() and not (home / TOMBSTONE_LOG).exists() and not (home / ENTRIES_LOG).exists():
+        raise UsageError(f"{home} holds no raw/ and no journals: there is nothing to rebuild from; "
+                         f"set {ENV_HOME} to the folder that holds them")
+    if check and not live.exists():
+        raise UsageError(f"{live} does not exist, so there is nothing to compare with: run `origin rebuild`")
+    problems: list[str] = []
+    old_ok = False
+    if live.exists():
+        try:
+            # Brings the journals up to date with the live store first (a
+            # store older than a journal writes into it once).
+            open_store(home).close()
+            old_ok = True
+        except StoreError as e:
+            problems.append(f"the live {DB_NAME} cannot be opened ({e}); rebuilt without it")
+    private_dir(home / SCRATCH_DIR)
+    name = REBUILD_CHECK_DB if check else REBUILD_DB
+    target = home / name
+    _drop_db_files(target)  # what an interrupted rebuild left
+    counts = {"mirrors": 0, "adopted": 0, "bytes": 0, "events_parsed": 0, "parse_errors": 0}
+    try:
+        with open_store(home, name) as store:
+            # Invariant 2 (sticky forget): open_store has applied the
+            # tombstone log (and the entries journal) before a single mirror
+            # is read, so every event arrives checked against the forgets.
+            plan, flushes, more = _mirror_plan(home)
+            problems += more
+            total = sum(os.path.getsize(home / r["mirror"]) if (home / r["mirror"]).exists() else 0 for r in plan)
+            done = 0
+            adopted = []
+            for i, rec in enumerate(plan):
+                got = _rebuild_mirror(store, rec, flushes.get(rec["mirror"], set()))
+                counts["mirrors"] += 1
+                counts["bytes"] += got["bytes"]
+                counts["events_parsed"] += got["events"]
+                counts["parse_errors"] += got["parse_errors"]
+                done += got["bytes"]
+                if rec.get("adopted"):
+                    adopted.append(rec["mirror"])
+                if progress is not None:
+                    progress(i + 1, len(plan), done)
+            counts["adopted"] = len(adopted)
+            if adopted and not check:
+                # A mirror no record named is named now, so the next rebuild reads it the same way.
+                with transaction(store.conn):
+                    journal_mirrors(store, [mirror_record(store.conn, r) for r in store.conn.execute(
+                        "SELECT * FROM raw_file WHERE mirror IN (SELECT value FROM json_each(?))",
+                        (json.dumps(adopted),)).fetchall()])
+            # Entries whose events arrived only now are checked again.
+            with transaction(store.conn):
+                replay_entries_log(store)
+            if old_ok:
+                why = _carry_own_state(store, live)
+                if why:
+                    problems.append(why)
+            _export_state_from_mirrors(store, problems)
+            counts.update(_store_counts(store.conn))
+            out: dict = {"home": str(home), **counts}
+            if check:
+                out["compare"] = compare_stores(store.conn, live)
+            store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    except BaseException:
+        _drop_db_files(target)
+        raise
+    if check:
+        _drop_db_files(target)
+    else:
+        aside = None
+        if live.exists():
+            aside = home / f"{DB_NAME}.before-rebuild-{time.strftime('%Y%m%d-%H%M%S')}"
+            for src, dst in zip(_db_files(live), _db_files(aside)):
+                if src.exists():
+                    os.replace(src, dst)
+        for src, dst in zip(_db_files(target), _db_files(live)):
+            if src.exists():
+                os.replace(src, dst)
+        _fsync_dirs_top(home)
+        out["old"] = str(aside) if aside else None
+        with open_store(home) as store:
+            update_index(store)
+    out["problems"] = problems
+    out["seconds"] = round(time.monotonic() - started, 3)
+    return out
+
+
+def _fsync_dirs_top(home: Path) -> None:
+    fd = os.open(home, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 ###############################################################################
@@ -7702,6 +8366,8 @@ def status(store: Store, *, gone: bool = True) -> dict:
         "sources": sources,
         "files_gone": sum(len(ids) for ids in files_gone(conn).values()) if gone else None,
         "devices": device_pushes(conn),
+        "mirrors_unowned": len(unowned_mirrors(store)) if gone else None,
+        "reparse": outdated_mirrors(conn),
     }
 
 
@@ -7720,6 +8386,23 @@ def device_pushes(conn: sqlite3.Connection) -> dict[str, dict]:
         d = out.setdefault(r[0], [0, None])
         d[1] = max((t for t in (d[1], r[1]) if t is not None), default=None)
     return {name: {"files": n, "last_push": iso_local(last)} for name, (n, last) in sorted(out.items())}
+
+
+
+def unowned_mirrors(store: Store) -> list[str]:
+    """Return the files under raw/ that no mirror row names (relative to ORIGIN_HOME).
+
+    A store reset while raw/ was kept, or a file copied in, leaves them:
+    no search sees their lines until `origin rebuild` adopts them.
+    """
+    known = {r[0] for r in store.conn.execute("SELECT mirror FROM raw_file")}
+    out = []
+    for folder, _dirs, files in os.walk(os.path.join(store.root, "raw")):
+        for f in files:
+            rel = os.path.relpath(os.path.join(folder, f), store.root).replace(os.sep, "/")
+            if rel not in known and not f.endswith(".purging"):
+                out.append(rel)
+    return sorted(out)
 
 
 #: Compression suffixes an agent may add when it moves a log away.
@@ -8743,7 +9426,11 @@ def _register_remote(store: Store, c: Chunk, token: Token | None) -> sqlite3.Row
             "VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?)",
             (c.source, f"@{c.device}:{c.path}", c.rel, c.generation, mirror, c.kind, c.device, now_ms()),
         )
-        return _remote_row(conn, c)
+        row = _remote_row(conn, c)
+        rec = mirror_record(conn, row, c.mtime_ms)
+        rec["meta"] = dict(c.meta) if c.meta else None
+        journal_mirrors(store, [rec])
+        return row
 
 
 def _open_remote_mirror(store: Store, row: sqlite3.Row, device: str):
@@ -8796,6 +9483,7 @@ def accept_chunk(store: Store, c: Chunk, token: Token | None = None, pool: Threa
         early = (writer, state, errors, lines)
     res = FileResult()
     conn.execute("BEGIN IMMEDIATE")
+    store.pending.clear()
     try:
         if token is not None:
             bind_device(conn, token, c.device)
@@ -8857,6 +9545,8 @@ def accept_chunk(store: Store, c: Chunk, token: Token | None = None, pool: Threa
                 conn.execute("UPDATE session SET agent_version = coalesce(agent_version, ?) WHERE source = ? AND id = ?",
                              (c.agent_version, adapter.name, sid))
         _crash_point("hub-before-commit")
+        journal_mirrors(store, store.pending)
+        store.pending.clear()
         conn.execute("COMMIT")
     except BaseException:
         if conn.in_transaction:
@@ -10303,6 +10993,10 @@ class McpService:
         syncs do not wait for it: a search scans what the index still lacks,
         so the first answers never wait for a large archive to be indexed.
         """
+        if self.store.read_only is not None:
+            # A store that cannot be written here answers from what it holds.
+            self._initial_done.set()
+            return
         self.indexer = IndexWriters(self.home, tidy=True)
         threading.Thread(target=self._initial_sync, name="origin-initial-sync", daemon=True).start()
 
@@ -10321,6 +11015,8 @@ class McpService:
             self._initial_done.set()
 
     def _refresh(self, always: bool) -> None:
+        if self.store.read_only is not None:
+            return  # nothing to sync into: a write tool is refused with the reason by its transaction
         started = time.monotonic()
         if not always and self._last_sync is not None and started - self._last_sync < self._interval:
             return
@@ -14178,7 +14874,7 @@ def _n(count: int, noun: str, plural: str | None = None) -> str:
     return f"{count} {noun if count == 1 else plural or noun + 's'}"
 
 
-def _progress_printer():
+def _progress_printer(what: str = "syncing"):
     """Return a progress callback for a terminal, or None when piped."""
     if not sys.stderr.isatty():
         return None
@@ -14189,7 +14885,7 @@ def _progress_printer():
         if done != total and t - last[0] < 0.2:
             return
         last[0] = t
-        sys.stderr.write(f"\rsyncing: {done}/{total} files, {nbytes / 1e6:.1f} MB")
+        sys.stderr.write(f"\r{what}: {done}/{total} files, {nbytes / 1e6:.1f} MB")
         if done == total:
             sys.stderr.write("\n")
         sys.stderr.flush()
@@ -14256,6 +14952,15 @@ def cmd_status(args) -> int:
         print(f"preserved {st['files_gone']} archived files are gone from disk; Origin still holds them "
               "(`origin preserved`)")
     _print_devices(st["devices"])
+    redo = st.get("reparse") or {}
+    if redo.get("mirrors"):
+        print(f"reparse   {_n(redo['mirrors'], 'mirror')} ({redo['bytes'] / 1e6:.1f} MB) read by an older parser "
+              "wait to be parsed again; each `origin sync` takes the next 64 MB")
+    if redo.get("events_kept"):
+        print(f"kept      {_n(redo['events_kept'], 'event')} that today's parsers no longer emit (kept, never dropped)")
+    if st.get("mirrors_unowned"):
+        print(f"unowned   {_n(st['mirrors_unowned'], 'file')} under raw/ that no mirror of the store names (left by "
+              "a store that was reset, or copied in): `origin rebuild` adopts them")
     agents = [f"{n} ({a['state']})" for n, a in sorted(st["agents"].items()) if a["installed"]]
     print("agents    " + (", ".join(agents) if agents else "none found; `origin setup` registers Origin with them"))
     for n, a in sorted(st["agents"].items()):
@@ -14966,6 +15671,8 @@ def cmd_forget(args) -> int:
 
     with contextlib.ExitStack() as stack:
         store = stack.enter_context(_open(args)) if hub is None else None
+        if store is not None:
+            refuse_writes(store.conn)
         if not args.yes:
             if hub is not None:
                 preview = _write_on_hub(hub, "forget", lambda: _on_hub(
@@ -15040,6 +15747,7 @@ def cmd_purge(args) -> int:
     Example: origin purge --yes
     """
     with _open(args) as store:
+        refuse_writes(store.conn)
         if not args.yes:
             p = preview_purge(store)
             if args.json:
@@ -15122,6 +15830,44 @@ def cmd_restore(args) -> int:
         print(f"{_n(r['forgets_unreadable'], 'line')} of the tombstone logs given were not forgets and were "
               "left out", file=sys.stderr)
     return 0
+
+
+def cmd_rebuild(args) -> int:
+    """Build a new origin.db and index from ORIGIN_HOME's own files.
+
+    Reads the tombstone log, every mirror under raw/ (every device's on a
+    hub) and the entries journal; the agents' logs are not needed.  The old
+    origin.db is moved aside as origin.db.before-rebuild-<time>, never
+    deleted.  With --check, builds a copy in ORIGIN_HOME/tmp, compares it
+    with the live store table by table, deletes it, and exits 1 if they
+    differ.  Stop `origin serve` and MCP servers first: a write they make
+    while the store is swapped goes to the old file.
+
+    Example: origin rebuild --check
+    """
+    home = resolve_home()
+    show = None if args.json else _progress_printer("reading mirrors")
+    r = rebuild(home, check=args.check, progress=show)
+    if args.json:
+        _print_json(r)
+    else:
+        for problem in r["problems"]:
+            print(f"origin: {problem}", file=sys.stderr)
+        print(f"{'checked' if args.check else 'rebuilt'} {r['events']} events, {r['entries']} entries, "
+              f"{r['tombstones']} forgets from {r['mirrors']} mirrors ({r['bytes'] / 1e6:.1f} MB, "
+              f"{r['adopted']} adopted) in {r['seconds']:.1f} s")
+        if r.get("old"):
+            print(f"the old store is at {r['old']}; delete it once you no longer need it")
+        if args.check:
+            cmp = r["compare"]
+            if cmp["same"]:
+                print("the rebuilt store holds the same as the live one")
+            for table in cmp["differ"]:
+                d = cmp["tables"][table]
+                print(f"  {table}: {d['only_live']} rows only in the live store "
+                      f"{d.get('only_live_first', [])}, {d['only_rebuilt']} only in the rebuilt one "
+                      f"{d.get('only_rebuilt_first', [])}")
+    return 1 if args.check and not r["compare"]["same"] else 0
 
 
 def hub_health(url: str, timeout: float = HEALTHCHECK_TIMEOUT) -> dict:
@@ -16103,6 +16849,10 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     sp.add_argument("--forgets", metavar="FILE",
                     help="a tombstones.log whose forgets the restored store keeps too (the old home's)")
     add_json(sp)
+    sp = command("rebuild", cmd_rebuild, "build a new origin.db and index from raw/ and the journals")
+    sp.add_argument("--check", action="store_true",
+                    help="build a copy, compare it with the live store, and change nothing")
+    add_json(sp)
     add_mcp_commands(sub, command, add_json)
     add_hub_commands(command, add_json)
     if run is not None and not built:
@@ -16201,6 +16951,11 @@ def main(argv: list[str] | None = None) -> int:
     as_json = bool(getattr(args, "json", False) or getattr(args, "nl", False))
     try:
         with private_umask():
+            if args.func not in (cmd_rebuild, cmd_restore) and needs_rebuild(_home_dir()):
+                # A lost origin.db beside the mirrors is rebuilt, never started empty.
+                print(f"origin: {_home_dir()} has mirrors but no {DB_NAME}: rebuilding it from raw/ and the journals",
+                      file=sys.stderr)
+                rebuild(resolve_home())
             code = args.func(args)
             sys.stdout.flush()
         return code

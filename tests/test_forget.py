@@ -868,22 +868,16 @@ class StickyForget(RuleBasedStateMachine):
 
     @rule()
     def rebuild_a_deleted_store(self):
-        # origin.db goes; the agents' logs, raw/ and the tombstone log stay.
-        # Entries lived only in the database: they are gone, forgets are not.
+        # origin.db goes; the agents' logs, raw/ and the journals stay.
+        # `origin rebuild` reads the mirrors, forgets and entries back, and
+        # a sync after it adds nothing twice.
         home = self.store.home
         self.store.close()
         for p in home.glob(origin.DB_NAME + "*"):
             p.unlink()
+        origin.rebuild(home)
         self.store = origin.open_store(home)
         self._sync()
-        self.chains, self.sources, self.words = [], {}, {}
-        self.forgotten = set()
-        # Records a rewrite dropped from every log are not read again.
-        uuids = {json.loads(line)["uuid"] for f in (self.home / ".claude" / "projects").rglob("*.jsonl")
-                 for line in f.read_text(encoding="utf-8").splitlines() if line.strip()}
-        for evid in [e for e in self.events if e.split(":", 1)[1].split("#")[0] not in uuids]:
-            del self.events[evid]
-            self.excluded.discard(evid)
 
     @rule()
     def take_a_backup(self):

@@ -161,12 +161,11 @@ def test_item_5_a_store_rebuilt_after_corruption_keeps_every_forget_and_a_fresh_
     with open(db, "r+b") as fh:  # the header is gone: not a database any more
         fh.write(b"\0" * 4096)
     code, _out, err = run("status")
-    assert code != 0 and "move it aside" in err and origin.TOMBSTONE_LOG in err and "entries" in err
-    aside = origin_home / "damaged"
-    aside.mkdir()
-    for p in origin_home.glob(origin.DB_NAME + "*"):
-        shutil.move(p, aside / p.name)
-    assert (origin_home / origin.INDEX_DIR).is_dir()  # the old index is kept, as the advice leaves it
+    assert code != 0 and "origin rebuild" in err and origin.TOMBSTONE_LOG in err and origin.ENTRIES_LOG in err
+    assert (origin_home / origin.INDEX_DIR).is_dir()  # the old index is kept: the new store empties it
+    code, _out, _err = run("rebuild")
+    assert code == 0
+    assert [p.name for p in origin_home.glob(origin.DB_NAME + ".before-rebuild-*")]  # moved aside, not deleted
     code, _out, _err = run("sync")
     assert code == 0
     store = origin.open_store(origin_home)

@@ -9,11 +9,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sqlite3
 from pathlib import Path
 
 import pytest
 
 import origin
+from conftest import expected_rows, index_rows
 
 
 def _journal(home: Path) -> list[dict]:
@@ -141,3 +143,230 @@ def test_a_backup_carries_the_entries_journal_and_a_restore_brings_it_back(entri
     origin.restore(tmp_path / "b", restored)
     assert (restored / origin.ENTRIES_LOG).read_bytes() == (origin_home / origin.ENTRIES_LOG).read_bytes()
     assert _entry_rows(restored) == _entry_rows(origin_home)
+
+
+# -- origin rebuild ------------------------------------------------------------
+
+#: Each table as rows keyed by global ids: what a rebuilt store must hold again.
+COMPARED = {
+    "events": "SELECT e.id, e.source, e.session, e.ts, e.ts_approx, e.project, e.cwd, e.branch, e.model, e.role, "
+              "e.kind, e.text, e.indexed, r.mirror, e.line, e.offset, e.span "
+              "FROM event e JOIN raw_file r ON r.id = e.raw_file_id",
+    "entries": "SELECT id, kind, text, confidence, author, project, supersedes, valid_from, valid_to, created_at "
+               "FROM entry",
+    "entry sources": "SELECT entry_id, event_id, quote FROM entry_source",
+    "tombstones": "SELECT uid, target, kind, reason, created_at, device FROM tombstone",
+    "excluded events": "SELECT x.event_id, t.uid FROM excluded_event x JOIN tombstone t ON t.id = x.tombstone_id",
+    "forgotten entries": "SELECT f.entry_id, t.uid FROM forgotten_entry f JOIN tombstone t ON t.id = f.tombstone_id",
+    "fingerprints": "SELECT f.key_id, f.fp, t.uid FROM tombstone_fingerprint f "
+                    "JOIN tombstone t ON t.id = f.tombstone_id",
+    "sessions": "SELECT source, id, title, project, cwd, branch, first_ts, last_ts, events, messages FROM session",
+    "mirrors": "SELECT mirror, source, rel, generation, kind, bytes_ingested, lines_ingested FROM raw_file",
+}
+
+
+def _snapshot(home: Path, dest: Path) -> dict[str, set]:
+    """Copy the store's database to dest and read every compared table from the copy."""
+    src = sqlite3.connect(home / origin.DB_NAME)
+    out = sqlite3.connect(dest)
+    try:
+        src.backup(out)
+        return {name: set(out.execute(sql).fetchall()) for name, sql in COMPARED.items()}
+    finally:
+        src.close()
+        out.close()
+
+
+def _raw_files(home: Path) -> dict[str, bytes]:
+    return {p.relative_to(home).as_posix(): p.read_bytes() for p in sorted((home / "raw").rglob("*")) if p.is_file()}
+
+
+@pytest.fixture
+def rich_home(all_agents, origin_home):
+    """A store of every agent's real fixture logs with entries, a correction and forgets of both kinds."""
+    with origin.open_store(origin_home) as store:
+        origin.sync(store)
+        kept = origin.remember(store, kind="knowledge", text="the build runs on two cores",
+                               sources=[{"quote": "Package.json Analysis Summary"}], author="user", project="demo")
+        origin.correct(store, kept["id"], text="the build runs on four cores", author="user")
+        gone = origin.remember(store, kind="memory", text="a private detail nobody should read again",
+                               sources=[{"quote": "The directory appears to be empty"}], author="user")
+        origin.forget(store, gone["id"], reason="private")
+        codex = store.conn.execute("SELECT id FROM event WHERE source = 'codex' AND kind = 'message' "
+                                   "ORDER BY seq LIMIT 1").fetchone()[0]
+        origin.forget(store, codex, reason="not for the archive")
+    return origin_home
+
+
+def test_invariant_2_a_store_rebuilt_after_the_agents_logs_are_gone_equals_the_lost_one(
+        rich_home, user_home, tmp_path):
+    # The agents deleted their logs; then origin.db is lost with its WAL.
+    for folder in (".claude", ".codex", ".config", ".grok"):
+        shutil.rmtree(user_home / folder)
+    before = _snapshot(rich_home, tmp_path / "before.db")
+    raw_before = _raw_files(rich_home)
+    assert len(before["events"]) > 300 and before["tombstones"] and before["entries"]
+    assert {r[1] for r in before["events"]} >= {"claude-code", "codex", "cursor", "grok"}
+    _drop_db(rich_home)
+
+    report = origin.rebuild(rich_home)
+
+    after = _snapshot(rich_home, tmp_path / "after.db")
+    for name in COMPARED:
+        assert after[name] == before[name], (name, sorted(after[name] ^ before[name])[:3])
+    assert _raw_files(rich_home) == raw_before  # no mirror copied, added or changed
+    assert report["adopted"] == 0 and report["events"] == len(before["events"])
+    with origin.open_store(rich_home) as store:
+        for _tid, target in store.conn.execute("SELECT id, target FROM tombstone"):
+            if not target.startswith("ent_"):
+                with pytest.raises(origin.Forgotten):
+                    origin.get_event(store, target)
+                assert target not in {h["id"] for h in origin.search_events(store, "a", limit=500,
+                                                                             include_tools=True)}
+        assert index_rows(store) == expected_rows(store)
+
+
+def test_rebuild_check_compares_with_the_live_store_and_changes_nothing(rich_home, cli):
+    db = rich_home / origin.DB_NAME
+    stamp = (db.stat().st_ino, db.stat().st_size, db.stat().st_mtime_ns)
+    raw_before = _raw_files(rich_home)
+    code, out = cli("rebuild", "--check", "--json")
+    assert code == 0, out
+    assert out["compare"]["same"] and out["compare"]["differ"] == []
+    assert out["compare"]["tables"]["event"]["rebuilt"] == out["events"] > 300
+    assert (db.stat().st_ino, db.stat().st_size, db.stat().st_mtime_ns) == stamp
+    assert not list((rich_home / origin.SCRATCH_DIR).glob("rebuild-check*"))
+    assert not list(rich_home.glob(origin.DB_NAME + ".*"))
+    assert _raw_files(rich_home) == raw_before
+
+
+def test_a_mirror_no_row_refers_to_is_reported_by_check_and_adopted_by_rebuild(rich_home, user_home, cli, tmp_path):
+    # A mirror left by a store that was reset while raw/ was kept.
+    log = user_home / "stray.jsonl"
+    log.write_text(json.dumps({
+        "type": "user", "sessionId": "s-stray", "uuid": "u-stray-1", "timestamp": "2026-11-02T10:00:00Z",
+        "cwd": "/home/dev/stray", "message": {"role": "user", "content": "the stray mirror speaks of herons"}}) + "\n")
+    stray = rich_home / "raw" / "claude-code" / "projects" / "-home-dev-stray" / "s-stray.jsonl"
+    stray.parent.mkdir(parents=True)
+    shutil.copyfile(log, stray)
+    code, out = cli("status", "--json")
+    assert code == 0 and out["mirrors_unowned"] == 1
+    code, text = cli("status")
+    assert "1 file under raw/ that no mirror of the store names" in text and "origin rebuild" in text
+    code, out = cli("rebuild", "--check", "--json")
+    assert code == 1
+    assert out["compare"]["differ"] == ["event", "session", "raw_file"]
+    assert out["compare"]["tables"]["event"]["only_rebuilt_first"] == ["claude-code:u-stray-1"]
+    code, text = cli("rebuild", "--check")
+    assert code == 1 and "event: 0 rows only in the live store" in text
+    code, out = cli("rebuild", "--json")
+    assert code == 0 and out["adopted"] == 1
+    with origin.open_store(rich_home) as store:
+        hit = origin.search_events(store, "herons", limit=5)
+        assert [h["id"] for h in hit] == ["claude-code:u-stray-1"]
+        assert [tuple(r) for r in store.conn.execute("SELECT mirror FROM raw_file WHERE path LIKE 'raw:%'")] == [
+            ("raw/claude-code/projects/-home-dev-stray/s-stray.jsonl",)]
+    # Named in the mirrors journal now: the next rebuild reads it the same way.
+    code, out = cli("rebuild", "--check", "--json")
+    assert code == 0 and out["compare"]["same"] and out["adopted"] == 0
+    code, out = cli("status", "--json")
+    assert out["mirrors_unowned"] == 0
+
+
+def test_a_missing_origin_db_beside_mirrors_is_rebuilt_by_the_next_command_not_started_empty(
+        rich_home, user_home, cli):
+    for folder in (".claude", ".codex", ".config", ".grok"):
+        shutil.rmtree(user_home / folder)
+    with origin.open_store(rich_home) as store:
+        before = origin.status(store)
+    _drop_db(rich_home)
+    code, out = cli("status", "--json")
+    assert code == 0
+    assert "rebuilding it from raw/" in cli.err
+    assert (out["events"], out["entries"], out["tombstones"]) == (before["events"], before["entries"],
+                                                                 before["tombstones"])
+    assert not list(rich_home.glob(origin.DB_NAME + ".before-rebuild-*"))  # there was nothing to move aside
+
+
+def test_a_rebuild_moves_the_old_store_aside_and_keeps_a_hubs_tokens(rich_home, cli):
+    with origin.open_store(rich_home) as store:
+        origin.create_token(store, "laptop")
+        events = store.conn.execute("SELECT count(*) FROM event").fetchone()[0]
+    code, out = cli("rebuild", "--json")
+    assert code == 0 and out["events"] == events
+    aside = Path(out["old"])
+    assert aside.parent == rich_home and aside.name.startswith(origin.DB_NAME + ".before-rebuild-")
+    with origin.open_store(rich_home) as store:
+        assert [t["name"] for t in origin.list_tokens(store)] == ["laptop"]
+
+
+def test_a_hub_rebuilds_every_devices_mirrors_with_their_flush_points(tmp_path, user_home, claude_root):
+    import threading
+
+    hub = origin.Hub(tmp_path / "hubhome")
+    server = origin.make_hub_server(hub, "127.0.0.1", 0)
+    t = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    t.start()
+    token = origin.create_token(hub.default_store(), "laptop")
+    cfg = origin.HubConfig(f"http://127.0.0.1:{server.server_address[1]}", token, "laptop")
+    dev = origin.open_store(tmp_path / "device")
+    # A Grok session whose open block the device closes once the file is quiet:
+    # the hub must close it at the same byte when it parses the mirror again.
+    session = user_home / ".grok" / "sessions" / "%2Fsrv%2Fq" / "019f7000-0000-7000-8000-0000000000ee"
+    session.mkdir(parents=True)
+    f = session / "updates.jsonl"
+
+    def update(kind, text, at):
+        return json.dumps({"timestamp": at, "method": "session/update", "params": {
+            "sessionId": session.name, "update": {"sessionUpdate": kind, "content": {"type": "text", "text": text}}}})
+
+    def settle():
+        old = origin.time.time() - 2 * origin.QUIET_MS / 1000
+        os.utime(f, (old, old))
+
+    try:
+        f.write_text(update("user_message_chunk", "how are open blocks replicated?", 1767225600) + "\n"
+                     + update("agent_message_chunk", "The hub closes them ", 1767225601) + "\n")
+        origin.sync(dev)
+        origin.push(dev, cfg)
+        settle()
+        origin.sync(dev)
+        origin.push(dev, cfg)
+        with f.open("a") as fh:
+            fh.write(update("agent_message_chunk", "where the device did.", 1767225602) + "\n")
+        settle()
+        origin.sync(dev)
+        origin.push(dev, cfg)
+        hs = hub.default_store()
+        origin.forget(hs, "grok:" + hs.conn.execute(
+            "SELECT id FROM event WHERE source = 'grok' ORDER BY seq LIMIT 1").fetchone()[0].split(":", 1)[1])
+    finally:
+        dev.close()
+        server.shutdown()
+        server.server_close()
+        hub.close()
+    home = tmp_path / "hubhome"
+    before = _snapshot(home, tmp_path / "before.db")
+    assert {r[13].split("/")[1] for r in before["events"]} == {"devices"}  # every event came from a device
+    assert any("The hub closes them" in r[11] for r in before["events"])
+    raw_before = _raw_files(home)
+    _drop_db(home)
+    origin.rebuild(home)
+    after = _snapshot(home, tmp_path / "after.db")
+    for name in COMPARED:
+        assert after[name] == before[name], (name, sorted(after[name] ^ before[name])[:3])
+    assert _raw_files(home) == raw_before
+
+
+def test_a_sync_after_a_rebuild_without_the_old_database_copies_nothing_twice(rich_home):
+    # The agents' logs and databases are still on disk: the rebuilt store
+    # must carry on from the adopted mirrors, not mirror or export them again.
+    raw_before = _raw_files(rich_home)
+    _drop_db(rich_home)
+    origin.rebuild(rich_home)
+    with origin.open_store(rich_home) as store:
+        events = store.conn.execute("SELECT count(*) FROM event").fetchone()[0]
+        report = origin.sync(store)
+        assert report.events_added == 0 and not report.problems
+        assert store.conn.execute("SELECT count(*) FROM event").fetchone()[0] == events
+    assert _raw_files(rich_home) == raw_before

@@ -90,7 +90,7 @@ def _restore_recipe(exe: str, replica: Path, fresh: Path) -> Path:
     txid = (replica / "files" / "SYNCED_TXID").read_text().strip()
     p = _restore(exe, replica, fresh / origin.DB_NAME, "-txid", txid)
     assert p.returncode == 0, p.stdout + p.stderr
-    for name in ("raw", "tombstones.log", "entries.log"):
+    for name in ("raw", "tombstones.log", "entries.log", "mirrors.log"):
         if (replica / "files" / name).exists():
             subprocess.run(["rsync", "-a", str(replica / "files" / name), f"{fresh}/"], check=True)
     db = fresh / origin.DB_NAME

@@ -2304,7 +2304,7 @@ def _prepare_store(store: "Store") -> None:
     fingerprints recorded before a rebuild still match.
     """
     conn = store.conn
-    have = dict(conn.execute("SELECT key, value FROM setting WHERE key IN (?, ?, ?, ?, ?)",
+    have = dict(conn.execute("SELECT key, value FROM setting WHERE key IN (?, ?, ?, ?, ?, ?)",
                              (_STORE_ID, _OWN_KEY, _LOG_DONE, _ENTRIES_DONE, _EPOCH, _MIRRORS_LOGGED)))
     if _STORE_ID in have and _OWN_KEY in have and _EPOCH in have and _MIRRORS_LOGGED in have \
             and have.get(_LOG_DONE) == str(_tombstone_log_size(store.root)) \
@@ -5387,7 +5387,6 @@ def rebuild(home: Path, *, check: bool = False,
             # is read, so every event arrives checked against the forgets.
             plan, flushes, more = _mirror_plan(home)
             problems += more
-            total = sum(os.path.getsize(home / r["mirror"]) if (home / r["mirror"]).exists() else 0 for r in plan)
             done = 0
             adopted = []
             for i, rec in enumerate(plan):
@@ -6508,7 +6507,7 @@ def _purge_work(plan: dict) -> bool:
     return bool(plan["events"] or plan["entries"] or plan["quotes"] or plan["scan"] or plan["compaction_pending"])
 
 
-def _parse_mirror(store: Store, m: dict, files: dict, excluded: set[str],
+def _purge_scan_mirror(store: Store, m: dict, files: dict, excluded: set[str],
                   title_gone: Callable[[str, str, str, int], bool]) -> dict:
     """Parse one mirror back with its adapter; say which lines a purge concerns.
 
@@ -6683,7 +6682,7 @@ def _find_copies(store: Store, plan: dict, upto: int, key: bytes) -> tuple[list,
     files = {(a.name, sf.path): sf for a, sf in discover_all()}
     excluded = {r["id"] for r in rows}
     gone = _title_check(conn)
-    parsed = [_parse_mirror(store, m, files, excluded, gone) for m in plan["scan"]]
+    parsed = [_purge_scan_mirror(store, m, files, excluded, gone) for m in plan["scan"]]
     for p in parsed:
         texts |= p["texts"]
     needles = _needles(texts)
@@ -9492,7 +9491,7 @@ def accept_chunk(store: Store, c: Chunk, token: Token | None = None, pool: Threa
         # Invariant 2 (sticky forget): what a device pushes is checked on
         # arrival like a local sync, so a copy of forgotten text under
         # another id (another device, a rewrite) is excluded here too.
-        writer.checks = arrivals(store)
+        checks = arrivals(store)
         # The cursor check happens under the write lock: the chunk is taken
         # only if it starts exactly where the hub's copy ends.
         if row["bytes_ingested"] != c.offset:
@@ -9518,6 +9517,7 @@ def accept_chunk(store: Store, c: Chunk, token: Token | None = None, pool: Threa
         else:
             writer, errors, lines = _EventWriter(conn, adapter.name, row["id"]), [], None
             state = _load_state(adapter, sf, row)
+        writer.checks = checks
         mirror = _open_remote_mirror(store, row, c.device)
         try:
             mirror.write(c.data)

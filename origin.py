@@ -10866,6 +10866,11 @@ def _schema_error(tool: McpTool, err) -> str:
     return f"argument {where!r}: {reason}"
 
 
+#: What a lone surrogate of a stdio request line becomes (see _SafeLines):
+#: U+FFFE, a noncharacter no text needs, which check_tool_args refuses.
+SURROGATE_MARK = "\ufffe"
+
+
 def _lone_surrogate_at(value: Any, where: str = "") -> str | None:
     """Where in a tool's arguments a string holds a lone surrogate, or None.
 
@@ -10873,7 +10878,7 @@ def _lone_surrogate_at(value: Any, where: str = "") -> str | None:
     encode it, so no store, index or log could take it.
     """
     if isinstance(value, str):
-        return where if has_surrogate(value) else None
+        return where if has_surrogate(value) or SURROGATE_MARK in value else None
     if isinstance(value, dict):
         items = value.items()
     elif isinstance(value, list):
@@ -10882,7 +10887,7 @@ def _lone_surrogate_at(value: Any, where: str = "") -> str | None:
         return None
     for key, v in items:
         key = str(key)
-        if has_surrogate(key):
+        if has_surrogate(key) or SURROGATE_MARK in key:
             return where or "(a name)"
         found = _lone_surrogate_at(v, key if not where else where + (key if key.startswith("[") else f".{key}"))
         if found is not None:
@@ -11134,7 +11139,9 @@ class _SafeLines:
     string holding a lone surrogate escape (``"\\ud800"``, valid JSON that
     Python's own parser reads); it then answers nothing at all, and the
     client waits for ever.  Such a line is decoded here and written again
-    with each lone surrogate replaced by U+FFFD, so the request is answered.
+    with each lone surrogate replaced by SURROGATE_MARK, so the request is
+    answered, and refused as the hub refuses it: a tool's arguments holding
+    the mark are a tool error naming the argument, never stored as U+FFFD.
     """
 
     def __init__(self, lines):
@@ -11148,8 +11155,18 @@ class _SafeLines:
             yield mcp_request_line(line)
 
 
+def _mark_surrogates(value: Any) -> Any:
+    if isinstance(value, str):
+        return LONE_SURROGATE.sub(SURROGATE_MARK, value) if has_surrogate(value) else value
+    if isinstance(value, list):
+        return [_mark_surrogates(v) for v in value]
+    if isinstance(value, dict):
+        return {_mark_surrogates(k): _mark_surrogates(v) for k, v in value.items()}
+    return value
+
+
 def mcp_request_line(line: str) -> str:
-    """Return a request line with lone surrogates replaced (see _SafeLines)."""
+    """Return a request line with lone surrogates marked (see _SafeLines)."""
     if not adapters.SURROGATE_ESCAPE.search(line):
         return line
     try:
@@ -11159,7 +11176,7 @@ def mcp_request_line(line: str) -> str:
     text = json.dumps(obj, ensure_ascii=False)
     if not LONE_SURROGATE.search(text):
         return line  # surrogate pairs only: the SDK reads them
-    return json.dumps(adapters.scrub_surrogates(obj), ensure_ascii=False) + "\n"
+    return json.dumps(_mark_surrogates(obj), ensure_ascii=False) + "\n"
 
 
 def serve_stdio(home: Path, sync_fn: Callable[..., Any], hub: HubConfig | None = None) -> None:

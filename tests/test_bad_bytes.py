@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import select
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -102,10 +103,20 @@ def test_a_request_with_a_lone_surrogate_gets_a_reply(tmp_path):
              '"arguments":{"query":"abc\\ud800def"}}}')
         answer = reply()
         assert answer is not None, "no reply to a request holding a lone surrogate"
-        assert answer["id"] == 2 and answer["result"]["isError"] is False
+        # Refused as the hub refuses it, naming the argument; never stored as U+FFFD.
+        assert answer["id"] == 2 and answer["result"]["isError"] is True
+        assert "'query'" in answer["result"]["content"][0]["text"]
+        assert "lone UTF-16 surrogate" in answer["result"]["content"][0]["text"]
+        send('{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"remember",'
+             '"arguments":{"kind":"memory","text":"tabs, not spaces\\ud800"}}}')
+        answer = reply()
+        assert answer["id"] == 4 and answer["result"]["isError"] is True
+        assert "'text'" in answer["result"]["content"][0]["text"]
         send('{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"search",'
              '"arguments":{"query":"smile \\ud83d\\ude00"}}}')  # a valid pair passes untouched
         assert reply()["id"] == 3
+        with sqlite3.connect(tmp_path / "store" / "origin.db") as c:
+            assert c.execute("SELECT count(*) FROM entry").fetchone()[0] == 0
     finally:
         proc.stdin.close()
         try:
@@ -120,7 +131,7 @@ def test_a_request_with_a_lone_surrogate_gets_a_reply(tmp_path):
 def test_the_request_repair_touches_only_lone_surrogates():
     assert origin.mcp_request_line('{"a":"x"}\n') == '{"a":"x"}\n'
     assert origin.mcp_request_line('{"a":"\\ud83d\\ude00"}\n') == '{"a":"\\ud83d\\ude00"}\n'
-    assert json.loads(origin.mcp_request_line('{"a":["\\udc00", {"\\ud800k": 1}]}')) == {"a": ["\ufffd", {"\ufffdk": 1}]}
+    assert json.loads(origin.mcp_request_line('{"a":["\\udc00", {"\\ud800k": 1}]}')) == {"a": ["\ufffe", {"\ufffek": 1}]}
     assert origin.mcp_request_line('{"a":"\\ud800"') == '{"a":"\\ud800"'  # not JSON: left for the SDK to report
 
 

@@ -51,10 +51,11 @@ import time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # names only annotations use: never imported at run time
+    import types
     from concurrent.futures import ThreadPoolExecutor
     from typing import Any, Callable, Iterable, Iterator, NoReturn
 
-    from adapters import Context, Record, SessionInfo, SourceFile
+    from adapters import Record, SessionInfo, SourceFile
 
 
 class _OnFirstUse:
@@ -11549,7 +11550,6 @@ def mcp_http_exchange(server, body: bytes, headers: dict, caller: McpCaller,
     checks.  The SDK's kernel (``serve_one``) then runs the request.
     ``header_items`` are the headers as sent, so a repeated one is seen.
     """
-    import anyio
     from mcp.server.connection import Connection
     from mcp.server.runner import modern_error_data, serve_one
     from mcp.shared.inbound import (ERROR_CODE_HTTP_STATUS, InboundLadderRejection, classify_inbound_request,

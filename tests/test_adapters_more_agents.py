@@ -23,9 +23,7 @@ import corpus
 import origin
 from adapters import ADAPTERS, Context, ParseError, Record, SessionInfo, SourceFile
 from conftest import FIXTURES
-from test_adapters_parse import JSON_VALUES, infos, json_lines, records, run
-from test_hub import _rows, served  # noqa: F401 - served is a fixture
-from test_sources import LAYOUTS
+from helpers import JSON_VALUES, LAYOUTS, _rows, infos, json_lines, records, run
 
 COPILOT = FIXTURES / "copilot-cli"
 COPILOT_STATE = COPILOT / "lantern" / "session-state"

@@ -8,7 +8,6 @@ on their own.
 
 from __future__ import annotations
 
-import io
 import json
 import re
 import shutil
@@ -20,6 +19,7 @@ from hypothesis import strategies as st
 
 import adapters
 from adapters import ADAPTERS, Context, ParseError, Record, SessionInfo, SourceFile
+from helpers import JSON_LEAVES, JSON_VALUES, infos, json_lines, lines_of, records, run
 
 FIXTURES = Path(__file__).with_name("fixtures")
 CLAUDE = FIXTURES / "claude-code"
@@ -36,71 +36,9 @@ CLAUDE_SUBAGENT_DIR = CLAUDE / "agent-sessions/subagent"
 ###############################################################################
 
 
-def mirror_bytes(path: Path | str, compressed: str | None = None) -> bytes:
-    """Return the bytes ingest would mirror: the file, decompressed if zstd."""
-    with open(path, "rb") as fh:
-        if compressed != "zstd":
-            return fh.read()
-        import zstandard
-
-        reader = zstandard.ZstdDecompressor().stream_reader(fh, read_across_frames=True)
-        return reader.read()
-
-
-def lines_of(data: bytes):
-    """Yield (lineno, offset, text) for every complete line, as ingest does."""
-    offset = 0
-    for lineno, raw in enumerate(io.BytesIO(data), 1):
-        if not raw.endswith(b"\n"):
-            return  # an unterminated last line waits for the next sync
-        yield lineno, offset, raw[:-1].decode("utf-8", errors="replace")
-        offset += len(raw)
-
-
-def run(adapter, f: SourceFile, data: bytes | None = None, *, mtime_ms=1_700_000_000_000,
-        roundtrip: bool = False, flush: bool = False):
-    """Parse a whole file; return (items, errors, state).
-
-    With roundtrip the state goes through JSON between every two lines, as if
-    each sync stopped after one line and the next one resumed from storage.
-    With flush the adapter's flush runs at the end, as when the file is quiet.
-    """
-    if data is None:
-        data = mirror_bytes(f.path, f.compressed)
-    state = adapter.new_state(f)
-    items, errors = [], []
-    for lineno, offset, text in lines_of(data):
-        if roundtrip:
-            state = json.loads(json.dumps(state))
-        ctx = Context(file=f, state=state, lineno=lineno, offset=offset, mtime_ms=mtime_ms)
-        try:
-            items.extend(adapter.parse(text, ctx))
-        except ParseError as e:
-            errors.append((lineno, str(e)))
-    if flush and hasattr(adapter, "flush"):
-        items.extend(adapter.flush(Context(file=f, state=state, lineno=lineno, offset=offset, mtime_ms=mtime_ms)))
-    json.dumps(state)  # the state must stay JSON-able
-    return items, errors, state
-
-
 def source(path: Path, **meta) -> SourceFile:
     """Return a SourceFile for a fixture, named relative to the fixtures."""
     return SourceFile(path=str(path), rel=path.relative_to(FIXTURES).as_posix(), meta=meta)
-
-
-def records(items, kind: str | None = None) -> list[Record]:
-    """Return the Records among items, optionally of one kind."""
-    return [r for r in items if isinstance(r, Record) and (kind is None or r.kind == kind)]
-
-
-def infos(items) -> list[SessionInfo]:
-    """Return the SessionInfos among items."""
-    return [i for i in items if isinstance(i, SessionInfo)]
-
-
-def json_lines(path: Path) -> list[dict]:
-    """Return the JSON objects of a fixture, independently of any adapter."""
-    return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
 
 
 ###############################################################################
@@ -381,12 +319,6 @@ def vars_of(item) -> list:
     return [getattr(item, s) for s in type(item).__slots__]
 
 
-JSON_LEAVES = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20)
-JSON_VALUES = st.recursive(
-    JSON_LEAVES,
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
-    max_leaves=20,
-)
 KEYS = ["uuid", "sessionId", "message", "content", "timestamp", "cwd", "payload", "role",
         "ordinal", "id", "method", "params", "update", "sessionUpdate", "toolCallId", "tool_calls",
         "prompt_index", "isMeta", "name", "input", "arguments", "output", "status", "_meta", "text"]

@@ -19,53 +19,16 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import subprocess
 import urllib.parse
 from pathlib import Path
 
-import pytest
+from helpers import EGRET_QUOTE, Hub, _hub_home, _pages_home, a_message
 
-from test_admin_http import Hub, _hub_home, a_message
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Screenshots of every page, at both widths, land here.
 ARTIFACTS = Path(os.environ.get("ORIGIN_TEST_ARTIFACTS", ROOT / "build" / "test-artifacts")) / "admin"
 WIDTHS = {"desktop": (1280, 900), "phone": (390, 844)}
-
-
-def _debian_chromium() -> tuple[str, str]:
-    """Return (chromium, chromedriver), installing Debian's packages if they are missing."""
-    found = shutil.which("chromium"), shutil.which("chromedriver")
-    if all(found):
-        return found
-    if os.geteuid() != 0 or not shutil.which("apt-get"):
-        pytest.fail("the browser test needs Debian's chromium and chromium-driver: "
-                    "run `apt-get install chromium chromium-driver` as root")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    subprocess.run(["apt-get", "update", "-q"], check=True, env=env, capture_output=True, timeout=900)
-    subprocess.run(["apt-get", "install", "-y", "-q", "chromium", "chromium-driver"], check=True, env=env,
-                   capture_output=True, timeout=1800)
-    return shutil.which("chromium"), shutil.which("chromedriver")
-
-
-@pytest.fixture(scope="module")
-def browser():
-    chromium, driver = _debian_chromium()
-    webdriver = pytest.importorskip("selenium.webdriver", reason="pip install -e '.[test]' brings selenium")
-    from selenium.webdriver.chrome.service import Service
-
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = chromium
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                "--no-first-run", "--disable-extensions", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync", "--window-size=1280,900"):
-        opts.add_argument(arg)
-    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    b = webdriver.Chrome(service=Service(executable_path=driver), options=opts)
-    b.set_page_load_timeout(120)
-    yield b
-    b.quit()
 
 
 class Walk:
@@ -175,7 +138,7 @@ def test_owner_walks_every_page_in_chromium(browser, tmp_path):
     text.clear()
     text.send_keys(corrected)
     b.find_element(By.CSS_SELECTOR, "form[action='/admin/correct'] button").click()
-    wait.until(EC.presence_of_element_located((By.XPATH, f"//pre[contains(., 'committed assets step')]")))
+    wait.until(EC.presence_of_element_located((By.XPATH, "//pre[contains(., 'committed assets step')]")))
     walk.check("entry-corrected")
     entry_id = urllib.parse.parse_qs(urllib.parse.urlsplit(b.current_url).query)["id"][0]
 
@@ -238,8 +201,6 @@ def test_phone_layout_labels_the_navigation_and_keeps_badges_and_the_agents_tabl
     from selenium.webdriver.common.keys import Keys
     from selenium.webdriver.support import expected_conditions as EC
     from selenium.webdriver.support.ui import WebDriverWait
-
-    from test_admin_pages import EGRET_QUOTE, _pages_home
 
     home, ids = _pages_home(tmp_path)
     hub = Hub(home, "--listen", "127.0.0.1:0", "--admin")

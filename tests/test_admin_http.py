@@ -24,143 +24,16 @@ import pytest
 
 import origin
 from conftest import run_at_once
-from reliability_tools import origin_argv, origin_env, run_sync
-from test_hub_processes import _STARTED, HubLog, _no_hub_left_running  # noqa: F401 - the autouse fixture
-from test_sources import LAYOUTS
+from helpers import Browser, Hub, PASSWORD, SECURITY, _hub_home, a_message, db
+from reliability_tools import origin_argv, origin_env
 
-PASSWORD = "correct horse battery"
-#: Headers every response under /admin carries, with their exact values.
-SECURITY = {
-    "content-security-policy": origin.ADMIN_CSP,
-    "cache-control": "no-store, private",
-    "vary": "Cookie",
-    "x-frame-options": "DENY",
-    "x-content-type-options": "nosniff",
-    "referrer-policy": "same-origin",
-    "x-robots-tag": "noindex, nofollow",
-}
-
-class Hub:
-    """`origin serve` on 127.0.0.1:<free port> with the admin page, its log collected."""
-
-    def __init__(self, home: Path, *args: str, env: dict | None = None, wait: bool = True, track: bool = True):
-        self.home = home
-        self.env = origin_env(home / "hostenv", home, env)
-        (home / "hostenv").mkdir(parents=True, exist_ok=True)
-        self.proc = subprocess.Popen(origin_argv("serve", *args), env=self.env, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE, text=True)
-        if track:  # a module's shared hub is stopped by its fixture instead
-            _STARTED.append(self.proc)
-        admin = "--admin" in " ".join(args)
-        self._follow = HubLog(self.proc, lambda line: "admin page on" in line or not admin)
-        self.log = self._follow.lines
-        if wait:
-            self._follow.ready.wait(120)
-            time.sleep(0.2)
-            assert self.url, "hub did not start: " + "".join(self.log)
-            self.port = int(self.url.rsplit(":", 1)[1])
-
-    @property
-    def url(self) -> str | None:
-        return self._follow.url
-
-    def admin_url(self) -> str:
-        line = next(x for x in self.log if "admin page on" in x)
-        return line.rsplit(" on ", 1)[1].strip()
-
-    def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(60)
-
-    def cli(self, *args: str, stdin: str | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
-        return subprocess.run(origin_argv(*args), env={**self.env, **(env or {})}, input=stdin,
-                              capture_output=True, text=True, timeout=300)
-
-
-class Browser:
-    """A tiny HTTP client that keeps cookies the way a browser on loopback would."""
-
-    def __init__(self, port: int, host: str = "127.0.0.1", host_header: str | None = None):
-        self.port = port
-        self.host = host
-        self.host_header = host_header
-        self.cookies: dict[str, str] = {}
-        self.csrf: str | None = None
-
-    @property
-    def origin(self) -> str:
-        return f"http://{self.host}:{self.port}"
-
-    def request(self, method: str, path: str, body: bytes | None = None, headers: dict | None = None,
-                cookies: bool = True):
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
-        h = {"Host": self.host_header or f"{self.host}:{self.port}"}
-        if cookies and self.cookies:
-            h["Cookie"] = "; ".join(f"{k}={v}" for k, v in self.cookies.items())
-        h.update(headers or {})
-        conn.request(method, path, body=body, headers=h)
-        r = conn.getresponse()
-        data = r.read()
-        conn.close()
-        for k, v in r.getheaders():
-            if k.lower() == "set-cookie":
-                name, value = v.split(";", 1)[0].split("=", 1)
-                if "Max-Age=0" in v:
-                    self.cookies.pop(name, None)
-                else:
-                    self.cookies[name] = value
-        r.text = data.decode("utf-8", "replace")
-        r.data = data
-        r.hdrs = {}
-        for k, v in r.getheaders():
-            r.hdrs.setdefault(k.lower(), []).append(v)
-        found = re.search(r'name="_csrf" value="([^"]+)"', r.text)
-        if found and "/admin/login" not in path:
-            self.csrf = found.group(1)
-        return r
-
-    def get(self, path: str, **kw):
-        return self.request("GET", path, **kw)
-
-    def post(self, path: str, fields: dict, *, csrf: bool = True, origin_: str | None = "same", headers=None,
-             ctype: str = "application/x-www-form-urlencoded"):
-        f = dict(fields)
-        if csrf and self.csrf and "_csrf" not in f:
-            f["_csrf"] = self.csrf
-        h = {"Content-Type": ctype}
-        if origin_ == "same":
-            h["Origin"] = self.origin
-        elif origin_ is not None:
-            h["Origin"] = origin_
-        h.update(headers or {})
-        return self.request("POST", path, urllib.parse.urlencode(f).encode(), h)
-
-    def login(self, password: str = PASSWORD):
-        page = self.get("/admin/login")
-        csrf = re.search(r'name="_csrf" value="([^"]+)"', page.text).group(1)
-        r = self.post("/admin/login", {"_csrf": csrf, "password": password}, csrf=False)
-        if r.status == 303:
-            self.get("/admin/")  # picks up the session's CSRF token
-        return r
+pytestmark = pytest.mark.usefixtures("_no_hub_left_running")  # kill the hubs a test leaves running
 
 
 def assert_secure(r, *, https: bool = False) -> None:
     for k, v in SECURITY.items():
         assert r.hdrs.get(k) == [v], (r.status, k, r.hdrs.get(k))
     assert ("strict-transport-security" in r.hdrs) == https
-
-
-def _hub_home(root: Path) -> Path:
-    """A hub store holding real Claude Code and Codex fixtures (synced, as a device would push them)."""
-    user = root / "user"
-    user.mkdir(parents=True)
-    extra = {}
-    for a in ("claude-code", "codex"):
-        extra.update(LAYOUTS[a](user) or {})
-    home = root / "hub"
-    run_sync(user, home, extra)
-    return home
 
 
 @pytest.fixture(scope="module")
@@ -180,21 +53,6 @@ def owner(hub) -> Browser:
     b = Browser(hub.port)
     assert b.login().status == 303
     return b
-
-
-def db(home: Path) -> sqlite3.Connection:
-    conn = sqlite3.connect(home / origin.DB_NAME, timeout=30)
-    conn.row_factory = sqlite3.Row
-    return conn
-
-
-def a_message(home: Path, min_len: int = 40) -> sqlite3.Row:
-    """A visible assistant message of the store with a distinctive text."""
-    with db(home) as conn:
-        return conn.execute(
-            "SELECT id, session, source, text FROM event WHERE role = 'assistant' AND kind = 'message' "
-            "AND length(text) >= ? AND id NOT IN (SELECT event_id FROM excluded_event) ORDER BY seq LIMIT 1",
-            (min_len,)).fetchone()
 
 
 # --- serving -----------------------------------------------------------------

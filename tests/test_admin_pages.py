@@ -10,46 +10,12 @@ from __future__ import annotations
 
 import re
 import urllib.parse
-from pathlib import Path
 
 import pytest
 
-import origin
-from reliability_tools import run_sync
-from test_admin_http import PASSWORD, SECURITY, Browser, Hub, db
-from test_entries import ClaudeLog
-from test_hub_processes import _no_hub_left_running  # noqa: F401 - the autouse fixture
+from helpers import BOILERPLATE, Browser, EGRET_QUOTE, Hub, PASSWORD, SECURITY, _pages_home, db
 
-BOILERPLATE = "Let me look at the project structure first, then run the tests."
-HERON_QUOTE = "keep the heron queue in SQLite"
-EGRET_QUOTE = "egret ships on Fridays only"
-
-
-def _pages_home(root: Path) -> tuple[Path, dict]:
-    user = root / "user"
-    user.mkdir(parents=True)
-    heron = ClaudeLog(user, session="sess-heron", cwd="/home/dev/heron")
-    heron.user("u-h1", f"We {HERON_QUOTE}: one file is easy to back up.")
-    target = heron.assistant("a-h2", BOILERPLATE)
-    heron.write()
-    egret = ClaudeLog(user, session="sess-egret", cwd="/home/dev/egret")
-    egret.user("u-e1", f"Remember that {EGRET_QUOTE}, never on Mondays.")
-    egret.assistant("a-e2", BOILERPLATE)
-    egret.write()
-    for session, cwd in (("sess-heron2", "/home/dev/heron"), ("sess-kite", "/home/dev/kite")):
-        log = ClaudeLog(user, session=session, cwd=cwd)
-        log.assistant(f"a-{session}", BOILERPLATE)
-        log.write()
-    home = root / "hub"
-    run_sync(user, home)
-    with origin.open_store(home) as store:
-        long_text = ("The heron service keeps its queue in SQLite because a single file is easy to back up, "
-                     "copy and inspect; a server would add a process to run and watch. ") * 3
-        heron_entry = origin.remember(store, kind="knowledge", text=long_text, author="user",
-                                      sources=[{"quote": HERON_QUOTE}])
-        egret_entry = origin.remember(store, kind="memory", text="Egret releases go out on Fridays.",
-                                      author="user", sources=[{"quote": EGRET_QUOTE}])
-    return home, {"target": target, "heron": heron_entry["id"], "egret": egret_entry["id"]}
+pytestmark = pytest.mark.usefixtures("_no_hub_left_running")  # kill the hubs a test leaves running
 
 
 @pytest.fixture(scope="module")

@@ -21,10 +21,10 @@ from pathlib import Path
 
 import pytest
 
+from helpers import Hub, PASSWORD
 from reliability_tools import origin_argv, origin_env, run_sync
-from test_admin_browser import browser  # noqa: F401 (the Chromium fixture)
-from test_admin_http import Hub, PASSWORD
-from test_hub_processes import _no_hub_left_running  # noqa: F401 (a fixture)
+
+pytestmark = pytest.mark.usefixtures("_no_hub_left_running")  # kill the hubs a test leaves running
 
 SESSION = "7d4c6a10-5e2b-4f4e-9a51-3c2f0b9e8d11"
 

@@ -11,9 +11,12 @@ import json
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 import origin
-from test_hub_mcp import QUOTE, Serve, _no_hub_left_running, http_client  # noqa: F401 (a fixture)
-from test_mcp import ok
+from helpers import QUOTE, Serve, http_client, ok
+
+pytestmark = pytest.mark.usefixtures("_no_hub_left_running")  # kill the hubs a test leaves running
 
 SAID = "The kestrel build keeps its cache on the shared volume so CI reruns stay under a minute."
 
@@ -66,7 +69,7 @@ def test_writes_over_stdio_and_with_the_cli_are_audited(claude_root, origin_home
         text, is_error = service.call("remember", {"kind": "memory", "text": SAID, "sources": [{"quote": QUOTE}]},
                                       "codex")
         assert not is_error, text
-        by_agent = json.loads(text)["entry"]["id"]
+        assert json.loads(text)["entry"]["id"]
     finally:
         service.close()
     code, entry = cli("remember", SAID + " Twice.", "--kind", "memory", "--quote", QUOTE, "--json")

@@ -10,8 +10,10 @@ import pytest
 
 import origin
 from conftest import expected_rows, index_rows
+from helpers import grep
 from reliability_tools import lay_mixed_corpus, origin_argv, origin_env, run_sync
 from shiptools import close, mcp_session, read_rounds, rows, start_loader, wait_for
+
 
 def _rows(home: Path, sql: str) -> list:
     return rows(home / origin.DB_NAME, sql)
@@ -220,7 +222,6 @@ def test_backup_stops_when_a_mirror_is_shorter_than_the_store_records(forgotten_
 
 def test_a_purge_during_the_backup_is_caught_and_a_backup_after_it_holds_no_purged_text(
         forgotten_home, origin_home, tmp_path, monkeypatch):
-    from test_purge import grep
 
     gone, text = forgotten_home
     assert grep(origin_home, text)  # forgotten, not purged: the bytes are still there

@@ -11,7 +11,6 @@ import select
 import sqlite3
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 

@@ -19,17 +19,10 @@ import pytest
 
 import origin
 from conftest import write_session
+from helpers import claude_hook_input
 from reliability_tools import ORIGIN_PY, origin_env
 
 CWD = "/work/src/atlas"
-
-
-def claude_hook_input(cwd: str, source: str = "startup") -> str:
-    """The object Claude Code writes to a SessionStart hook's stdin."""
-    return json.dumps({"session_id": "6f1c2a9e-3b7d-4c41-9a55-0d2f8e7b1c33",
-                       "transcript_path": f"/home/u/.claude/projects/{cwd.replace('/', '-')}/6f1c.jsonl",
-                       "cwd": cwd, "permission_mode": "default", "hook_event_name": "SessionStart",
-                       "source": source, "model": "claude-sonnet-4-5-20250929"})
 
 
 def run_hook(command: str, stdin: str, env: dict) -> subprocess.CompletedProcess:

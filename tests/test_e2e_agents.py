@@ -30,10 +30,10 @@ from pathlib import Path
 
 import pytest
 
+from helpers import Device, HubProcess, connect
 from reliability_tools import ORIGIN_PY
-from test_hub_processes import Device, HubProcess, _no_hub_left_running, connect  # noqa: F401 (a fixture)
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("_no_hub_left_running")]
 
 ROOT = Path(__file__).resolve().parent.parent
 NPM_DIR = ROOT / ".venv" / "npm-agents"  # git-ignored cache

@@ -6,7 +6,6 @@ Source logs are hand-written Claude Code transcripts under
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import math
 from pathlib import Path
@@ -16,81 +15,7 @@ import pytest
 
 import origin
 from conftest import read_line
-
-UTC = dt.timezone.utc
-T0 = dt.datetime(2026, 5, 4, 9, 0, tzinfo=UTC)
-
-
-class ClaudeLog:
-    """One Claude Code transcript, written line by line like the real thing."""
-
-    def __init__(self, home: Path, session: str = "sess-atlas", cwd: str = "/home/dev/src/atlas",
-                 start: dt.datetime = T0, folder: str | None = None):
-        self.home, self.session, self.cwd = home, session, cwd
-        self.path = home / ".claude" / "projects" / (folder or cwd.replace("/", "-")) / f"{session}.jsonl"
-        self.records: list[dict] = []
-        self.t = start
-
-    def _emit(self, rtype: str, uuid: str, role: str, content) -> None:
-        self.t += dt.timedelta(seconds=30)
-        self.records.append({
-            "parentUuid": self.records[-1]["uuid"] if self.records else None, "isSidechain": False,
-            "type": rtype, "uuid": uuid, "sessionId": self.session, "cwd": self.cwd, "gitBranch": "main",
-            "version": "2.1.80", "timestamp": self.t.strftime("%Y-%m-%dT%H:%M:%S.000Z"),
-            "message": {"role": role, "content": content},
-        })
-
-    def user(self, uuid: str, text: str) -> str:
-        self._emit("user", uuid, "user", text)
-        return f"claude-code:{uuid}"
-
-    def assistant(self, uuid: str, text: str) -> str:
-        self._emit("assistant", uuid, "assistant", [{"type": "text", "text": text}])
-        return f"claude-code:{uuid}"
-
-    def tool_call(self, uuid: str, name: str, args: dict) -> str:
-        self._emit("assistant", uuid, "assistant", [{"type": "tool_use", "id": f"toolu_{uuid}", "name": name,
-                                                     "input": args}])
-        return f"claude-code:{uuid}#0"
-
-    def tool_result(self, uuid: str, text: str) -> str:
-        self._emit("user", uuid, "user", [{"type": "tool_result", "tool_use_id": f"toolu_{uuid}", "content": text}])
-        return f"claude-code:{uuid}#0"
-
-    def lines(self, compact: bool = False) -> list[str]:
-        seps = (",", ":") if compact else (", ", ": ")
-        return [json.dumps(r, ensure_ascii=False, separators=seps) for r in self.records]
-
-    def write(self, compact: bool = False) -> Path:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.path.write_text("".join(line + "\n" for line in self.lines(compact)), encoding="utf-8")
-        return self.path
-
-
-def counts(store) -> dict:
-    """Row counts of every stored table (the FTS indexes follow their tables)."""
-    return {t: store.conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
-            for t in origin.TABLES if not t.endswith("_fts")}
-
-
-def ids(rows) -> list[str]:
-    return [r["id"] for r in rows]
-
-
-@pytest.fixture
-def run(capsys):
-    """Run `origin ...` in-process; return (exit code, stdout, stderr), argparse exits included."""
-
-    def go(*argv: str):
-        capsys.readouterr()
-        try:
-            code = origin.main(list(argv))
-        except SystemExit as e:
-            code = e.code
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return go
+from helpers import ClaudeLog, counts, ids
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 import origin
 from conftest import expected_rows, index_rows, read_line
-from test_entries import ClaudeLog, counts, ids, run  # noqa: F401  (run is a fixture)
+from helpers import ClaudeLog, counts, ids
 
 # ---------------------------------------------------------------------------
 # A conversation with entries that share sources

@@ -12,7 +12,7 @@ import json
 import pytest
 
 import origin
-from test_entries import ClaudeLog
+from helpers import ClaudeLog, HubDevice, Serve
 
 SECRET = "The heron deploy key sits in the vault under ops/heron/deploy, rotated each March."
 
@@ -179,13 +179,11 @@ def test_a_same_text_forget_previews_the_sessions_and_projects_it_reaches(store,
 
 
 def test_yes_without_a_kept_preview_forgets_on_the_hub_too(tmp_path, claude_root):
-    from test_hub_mcp import Device, Serve
-
     with origin.open_store(tmp_path / "hub") as hub_store:
         origin.sync(hub_store)
     hub = Serve(tmp_path / "hub")
     try:
-        dev = Device(tmp_path, "laptop", hub.url, hub.token("laptop"))
+        dev = HubDevice(tmp_path, "laptop", hub.url, hub.token("laptop"))
         assert dev.run("push").returncode == 0
         found = json.loads(dev.run("search", "type-check", "--scope", "events", "--json").stdout)["events"][0]
         # The hub's tool now previews when called without a digest; the CLI's --yes asks for it first.

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import json
 import shutil
-import sqlite3
 from pathlib import Path
 
 import pytest
 
 import origin
-from conftest import FIXTURES, expected_rows, index_rows
-from test_entries import ClaudeLog, counts, run  # noqa: F401  (run is a fixture)
+from conftest import expected_rows, index_rows
+from helpers import ClaudeLog, GROK_ID, _cursor, _grok, counts, grep
 
 # ---------------------------------------------------------------------------
 # Helpers: every read route, counted
@@ -332,8 +331,6 @@ def test_item_1_a_codex_fork_with_copied_history_stays_hidden(store, rollout, us
 
 
 def test_item_1_a_grok_rewrite_and_a_copy_in_another_session_stay_hidden(store, user_home):
-    from test_sources import GROK_ID, _grok
-
     _grok(user_home)
     origin.sync(store)
     path = next(user_home.glob(f".grok/sessions/*/{GROK_ID}/chat_history.jsonl"))
@@ -480,8 +477,6 @@ CURSOR_TITLE = "create settings page that enables to enter OpenAI API key,"
 
 @pytest.fixture
 def cursor(user_home, store, monkeypatch):
-    from test_sources import _cursor
-
     for k, v in _cursor(user_home).items():
         monkeypatch.setenv(k, v)
     origin.sync(store)
@@ -638,8 +633,6 @@ def test_invariant_2_a_summary_in_another_sessions_file_goes_with_the_conversati
 
 
 def grep_home(home: Path, text: str) -> list[str]:
-    from test_purge import grep
-
     return grep(home, text)
 
 

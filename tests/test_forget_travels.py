@@ -16,18 +16,15 @@ import sqlite3
 import subprocess
 from pathlib import Path
 
+import pytest
+
 import origin
 from conftest import write_session
+from helpers import Device, HubProcess, _found_anywhere, connect
 from reliability_tools import origin_argv, origin_env
 from shiptools import wait_for
-from test_hub_processes import (  # noqa: F401  (_no_hub_left_running is an autouse fixture)
-    Device,
-    HubProcess,
-    _found_anywhere,
-    _message,
-    _no_hub_left_running,
-    connect,
-)
+
+pytestmark = pytest.mark.usefixtures("_no_hub_left_running")  # kill the hubs a test leaves running
 
 
 def _run(home: Path, *args: str) -> subprocess.CompletedProcess:

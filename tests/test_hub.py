@@ -19,14 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import origin
-
-LINES = (
-    b'{"type":"user","sessionId":"s-hub-1","uuid":"u1","timestamp":"2026-11-02T10:00:00Z",'
-    b'"cwd":"/home/dev/shop","message":{"role":"user","content":"round the checkout total with banker rounding"}}\n'
-    b'{"type":"assistant","sessionId":"s-hub-1","uuid":"u2","timestamp":"2026-11-02T10:00:05Z",'
-    b'"cwd":"/home/dev/shop","message":{"role":"assistant","content":[{"type":"text","text":"done: totals now '
-    b'use decimal quantize"}]}}\n'
-)
+from helpers import LINES, _rows
 
 
 @pytest.fixture
@@ -406,29 +399,6 @@ def test_opening_another_store_in_the_same_process_never_reopens_the_database_fi
     assert origin.list_tokens(first)[0]["name"] == "a"
     first.close()
     second.close()
-
-
-@pytest.fixture
-def served(tmp_path):
-    """A hub on a loopback port in this process, and a device store."""
-    import threading
-
-    hub = origin.Hub(tmp_path / "hubhome")
-    server = origin.make_hub_server(hub, "127.0.0.1", 0)
-    t = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    t.start()
-    token = origin.create_token(hub.default_store(), "laptop")
-    cfg = origin.HubConfig(f"http://127.0.0.1:{server.server_address[1]}", token, "laptop")
-    dev = origin.open_store(tmp_path / "device")
-    yield hub, cfg, dev
-    dev.close()
-    server.shutdown()
-    server.server_close()
-    hub.close()
-
-
-def _rows(store, sql="SELECT id, text, line, span FROM event ORDER BY id"):
-    return [tuple(r) for r in store.conn.execute(sql)]
 
 
 def test_an_open_block_is_closed_on_the_hub_exactly_where_the_device_closed_it(served, user_home):

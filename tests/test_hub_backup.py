@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import stat
 import origin
-from test_hub import served  # noqa: F401  (a fixture)
 
 
 def test_a_restored_device_pushes_as_itself_and_a_restored_hub_knows_its_tokens(served, all_agents, tmp_path):

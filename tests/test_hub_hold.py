@@ -28,9 +28,10 @@ import pytest
 
 import origin
 from conftest import write_session
+from helpers import HubProcess, LINES
 from reliability_tools import origin_argv, origin_env
-from test_hub import LINES
-from test_hub_processes import HubProcess, _no_hub_left_running  # noqa: F401 (a fixture)
+
+pytestmark = pytest.mark.usefixtures("_no_hub_left_running")  # kill the hubs a test leaves running
 
 
 @pytest.fixture

@@ -16,32 +16,21 @@ import os
 import socket
 import sqlite3
 import subprocess
-import sys
 import time
-import uuid
 from pathlib import Path
 
 import anyio
-import httpx2
 import pytest
-from mcp import Client, StdioServerParameters
-from mcp.client.streamable_http import streamable_http_client
-from mcp.types import Implementation
 
 import origin
-from conftest import ROOT
-from reliability_tools import age_tree, origin_argv, origin_env
-from test_hub_processes import HubProcess, _no_hub_left_running  # noqa: F401 (a fixture)
-from test_mcp import failed, ok, write_cycle
-from test_sources import LAYOUTS
+from helpers import DECISION, failed, http_client, HubDevice, ok, proxy_client, QUOTE, Serve, TOOLS, write_cycle
+from reliability_tools import origin_argv, origin_env
 
-TOOLS = ["search", "timeline", "get", "sources", "remember", "correct", "forget"]
+pytestmark = pytest.mark.usefixtures("_no_hub_left_running")  # kill the hubs a test leaves running
+
 ERAS = {"auto": "2026-07-28", "legacy": "2025-11-25"}
-#: A decision in the Demo fixture session of Claude Code, and the words it rests on.
-DECISION = ("Demo project: `npm run type-check` was removed from CLAUDE.md because package.json "
-            "defines no such script.")
-QUOTE = "`npm run type-check`を削除（実際には存在しない）"
 DEMO = "-path-to-Demo"
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -49,57 +38,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-class Serve(HubProcess):
-    """`origin serve` for a store (test_hub_processes' HubProcess), with its tokens and /mcp."""
-
-    def __init__(self, home: Path, *args: str, port: int = 0):
-        super().__init__(home, args=args, port=port)
-        self.port = int(self.url.rsplit(":", 1)[1])
-        self.mcp = self.url + "/mcp"
-
-    def run(self, *args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(origin_argv(*args), env=origin_env(self.home / "hostenv", self.home),
-                              capture_output=True, text=True, timeout=300)
-
-    def token(self, name: str) -> str:
-        p = self.run("token", "create", name, "--url", self.url, "--json")
-        assert p.returncode == 0, p.stderr
-        return json.loads(p.stdout)["token"]
-
-
-@pytest.fixture
-def hub_home(claude_root, tmp_path) -> Path:
-    """A hub store that archived the Claude Code fixtures and holds one decision."""
-    home = tmp_path / "hub"
-    with origin.open_store(home) as store:
-        origin.sync(store)
-        origin.remember(store, kind="memory", text=DECISION, sources=[{"quote": QUOTE}], author="user")
-    return home
-
-
-@pytest.fixture
-def hub(hub_home):
-    h = Serve(hub_home)
-    yield h
-    h.stop()
-
-
 @pytest.fixture
 def token(hub) -> str:
     return hub.token("laptop")
-
-
-def http_client(url: str, token: str | None, mode: str, body, headers: dict | None = None,
-                name: str = "test-agent"):
-    """Run body(client) with the SDK's streamable HTTP client in one session."""
-    async def main():
-        hc = httpx2.AsyncClient(headers={**({"Authorization": f"Bearer {token}"} if token else {}),
-                                         **(headers or {})})
-        async with hc, Client(streamable_http_client(url, http_client=hc), mode=mode,
-                              client_info=Implementation(name=name, version="1")) as c:
-            return await body(c)
-
-    return anyio.run(main)
 
 
 def entry_row(home: Path, entry_id: str) -> sqlite3.Row:
@@ -398,54 +339,9 @@ def test_the_public_url_host_is_served_and_others_still_refused(hub_home):
 # -- the forwarding proxy ------------------------------------------------------
 
 
-class Device:
-    """A device home with the Claude Code fixtures, connected to a hub by hub.json."""
-
-    def __init__(self, root: Path, name: str, hub_url: str, token: str):
-        self.name = name
-        self.home = root / name
-        self.home.mkdir(parents=True)
-        self.store = self.home / ".origin"
-        LAYOUTS["claude-code"](self.home)
-        age_tree(self.home, 7200)
-        origin.save_hub_config(self.store, origin.HubConfig(hub_url, token, name))
-
-    def env(self) -> dict:
-        return origin_env(self.home, self.store)
-
-    def run(self, *args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(origin_argv(*args), env=self.env(), capture_output=True, text=True, timeout=300)
-
-    def log(self) -> Path:
-        return next((self.home / ".claude" / "projects" / DEMO).glob("*.jsonl"))
-
-    def say(self, text: str) -> None:
-        """Append a user message to the Demo session, as Claude Code would."""
-        path = self.log()
-        last = json.loads(path.read_text(encoding="utf-8").splitlines()[-1])
-        line = {"parentUuid": last.get("uuid"), "isSidechain": False, "userType": "external", "cwd": "/path/to/Demo",
-                "sessionId": last["sessionId"], "version": "1.0.98", "type": "user",
-                "message": {"role": "user", "content": text}, "uuid": str(uuid.uuid4()),
-                "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime())}
-        with path.open("a", encoding="utf-8") as fh:
-            fh.write(json.dumps(line, ensure_ascii=False) + "\n")
-
-
-def proxy_client(dev: Device, body, mode: str = "auto", name: str = "claude-code"):
-    """Run body(client) against `origin mcp` on the device (the proxy)."""
-    params = StdioServerParameters(command=sys.executable, args=[str(ROOT / "origin.py"), "mcp"], env=dev.env(),
-                                   cwd=str(ROOT))
-
-    async def main():
-        async with Client(params, mode=mode, client_info=Implementation(name=name, version="1")) as c:
-            return await body(c)
-
-    return anyio.run(main)
-
-
 @pytest.mark.parametrize("mode", ERAS)
 def test_the_proxy_pushes_before_remember_so_the_line_just_written_is_cited_on_the_hub(hub, tmp_path, mode):
-    dev = Device(tmp_path, "laptop", hub.url, hub.token("laptop"))
+    dev = HubDevice(tmp_path, "laptop", hub.url, hub.token("laptop"))
     said = f"Let's pin the Demo linter to eslint 9 because the flat config is final ({mode})."
 
     async def body(c):
@@ -478,7 +374,7 @@ def test_the_proxy_starts_with_the_hub_down_names_it_and_recovers_without_restar
     first = Serve(hub_home)
     token = first.token("laptop")
     first.stop()
-    dev = Device(tmp_path, "laptop", url, token)
+    dev = HubDevice(tmp_path, "laptop", url, token)
     started: list = []
 
     async def body(c):
@@ -506,7 +402,7 @@ def test_a_hub_killed_mid_session_leaves_the_proxy_answering_from_the_device_unt
     """Issue 29 item 1: reads fall back to the device's store and say so; writes are refused; the hub is
     asked again at each call."""
     first = Serve(hub_home)
-    dev = Device(tmp_path, "laptop", first.url, first.token("laptop"))
+    dev = HubDevice(tmp_path, "laptop", first.url, first.token("laptop"))
     said = "The Demo release train leaves on Thursdays, the okapi rule."
     seen: dict = {}
 

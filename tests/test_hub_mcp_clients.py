@@ -21,9 +21,9 @@ import pytest
 
 import origin
 from conftest import ROOT
-from test_hub_mcp import (QUOTE, TOOLS, Device, _no_hub_left_running, failed, http_client,  # noqa: F401
-                          hub, hub_home, ok, proxy_client)
-from test_mcp import inspector  # noqa: F401
+from helpers import QUOTE, TOOLS, HubDevice, failed, http_client, ok, proxy_client
+
+pytestmark = pytest.mark.usefixtures("_no_hub_left_running")  # kill the hubs a test leaves running
 
 
 def run_inspector(inspector, target: list[str], *args: str, era: str) -> tuple[int, dict]:
@@ -85,7 +85,7 @@ def test_inspector_over_http_with_the_bearer_header_calls_every_tool(hub, inspec
 
 @pytest.mark.parametrize("era", ["legacy", "modern"])
 def test_inspector_through_the_stdio_proxy_calls_every_tool_on_the_hub(hub, inspector, tmp_path, era):
-    dev = Device(tmp_path, "laptop", hub.url, hub.token("laptop"))
+    dev = HubDevice(tmp_path, "laptop", hub.url, hub.token("laptop"))
     target = [sys.executable, str(ROOT / "origin.py"), "mcp", "-e", f"ORIGIN_HOME={dev.store}",
               "-e", f"HOME={dev.home}"]
     out = every_tool(inspector, target, era)
@@ -95,8 +95,8 @@ def test_inspector_through_the_stdio_proxy_calls_every_tool_on_the_hub(hub, insp
 
 
 def test_done_means_a_decision_on_a_found_by_the_cloud_and_forgotten_from_b_everywhere(hub, tmp_path):
-    a = Device(tmp_path, "desktop", hub.url, hub.token("desktop"))
-    b = Device(tmp_path, "laptop", hub.url, hub.token("laptop"))
+    a = HubDevice(tmp_path, "desktop", hub.url, hub.token("desktop"))
+    b = HubDevice(tmp_path, "laptop", hub.url, hub.token("laptop"))
     said = "Decision: Demo ships its docs as plain Markdown, no site generator, to keep reviews in the diff."
     a.say(said)
     assert a.run("push").returncode == 0

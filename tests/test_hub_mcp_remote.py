@@ -17,9 +17,10 @@ import tomllib
 import pytest
 
 import origin
+from helpers import DECISION, HubDevice, QUOTE, TOOLS, claude_hook_input, http_client, ok
 from reliability_tools import origin_argv
-from test_hub_mcp import (DECISION, QUOTE, TOOLS, Device, _no_hub_left_running, hub,  # noqa: F401
-                          hub_home, http_client, ok)
+
+pytestmark = pytest.mark.usefixtures("_no_hub_left_running")  # kill the hubs a test leaves running
 
 
 def cli_json(run, *args: str, code: int = 0):
@@ -65,7 +66,7 @@ def test_token_create_prints_registrations_a_cloud_client_uses_as_printed(hub):
 
 @pytest.fixture
 def device(hub, tmp_path):
-    dev = Device(tmp_path, "laptop", hub.url, hub.token("laptop"))
+    dev = HubDevice(tmp_path, "laptop", hub.url, hub.token("laptop"))
     p = dev.run("push", "--json")
     assert p.returncode == 0, p.stderr
     return dev
@@ -193,7 +194,6 @@ def test_the_session_start_hook_on_a_device_prints_the_hubs_entries(hub, device)
     """Issue 29 item 5 on a device with a hub: the entries live on the hub; a hub down costs only them."""
     import subprocess
 
-    from test_context import claude_hook_input
     entry = cli_json(device.run, "entries")["entries"][0]
     hook = [*origin_argv("context", "--hook")]
     p = subprocess.run(hook, input=claude_hook_input("/path/to/Demo"), env=device.env(), capture_output=True,

@@ -11,10 +11,7 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
 import random
-import shlex
-import signal
 import socket
 import sqlite3
 import subprocess
@@ -26,8 +23,10 @@ import pytest
 
 import adapters
 import origin
-from reliability_tools import CRASH_EXIT, age_tree, origin_argv, origin_env
-from test_sources import LAYOUTS
+from helpers import _found_anywhere, connect, Device, HubProcess, mirrors_match
+from reliability_tools import CRASH_EXIT, age_tree, origin_argv
+
+pytestmark = pytest.mark.usefixtures("_no_hub_left_running")  # kill the hubs a test leaves running
 
 #: Which agents each device has: two different real fixture sets, sharing
 #: Grok's sessions, so one file held by two devices is stored once.
@@ -35,134 +34,10 @@ DEVICES = {"laptop": ("claude-code", "codex", "grok", "claude-memory", "opencode
            "desktop": ("cursor", "zcode", "grok", "gemini", "qwen", "aider")}
 
 
-_STARTED: list = []
-
-
-@pytest.fixture(autouse=True)
-def _no_hub_left_running():
-    yield
-    while _STARTED:
-        p = _STARTED.pop()
-        if p.poll() is None:
-            p.kill()
-            p.wait(30)
-
-
-class HubLog:
-    """Collects a hub's stderr lines and the URL its start line names.
-
-    ``ready`` is set at the first line for which done(line) holds once the
-    URL is known (by default the start line itself), or when the log ends.
-    """
-
-    def __init__(self, proc: subprocess.Popen, done=lambda line: True):
-        self.lines: list[str] = []
-        self.url: str | None = None
-        self.ready = threading.Event()
-
-        def drain():
-            for line in proc.stderr:
-                self.lines.append(line)
-                if " hub serving " in line and self.url is None:
-                    self.url = line.rsplit(" on ", 1)[1].strip()
-                if self.url and done(line):
-                    self.ready.set()
-            self.ready.set()
-
-        threading.Thread(target=drain, daemon=True).start()
-
-
-class HubProcess:
-    """`origin serve` on 127.0.0.1:<free port>, with its log collected."""
-
-    def __init__(self, home: Path, crash: str | None = None, *, args: tuple[str, ...] = (), port: int = 0,
-                 env: dict | None = None):
-        self.home = home
-        env = origin_env(home / "hostenv", home, env, crash=crash)
-        (home / "hostenv").mkdir(parents=True, exist_ok=True)
-        self.proc = subprocess.Popen(origin_argv("serve", "--listen", f"127.0.0.1:{port}", *args), env=env,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        _STARTED.append(self.proc)
-        follow = HubLog(self.proc)
-        self.log = follow.lines
-        follow.ready.wait(120)
-        self.url = follow.url
-        assert self.url, "hub did not start: " + "".join(self.log)
-
-    def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(60)
-
-    def cli(self, *args: str) -> tuple[int, str]:
-        p = subprocess.run(origin_argv(*args), env=origin_env(self.home / "hostenv", self.home),
-                           capture_output=True, text=True, timeout=300)
-        return p.returncode, p.stdout + p.stderr
-
-
-class Device:
-    """A device home with some agents' real fixtures laid out."""
-
-    def __init__(self, root: Path, name: str, agents: tuple[str, ...]):
-        self.name = name
-        self.home = root / name
-        self.home.mkdir(parents=True)
-        self.store = self.home / ".origin"
-        self.extra: dict = {}
-        self.hub_url: str | None = None  # overrides hub.json (a restarted hub has a new port)
-        for a in agents:
-            self.extra.update(LAYOUTS[a](self.home) or {})
-        # Old enough to be quiet: open Grok blocks are flushed at the first sync.
-        age_tree(self.home, 7200)
-
-    def env(self, crash: str | None = None) -> dict:
-        extra = {**self.extra, **({"ORIGIN_HUB_URL": self.hub_url} if self.hub_url else {})}
-        return origin_env(self.home, self.store, extra, crash=crash)
-
-    def run(self, *args: str, crash: str | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
-        return subprocess.run(origin_argv(*args), env=self.env(crash), capture_output=True, text=True,
-                              timeout=timeout)
-
-    def popen(self, *args: str, crash: str | None = None) -> subprocess.Popen:
-        return subprocess.Popen(origin_argv(*args), env=self.env(crash), stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
-
-    def push(self) -> dict:
-        p = self.run("push", "--json")
-        assert p.returncode == 0, p.stderr
-        assert "database is locked" not in p.stderr
-        return json.loads(p.stdout)
-
-
 def event_ids(store: Path, source: str | None = None) -> set[str]:
     with sqlite3.connect(store / "origin.db") as c:
         q = "SELECT id FROM event" + (" WHERE source = ?" if source else "")
         return {r[0] for r in c.execute(q, (source,) if source else ())}
-
-
-def mirrors_match(hub_home: Path, dev: Device) -> None:
-    """Every device mirror is byte-equal to its hub copy."""
-    with sqlite3.connect(dev.store / "origin.db") as d, sqlite3.connect(hub_home / "origin.db") as h:
-        for source, path, gen, mirror, size in d.execute(
-                "SELECT source, path, generation, mirror, bytes_ingested FROM raw_file"):
-            r = h.execute("SELECT mirror, bytes_ingested FROM raw_file WHERE source = ? AND path = ? AND generation = ?",
-                          (source, f"@{dev.name}:{path}", gen)).fetchone()
-            assert r is not None, (source, path)
-            assert r[1] == size
-            assert (hub_home / r[0]).read_bytes()[:size] == (dev.store / mirror).read_bytes()[:size]
-        assert h.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-
-
-def connect(hub: HubProcess, dev: Device) -> None:
-    code, out = hub.cli("token", "create", dev.name, "--url", hub.url, "--json")
-    assert code == 0, out
-    line = json.loads(out)["connect"]
-    argv = shlex.split(line)
-    assert argv[0] == "origin"
-    p = dev.run(*argv[1:])
-    assert p.returncode == 0, p.stderr
-    mode = (dev.store / "hub.json").stat().st_mode & 0o777
-    assert mode == 0o600
 
 
 @pytest.fixture
@@ -480,27 +355,6 @@ def _message(store: Path, source: str) -> tuple[str, str, str]:
             if len(words) >= 3:
                 return eid, session, " ".join(words)
     raise AssertionError(f"no {source} message with words")
-
-
-def _found_anywhere(dev: Device, eid: str, session: str, words: str) -> list[str]:
-    """Every device read route that still shows eid: search, timeline, show, sources."""
-    seen = []
-    p = dev.run("search", *words.split(), "--scope", "events", "--all", "--limit", "200", "--json")
-    if eid in p.stdout:
-        seen.append("search")
-    p = dev.run("timeline", "--session", session, "--all", "--json")
-    if eid in p.stdout:
-        seen.append("timeline")
-    p = dev.run("show", eid, "--json")
-    if p.returncode == 0:
-        seen.append("show")
-    with origin.open_store(dev.store) as s:
-        try:
-            if origin.raw_sources(s, eid):
-                seen.append("sources")
-        except origin.OriginError:
-            pass
-    return seen
 
 
 def test_invariant_2_a_forget_on_the_hub_reaches_every_device_and_a_re_push_stays_excluded(hub, devices, tmp_path):

@@ -8,13 +8,17 @@ from __future__ import annotations
 
 import json
 
-from test_hub_mcp import Device, Serve, _no_hub_left_running  # noqa: F401 (a fixture)
+import pytest
+
+from helpers import HubDevice, Serve
+
+pytestmark = pytest.mark.usefixtures("_no_hub_left_running")  # kill the hubs a test leaves running
 
 
 def test_a_hubs_status_and_preserved_show_its_devices_not_files_gone(tmp_path):
     hub = Serve(tmp_path / "hub")
     try:
-        dev = Device(tmp_path, "laptop", hub.url, hub.token("laptop"))
+        dev = HubDevice(tmp_path, "laptop", hub.url, hub.token("laptop"))
         p = dev.run("push", "--json")
         assert p.returncode == 0, p.stderr
         st = hub.run("status")

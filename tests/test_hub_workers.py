@@ -20,9 +20,10 @@ import pytest
 
 import origin
 from conftest import run_at_once
+from helpers import DECISION, Serve
 from reliability_tools import origin_argv, origin_env
-from test_hub_mcp import DECISION, Serve, hub_home  # noqa: F401 (a fixture)
-from test_hub_processes import _no_hub_left_running  # noqa: F401 (a fixture)
+
+pytestmark = pytest.mark.usefixtures("_no_hub_left_running")  # kill the hubs a test leaves running
 
 
 def workers_of(hub: Serve) -> list[psutil.Process]:

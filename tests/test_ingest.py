@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-import adapters
 import origin
 from conftest import ROOT, read_line
 from corpus import write_claude_corpus
+from helpers import oracle_ids
 
 
 def sha(path: Path) -> str:
@@ -32,30 +32,6 @@ def events(store) -> list:
 def sync(home: Path, **kw):
     with origin.open_store(home) as s:
         return origin.sync(s, **kw)
-
-
-def oracle_ids(files: list[Path]) -> set[str]:
-    """Event ids expected from generated Claude files, computed without Origin.
-
-    Each JSON line with a uuid gives one event unless it holds only thinking.
-    """
-    ids = set()
-    for f in files:
-        for line in f.read_bytes().split(b"\n"):
-            if not line.strip():
-                continue
-            rec = json.loads(line)
-            content = rec["message"]["content"]
-            if isinstance(content, str):
-                ids.add(f"claude-code:{rec['uuid']}")
-                continue
-            texts = [b for b in content if b["type"] == "text"]
-            if texts:
-                ids.add(f"claude-code:{rec['uuid']}")
-            for i, b in enumerate(content):
-                if b["type"] in ("tool_use", "tool_result"):
-                    ids.add(f"claude-code:{rec['uuid']}#{i}")
-    return ids
 
 
 def test_invariant_1_every_event_locator_reads_back_its_original_line(claude_root, origin_home):

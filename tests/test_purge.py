@@ -18,7 +18,6 @@ import json
 import os
 import shutil
 import sqlite3
-import subprocess
 import time
 from pathlib import Path
 
@@ -26,19 +25,10 @@ import pytest
 
 import origin
 from conftest import FIXTURES, read_line
-from test_entries import ClaudeLog
-from test_sources import GROK_ID, LAYOUTS, decompressed
+from helpers import (CANARY, ClaudeLog, DEMO, GROK_ID, LAYOUTS, _claude_line, decompressed,
+                     forget_every_event_holding, grep)
 
-CANARY = "Purple lighthouse zq4471 ledger memo"
-DEMO = "1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl"
 ZST = "rollout-2026-02-23T20-34-25-019c8bfe-ec25-79e0-97d7-bda6a9c575ff.jsonl.zst"
-
-
-def grep(home: Path, text: str = CANARY) -> list[str]:
-    """Files under home whose bytes hold text, by the system's own grep."""
-    res = subprocess.run(["grep", "-r", "-l", "-a", "-F", text, str(home)], capture_output=True, text=True)
-    assert res.returncode in (0, 1), res.stderr
-    return sorted(res.stdout.split())
 
 
 def files_digest(home: Path) -> dict[str, str]:
@@ -60,17 +50,6 @@ def _replace_in_db(path: Path, table: str, column: str, old: str) -> None:
                        (old, CANARY, old)).rowcount
     db.close()
     assert n == 1, (path, old)
-
-
-def _claude_line(uuid: str, text: str) -> str:
-    """A Claude Code assistant line with a text block and a tool_use: events uuid and uuid#1."""
-    return json.dumps({
-        "parentUuid": None, "isSidechain": False, "type": "assistant", "uuid": uuid,
-        "sessionId": DEMO[:-6], "cwd": "/path/to/Demo", "timestamp": "2025-12-16T09:00:00.000Z",
-        "message": {"role": "assistant", "content": [
-            {"type": "text", "text": text},
-            {"type": "tool_use", "id": f"toolu_{uuid}", "name": "Bash", "input": {"command": "ls -la docs"}}]},
-    }) + "\n"
 
 
 def plant(home: Path, monkeypatch) -> dict[str, Path]:
@@ -118,19 +97,6 @@ def plant(home: Path, monkeypatch) -> dict[str, Path]:
                 "Add one concise follow-up sentence.", CANARY)
     _replace_in(home / "code" / "myrepo" / ".aider.chat.history.md", "The timeout now reads from", CANARY)
     return {"demo": demo, "zst": zst, "chat": chat, "updates": updates}
-
-
-def forget_every_event_holding(store, text: str) -> list[str]:
-    """Forget, one by one, every visible event whose text holds text."""
-    gone = []
-    while True:
-        r = store.conn.execute(
-            "SELECT id FROM event e WHERE instr(e.text, ?) > 0 AND NOT EXISTS "
-            "(SELECT 1 FROM excluded_event x WHERE x.event_id = e.id) ORDER BY seq LIMIT 1", (text,)).fetchone()
-        if r is None:
-            return gone
-        origin.forget(store, r[0], reason="purge test")
-        gone.append(r[0])
 
 
 @pytest.fixture

@@ -22,6 +22,7 @@ import pytest
 
 import shiptools
 from conftest import ROOT
+from helpers import LAYOUTS
 from shiptools import fixture_home
 
 PYZ = ROOT / "dist" / "origin.pyz"
@@ -57,7 +58,10 @@ def interpreters() -> dict[str, Path]:
     return out
 
 
-INTERPRETERS = interpreters()
+@pytest.fixture(scope="module")
+def pythons() -> dict[str, Path]:
+    """The interpreters, found when a test asks (never at import or collection: that runs each one)."""
+    return interpreters()
 
 
 @pytest.fixture(scope="module")
@@ -92,18 +96,24 @@ def copied(pyz: Path, tmp_path: Path) -> Path:
     return Path(shutil.copy(pyz, d / "origin.pyz"))
 
 
-def test_the_pyz_carries_every_minor_this_machine_has(pyz):
-    have = {minor(v) for v in INTERPRETERS if supported(v)}
+def test_the_pyz_carries_every_minor_this_machine_has(pyz, pythons):
+    have = {minor(v) for v in pythons if supported(v)}
     assert have, "no CPython 3.11+ found to run the pyz with"
     assert have <= carried_minors(pyz), f"this machine has CPython {sorted(have)}; the pyz carries " \
                                         f"{sorted(carried_minors(pyz))}"
 
 
-@pytest.mark.parametrize("version", sorted(INTERPRETERS))
-def test_pyz_prints_its_version_or_says_which_pythons_it_needs(pyz, tmp_path, version):
+def test_pyz_prints_its_version_or_says_which_pythons_it_needs(pyz, tmp_path, pythons):
+    assert pythons, "no CPython found"
+    for version in sorted(pythons):
+        version_or_hint(pyz, tmp_path / version, pythons[version], version)
+
+
+def version_or_hint(pyz: Path, tmp_path: Path, python: Path, version: str) -> None:
+    tmp_path.mkdir()
     app = copied(pyz, tmp_path)
     t = time.perf_counter()
-    p = run(INTERPRETERS[version], app, tmp_path, "--version")
+    p = run(python, app, tmp_path, "--version")
     first = time.perf_counter() - t
     if minor(version) in carried_minors(pyz):
         assert p.returncode == 0, p.stderr
@@ -112,10 +122,10 @@ def test_pyz_prints_its_version_or_says_which_pythons_it_needs(pyz, tmp_path, ve
         unpacked = [d for d in (tmp_path / "shiv").iterdir() if d.is_dir()]
         assert len(unpacked) == 1 and (unpacked[0] / "site-packages" / "origin.py").exists()
         t = time.perf_counter()
-        assert run(INTERPRETERS[version], app, tmp_path, "--version").returncode == 0
+        assert run(python, app, tmp_path, "--version").returncode == 0
         print(f"\n{version}: first start {first:.2f} s, then {time.perf_counter() - t:.2f} s")
     else:
-        assert p.returncode == 2
+        assert p.returncode == 2, f"{version}: {p.stderr}"
         assert "carries compiled modules for CPython" in p.stderr and "Traceback" not in p.stderr
         for m in sorted(carried_minors(pyz)):
             assert m in p.stderr
@@ -125,12 +135,17 @@ def origin_version() -> str:
     return re.search(r'^__version__ = "(.+)"', (ROOT / "origin.py").read_text(), re.M).group(1)
 
 
-@pytest.mark.parametrize("version", sorted(v for v in INTERPRETERS if supported(v)))
-def test_pyz_syncs_a_fixture_home_and_finds_its_text(pyz, tmp_path, version):
-    python = INTERPRETERS[version]
+def test_pyz_syncs_a_fixture_home_and_finds_its_text(pyz, tmp_path, pythons):
+    versions = sorted(v for v in pythons if supported(v))
+    assert versions, "no CPython 3.11+ found to run the pyz with"
+    for version in versions:
+        syncs_and_finds(pyz, tmp_path / version, pythons[version], version)
+
+
+def syncs_and_finds(pyz: Path, tmp_path: Path, python: Path, version: str) -> None:
+    tmp_path.mkdir()
     if minor(version) not in carried_minors(pyz):
         pytest.fail(f"the pyz does not carry CPython {minor(version)}, which this machine has")
-    from test_sources import LAYOUTS
 
     app = copied(pyz, tmp_path)
     env = fixture_home(tmp_path, SHIV_ROOT=str(tmp_path / "shiv"))
@@ -146,7 +161,7 @@ def test_pyz_syncs_a_fixture_home_and_finds_its_text(pyz, tmp_path, version):
     assert sorted(x.name for x in app.parent.iterdir()) == ["origin.pyz"]
 
 
-def test_pyz_serves_a_hub_that_accepts_a_push_and_answers_tools_from_its_workers(pyz, tmp_path):
+def test_pyz_serves_a_hub_that_accepts_a_push_and_answers_tools_from_its_workers(pyz, tmp_path, pythons):
     """One pyz copied onto a "server" runs the hub; the same file on a "device" pushes to it.
 
     The device's search then runs on the hub, in a tool worker the pyz's
@@ -155,7 +170,7 @@ def test_pyz_serves_a_hub_that_accepts_a_push_and_answers_tools_from_its_workers
     import socket
     import urllib.request
 
-    python = Path("/usr/bin/python3") if Path("/usr/bin/python3").exists() else INTERPRETERS[max(INTERPRETERS)]
+    python = Path("/usr/bin/python3") if Path("/usr/bin/python3").exists() else pythons[max(pythons)]
     app = copied(pyz, tmp_path)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -6,6 +6,7 @@ import pytest
 
 import origin
 from conftest import expected_rows, index_rows, write_session
+from helpers import ClaudeLog
 
 
 @pytest.fixture
@@ -111,8 +112,6 @@ def test_bad_time_filters_are_refused_with_a_hint():
 
 
 def test_ranked_search_reads_the_index_first_and_still_skips_forgotten_events(user_home, store, monkeypatch):
-    from test_entries import ClaudeLog
-
     log = ClaudeLog(user_home, session="sess-rank")
     ids = []
     for i in range(30):
@@ -278,7 +277,6 @@ def _segments(store, part: str) -> int:
 
 def _synced_lines(user_home, store, session: str, lines: list[str]) -> None:
     """Log lines as user messages of one Claude Code session and sync them."""
-    from test_entries import ClaudeLog
 
     log = ClaudeLog(user_home, session=session)
     for i, line in enumerate(lines):
@@ -400,7 +398,6 @@ def test_a_term_in_nearly_every_message_is_ranked_without_failing(user_home, sto
     # closer together than the part's rows do on average (tool events share
     # the seqs): the estimate passes the part's row count and must not break
     # the logarithm.
-    from test_entries import ClaudeLog
 
     log = ClaudeLog(user_home, session="sess-dense")
     for i in range(250):

@@ -19,7 +19,7 @@ import pytest
 
 import origin
 from conftest import FIXTURES, ROOT
-from test_mcp import failed, ok, run_client
+from helpers import failed, ok, run_client
 
 NOBODY = ("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups")
 

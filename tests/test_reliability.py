@@ -25,6 +25,7 @@ import pytest
 import adapters
 import origin
 from corpus import write_claude_corpus
+from helpers import LAYOUTS, LOCALPUSH
 from reliability_tools import (
     CRASH_EXIT, LABELS, ROOT, Reference, age_tree, claude_oracle, grow_claude_files, kill_mid_sync,
     lay_mixed_corpus, origin_argv, origin_env, reference_sync, run_sync, store_problems, sync_proc,
@@ -482,8 +483,6 @@ def test_a_log_reached_through_symlinks_is_archived_once_and_a_symlink_loop_ends
 
 
 def test_a_symlinked_codex_sessions_folder_is_archived(user_home, origin_home, tmp_path):
-    from test_sources import LOCALPUSH
-
     moved = tmp_path / "other-disk" / "23"
     moved.mkdir(parents=True)
     rollout = sorted(LOCALPUSH.glob("rollout-*.jsonl"))[0]
@@ -1038,7 +1037,6 @@ def test_a_file_of_hostile_lines_goes_through_the_engine_counted_and_skipped_whi
             assert claude_oracle(good) <= ids
 
 
-
 ###############################################################################
 # Corrupt compressed files and malformed agent databases ######################
 ###############################################################################
@@ -1055,8 +1053,6 @@ def _rollout_name(n: int) -> str:
 
 
 def test_corrupt_and_truncated_zstd_rollouts_are_counted_and_every_other_file_lands(user_home, tmp_path):
-    from test_sources import LAYOUTS, LOCALPUSH
-
     LAYOUTS["codex"](user_home)
     reference = reference_sync(user_home, {}, tmp_path / "reference")
     rollout = sorted(LOCALPUSH.glob("rollout-*.jsonl"))[1].read_bytes()
@@ -1104,8 +1100,6 @@ def _garbage_db(path: Path, data: bytes) -> Path:
 
 
 def test_garbage_and_truncated_agent_databases_are_reported_and_every_other_file_lands(user_home, tmp_path):
-    from test_sources import LAYOUTS
-
     env = LAYOUTS["cursor"](user_home)
     good = write_claude_corpus(user_home / ".claude", files=2, turns=2, seed=71)
     age_tree(user_home, 7200)
@@ -1203,8 +1197,6 @@ def test_zcode_cells_of_wrong_types_cost_their_own_rows_only(user_home, tmp_path
 
 
 def test_cursor_rows_of_wrong_types_cost_their_own_conversation_only(user_home, tmp_path):
-    from test_sources import LAYOUTS
-
     env = LAYOUTS["cursor"](user_home)
     age_tree(user_home, 7200)
     _sync(user_home, tmp_path / "reference", env)
@@ -1435,7 +1427,6 @@ with open(sys.argv[2], "w") as fh:
 
 def test_sync_search_and_remember_open_no_network_socket(user_home, origin_home, tmp_path):
     write_claude_corpus(user_home / ".claude", files=3, turns=4, seed=92)
-    from test_sources import LAYOUTS
 
     extra = {}
     for name in sorted(set(LAYOUTS) - {"claude-code", "claude-memory"}):  # every other agent's real fixtures

@@ -16,8 +16,7 @@ import pytest
 
 import origin
 from conftest import read_line
-from test_mcp import ok, run_client
-from test_sources import LAYOUTS
+from helpers import LAYOUTS, ok, run_client
 
 #: Per adapter: the kinds of the two events that share one line in its fixtures.
 PAIRS = {

@@ -27,9 +27,9 @@ import pytest
 
 import origin
 from conftest import ROOT, expected_rows, index_rows
+from helpers import CANARY, DEMO, HubProcess, _claude_line, forget_every_event_holding, grep, mirrors_match
 from reliability_tools import lay_mixed_corpus, run_sync
 from shiptools import read_rounds, rows, start_loader, wait_for
-from test_purge import CANARY, DEMO, _claude_line, forget_every_event_holding, grep
 
 pytestmark = pytest.mark.slow
 
@@ -164,7 +164,6 @@ def test_litestream_recipe_restores_a_hub_killed_mid_push(tmp_path):
     import threading
 
     from reliability_tools import grow_claude_files, origin_argv, origin_env
-    from test_hub_processes import HubProcess, mirrors_match
 
     exe = litestream()
     dev_home = tmp_path / "laptop"

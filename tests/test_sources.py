@@ -19,136 +19,9 @@ import pytest
 import adapters
 import origin
 from conftest import FIXTURES, read_line
-from zcode_made_here import build_zcode_db
+from helpers import LAYOUTS, LOCALPUSH, decompressed
 
-LOCALPUSH = FIXTURES / "codex" / "localpush" / "sessions" / "2026" / "02" / "23"
-GROK_ID = "019f6851-7ec4-7ef0-97d3-03f3eee38755"
 FAKE_TOKEN = "sk-origin-test-planted-9f8e7d6c5b4a39281706"
-
-
-def _claude(home: Path) -> None:
-    projects = home / ".claude" / "projects"
-    shutil.copytree(FIXTURES / "claude-code" / "claude-code-viewer" / "sample-project", projects / "-path-to-Demo")
-    shutil.copytree(FIXTURES / "claude-code" / "agent-sessions" / "subagent", projects / "-tmp")
-
-
-def _codex(home: Path) -> None:
-    zstd = pytest.importorskip("zstandard")
-    day = home / ".codex" / "sessions" / "2026" / "02" / "23"
-    day.mkdir(parents=True)
-    files = sorted(LOCALPUSH.glob("rollout-*.jsonl"))
-    for f in files[:2]:
-        shutil.copy(f, day / f.name)
-    # The third rollout was compressed and archived, in two zstd frames.
-    archived = home / ".codex" / "archived_sessions"
-    archived.mkdir(parents=True)
-    data = files[2].read_bytes()
-    cut = data.index(b"\n", len(data) // 2) + 1
-    c = zstd.ZstdCompressor()
-    (archived / (files[2].name + ".zst")).write_bytes(c.compress(data[:cut]) + c.compress(data[cut:]))
-    old = home / ".codex" / "sessions" / "2026" / "01" / "05"
-    old.mkdir(parents=True)
-    shutil.copy(FIXTURES / "codex" / "agent-sessions" / "small.jsonl",
-                old / "rollout-2026-01-05T10-00-00-019b0000-0000-7000-8000-000000000001.jsonl")
-
-
-def _cursor(home: Path) -> None:
-    user = home / "Cursor" / "User"
-    (user / "globalStorage").mkdir(parents=True)
-    shutil.copy(FIXTURES / "cursor" / "urpg-global" / "state.vscdb", user / "globalStorage" / "state.vscdb")
-    ws = user / "workspaceStorage" / "a1b2c3"
-    ws.mkdir(parents=True)
-    shutil.copy(FIXTURES / "cursor" / "slevin48-workspace" / "state.vscdb", ws / "state.vscdb")
-    (ws / "workspace.json").write_text(json.dumps({"folder": "file:///home/dev/cursor-history"}))
-    chats = home / ".cursor" / "projects" / "home-dev-app" / "agent-transcripts"
-    sid = "6f9b1c2e-3333-4a4a-9b9b-000000000003"
-    (chats / sid).mkdir(parents=True)
-    shutil.copy(FIXTURES / "cursor" / "agent-sessions" / "small.jsonl", chats / sid / f"{sid}.jsonl")
-    return {"ORIGIN_CURSOR_USER_DIR": str(user)}
-
-
-def _zcode(home: Path) -> None:
-    build_zcode_db(home / ".zcode" / "cli" / "db" / "db.sqlite", origin.now_ms())
-
-
-def _grok(home: Path) -> None:
-    sessions = home / ".grok" / "sessions"
-    shutil.copytree(FIXTURES / "grok" / "made-here" / "sessions", sessions)
-    real = sessions / "%2Ftmp%2Fas-agent-lab%2Fgrok%2Fproject" / GROK_ID
-    real.mkdir(parents=True)
-    for name in ("chat_history.jsonl", "summary.json"):
-        shutil.copy(FIXTURES / "grok" / "agent-sessions" / name, real / name)
-
-
-def _claude_memory(home: Path) -> None:
-    project = home / ".claude" / "projects" / "-path-to-Demo"
-    if not project.is_dir():
-        _claude(home)
-    shutil.copytree(FIXTURES / "claude-code" / "made-here" / "memory", project / "memory")
-
-
-def _opencode(home: Path) -> dict:
-    root = home / ".local" / "share" / "opencode"
-    root.mkdir(parents=True)
-    shutil.copy(FIXTURES / "opencode" / "lantern-sqlite" / "opencode.db", root / "opencode.db")
-    shutil.copytree(FIXTURES / "opencode" / "lantern-legacy-json" / "storage", root / "storage")
-    shutil.copytree(FIXTURES / "opencode" / "agent-sessions-v2" / "storage", home / "oc-v2" / "storage")
-    return {"ORIGIN_OPENCODE_HOME": f"{root},{home / 'oc-v2'}"}
-
-
-def _gemini(home: Path) -> None:
-    chats = home / ".gemini" / "tmp" / "gemini-demo" / "chats"
-    chats.mkdir(parents=True)
-    (home / ".gemini" / "projects.json").write_text(json.dumps({"projects": {"/home/dev/gemini-demo": "gemini-demo"}}))
-    for f in sorted((FIXTURES / "gemini" / "agentsview-json").glob("*.json")):
-        shutil.copy(f, chats / f"session-2024-01-01T10-00-{f.stem}.json")
-    shutil.copy(FIXTURES / "gemini" / "agent-sessions" / "small.json", chats / "session-2026-01-16T18-34-3739ef95.json")
-    shutil.copy(FIXTURES / "gemini" / "agent-sessions" / "jsonl_v040.jsonl",
-                chats / "session-2026-04-29T21-39-gemini_s.jsonl")
-    day_ago = time.time() - 86400
-    for f in chats.glob("*.json"):  # sessions finished a day ago: their newest message is final
-        os.utime(f, (day_ago, day_ago))
-
-
-def _goose(home: Path) -> None:
-    sessions = home / ".local" / "share" / "goose" / "sessions"
-    sessions.mkdir(parents=True)
-    shutil.copy(FIXTURES / "goose" / "lantern" / "sessions.db", sessions / "sessions.db")
-    shutil.copy(FIXTURES / "goose" / "deja-vu-legacy" / "20250724_1.jsonl", sessions / "20250724_1.jsonl")
-def _copilot_cli(home: Path) -> None:
-    state = home / ".copilot" / "session-state"
-    shutil.copytree(FIXTURES / "copilot-cli" / "lantern" / "session-state", state)
-    shutil.copy(FIXTURES / "copilot-cli" / "agent-sessions" / "flat-legacy" / "small.jsonl",
-                state / "5d2f0c1e-0000-4000-8000-00000000c0f1.jsonl")
-
-
-def _qwen(home: Path) -> None:
-    projects = home / ".qwen" / "projects"
-    shutil.copytree(FIXTURES / "qwen" / "lantern" / "projects", projects)
-    chats = projects / "-tmp-as-qwen-fixture-project" / "chats"
-    chats.mkdir(parents=True)
-    shutil.copy(next((FIXTURES / "qwen" / "agent-sessions").glob("*.jsonl")), chats)
-
-
-def _pi(home: Path) -> None:
-    folder = home / ".pi" / "agent" / "sessions" / "--tmp-as-agent-fixture-project--"
-    folder.mkdir(parents=True)
-    shutil.copy(FIXTURES / "pi" / "agent-sessions" / "small.jsonl",
-                folder / "2026-05-12T01-02-27-657Z_019e19b4-eb48-746a-aa6b-8dfcfa37954b.jsonl")
-
-
-def _aider(home: Path) -> dict:
-    code = home / "code"
-    shutil.copytree(FIXTURES / "aider" / "agentsview" / "myrepo", code / "myrepo")
-    shutil.copytree(FIXTURES / "aider" / "deja-vu", code / "notes" / "deja-vu")
-    return {"ORIGIN_AIDER_ROOTS": str(code)}
-
-
-#: Each function lays one agent's fixtures out under a HOME and returns the
-#: environment variables that point the agent's discovery at them, if any.
-LAYOUTS = {"claude-code": _claude, "codex": _codex, "cursor": _cursor, "zcode": _zcode, "grok": _grok,
-           "claude-memory": _claude_memory, "opencode": _opencode, "gemini": _gemini, "goose": _goose,
-           "copilot-cli": _copilot_cli, "qwen": _qwen, "pi": _pi, "aider": _aider}
 
 
 @pytest.fixture
@@ -165,15 +38,6 @@ def lay(user_home, monkeypatch):
 
 def test_every_registered_adapter_has_a_fixture_layout():
     assert set(adapters.ADAPTERS) == set(LAYOUTS), "add a layout of real fixtures for each new adapter"
-
-
-def decompressed(path: str, compressed: str | None) -> bytes:
-    if compressed == "zstd":
-        import zstandard
-
-        with open(path, "rb") as fh, zstandard.ZstdDecompressor().stream_reader(fh, read_across_frames=True) as r:
-            return r.read()
-    return Path(path).read_bytes()
 
 
 @pytest.mark.parametrize("name", sorted(adapters.ADAPTERS))

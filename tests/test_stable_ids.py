@@ -14,7 +14,7 @@ import pytest
 
 import adapters
 import origin
-from test_sources import GROK_ID, _grok
+from helpers import GROK_ID, _grok
 
 
 @pytest.fixture

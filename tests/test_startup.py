@@ -249,7 +249,7 @@ def test_the_search_reader_gives_what_argparse_gives_or_leaves_the_line_to_it(ar
 def test_the_search_reader_reads_every_plain_search_line(argv):
     """A line of known options and words in one run that argparse accepts is read without it."""
     ns, _code, _out, err = parsed_by_argparse(argv)
-    values = [a for a in argv[1:] if a.startswith("-") and not a.partition("=")[0] in origin._SEARCH_VALUES]
+    values = [a for a in argv[1:] if a.startswith("-") and a.partition("=")[0] not in origin._SEARCH_VALUES]
     if ns is None or argv[-1] in origin._SEARCH_VALUES or any(a not in origin._SEARCH_SWITCHES for a in values):
         return
     fast = origin._search_args(argv)

@@ -5,13 +5,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from pathlib import Path
 
 import pytest
 
 import origin
 from conftest import FIXTURES
-from test_entries import ClaudeLog
+from helpers import ClaudeLog
 
 
 def test_preserved_lists_the_sessions_whose_files_were_deleted_after_archiving(user_home, store, cli):

@@ -12,7 +12,7 @@ from mcp.types import Implementation
 
 import origin
 from conftest import ROOT
-from test_entries import ClaudeLog
+from helpers import ClaudeLog
 
 GITHUB = "ghp_" + "T7x" * 12
 AWS_KEY, AWS_SECRET = "AKIA" + "Q4ZR7PLM2XVB9KDN", "k9Vb2Qm7Xz4Lp1Rt8Wc3Yn6Hs5Jd0Fg/A+eUiOoP"

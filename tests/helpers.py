@@ -799,6 +799,10 @@ def http_client(url: str, token: str | None, mode: str, body, headers: dict | No
     return anyio.run(main)
 
 
+#: The Claude Code fixtures' project folder a HubDevice writes its lines into.
+DEMO_PROJECT = "-path-to-Demo"
+
+
 class HubDevice:
     """A device home with the Claude Code fixtures, connected to a hub by hub.json."""
 
@@ -818,7 +822,7 @@ class HubDevice:
         return subprocess.run(origin_argv(*args), env=self.env(), capture_output=True, text=True, timeout=300)
 
     def log(self) -> Path:
-        return next((self.home / ".claude" / "projects" / DEMO).glob("*.jsonl"))
+        return next((self.home / ".claude" / "projects" / DEMO_PROJECT).glob("*.jsonl"))
 
     def say(self, text: str) -> None:
         """Append a user message to the Demo session, as Claude Code would."""

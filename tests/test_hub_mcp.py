@@ -29,7 +29,6 @@ from reliability_tools import origin_argv, origin_env
 pytestmark = pytest.mark.usefixtures("_no_hub_left_running")  # kill the hubs a test leaves running
 
 ERAS = {"auto": "2026-07-28", "legacy": "2025-11-25"}
-DEMO = "-path-to-Demo"
 
 
 def free_port() -> int:

@@ -4658,6 +4658,8 @@ class Pi(Adapter):
 AIDER_HISTORY = ".aider.chat.history.md"
 #: The line that opens each run of Aider in its chat log (local time, no zone).
 AIDER_RUN = "# aider chat started at "
+#: Run headers of a history file remembered to number repeated ones.
+AIDER_RECENT_RUNS = 64
 #: How deep the folders of ORIGIN_AIDER_ROOTS are searched, and the bounds of
 #: that search per discovery: folders listed, and seconds.
 AIDER_WALK_DEPTH = 4
@@ -4794,7 +4796,13 @@ class Aider(Adapter):
         if text.startswith(AIDER_RUN):
             out = self._close(st)
             header = text[len(AIDER_RUN):].strip()
-            st["dup"] = st.get("dup", 0) + 1 if header == st.get("header") else 0
+            # Two runs with the same header (started in the same second, or
+            # headers that carry no time) get different ids: the header is
+            # numbered by how often it opened a run among the last
+            # AIDER_RECENT_RUNS of this file.
+            recent = st.get("recent") if isinstance(st.get("recent"), list) else []
+            st["dup"] = recent.count(header)
+            st["recent"] = (recent + [header])[-AIDER_RECENT_RUNS:]
             st["header"] = header
             folder = ctx.file.rel.rsplit("/", 1)[0] if "/" in ctx.file.rel else ""
             st["run"] = f"{header.replace(' ', 'T')}-{short_hash(folder, header, str(st['dup']), n=12)}"

@@ -701,10 +701,16 @@ def _pages_home(root: Path) -> tuple[Path, dict]:
 SERVER = [sys.executable, str(ROOT / "origin.py"), "mcp"]
 
 
-def run_client(mode: str, body, name: str = "test-agent", prefix: tuple[str, ...] = ()):
-    """Start the server as a process (under prefix), run body(client) in one session."""
-    argv = [*prefix, *SERVER]
-    params = StdioServerParameters(command=argv[0], args=argv[1:], env=dict(os.environ), cwd=str(ROOT))
+def run_client(mode: str, body, name: str = "test-agent", prefix: tuple[str, ...] = (),
+               server: list[str] | None = None, env: dict | None = None, cwd: Path | None = None):
+    """Start the server as a process (under prefix), run body(client) in one session.
+
+    ``server``, ``env`` and ``cwd`` replace the checkout's server command,
+    this process's environment and the checkout as its folder.
+    """
+    argv = [*prefix, *(server or SERVER)]
+    params = StdioServerParameters(command=argv[0], args=argv[1:], env=dict(os.environ if env is None else env),
+                                   cwd=str(cwd or ROOT))
 
     async def main():
         async with Client(params, mode=mode, client_info=Implementation(name=name, version="1")) as client:

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tempfile
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -55,9 +58,48 @@ def _files(root: Path) -> dict[str, bytes]:
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
+def _app(base: Path) -> tuple[list[str], dict]:
+    """Origin and its runtime packages copied where nobody may read them; return (command, env).
+
+    The checkout and its .venv may sit in a folder only root may enter (a
+    clone inside `mktemp -d`), so the code runs from a copy, by the
+    interpreter's own path, with the packages `origin mcp` imports (the
+    three dependencies and what they require) copied beside it.
+    """
+    app, site = base / "app", base / "site"
+    if not app.exists():
+        app.mkdir()
+        for name in ("origin.py", "adapters.py"):
+            shutil.copy(ROOT / name, app / name)
+        purelib = Path(sysconfig.get_paths()["purelib"]).resolve()
+        todo, seen = ["mcp", "zstandard", "anyio"], set()
+        while todo:
+            name = todo.pop()
+            key = re.sub(r"[-_.]+", "-", name).lower()
+            if key in seen:
+                continue
+            seen.add(key)
+            try:
+                dist = metadata.distribution(name)
+            except metadata.PackageNotFoundError:
+                continue
+            for f in dist.files or []:
+                src = Path(dist.locate_file(f)).resolve()
+                if src.is_file() and purelib in src.parents:
+                    dest = site / src.relative_to(purelib)
+                    dest.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copy(src, dest)
+            todo += [re.split(r"[\s;<>=!~\[(]", r, maxsplit=1)[0] for r in dist.requires or [] if "extra ==" not in r]
+        for p in [app, site, *app.rglob("*"), *site.rglob("*")]:
+            os.chmod(p, 0o755 if p.is_dir() else 0o644)
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    return [os.path.realpath(sys.executable), str(app / "origin.py")], env
+
+
 def _as_nobody(base: Path, *argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*NOBODY, os.path.realpath(sys.executable), str(ROOT / "origin.py"), *argv],
-                          env={**os.environ}, capture_output=True, text=True, timeout=300, cwd=str(base))
+    command, env = _app(base)
+    return subprocess.run([*NOBODY, *command, *argv], env=env, capture_output=True, text=True, timeout=300,
+                          cwd=str(base))
 
 
 def test_a_store_another_account_owns_answers_every_read_and_refuses_writes_with_the_reason(foreign_store):
@@ -102,7 +144,8 @@ def test_origin_mcp_on_a_store_another_account_owns_answers_reads(foreign_store)
             "sources": [{"event": entry["sources"][0]["event"]}]}))
         return found, got, refused
 
-    found, got, refused = run_client("auto", body, prefix=NOBODY)
+    command, env = _app(base)
+    found, got, refused = run_client("auto", body, prefix=NOBODY, server=[*command, "mcp"], env=env, cwd=base)
     assert entry["id"] in {e["id"] for e in found["entries"]}
     assert entry["id"] in json.dumps(got)
     assert "read-only here" in refused

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 
 import adapters
@@ -87,3 +88,54 @@ def test_sections_follow_the_documented_map():
     # Each banner's first word appears in the map, in the same order.
     firsts = [b.split()[0] for b in banners]
     assert firsts == [w for w in doc_map if w in firsts]
+
+
+def _defined_names(path) -> tuple[set[str], dict[str, set[str]]]:
+    """The names a module binds anywhere (functions, classes, assignments, fields), and each class's members."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    names: set[str] = set()
+    members: dict[str, set[str]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            names.add(node.attr)
+        if isinstance(node, ast.ClassDef):
+            own = members.setdefault(node.name, set())
+            for item in node.body:
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    own.add(item.name)
+                elif isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
+                    own.add(item.target.id)
+                elif isinstance(item, ast.Assign):
+                    own.update(t.id for t in item.targets if isinstance(t, ast.Name))
+    return names, members
+
+
+def test_every_name_a_recipe_cites_exists_in_the_code():
+    """The recipes of ARCHITECTURE.md name real tables, functions and tests, so they stay true."""
+    text = (ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    recipes = text[text.index("\n## Recipes\n"):]
+    recipes = recipes[:recipes.index("\n## ", 1)] if "\n## " in recipes[1:] else recipes
+    names: set[str] = set()
+    members: dict[str, set[str]] = {}
+    for path in [ROOT / "origin.py", ROOT / "adapters.py", *sorted((ROOT / "tests").glob("*.py"))]:
+        n, m = _defined_names(path)
+        names |= n
+        for cls, own in m.items():
+            members.setdefault(cls, set()).update(own)
+    checked, missing = [], []
+    for name in re.findall(r"`([^`]+)`", recipes):
+        # Only names: not paths (tests/helpers.py), commands, options or patterns such as `cmd_<name>`.
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?", name) or name.endswith((".py", ".md")):
+            continue
+        head, _, attr = name.partition(".")
+        if attr and head in members:
+            found = attr in members[head]
+        else:  # a name, or an attribute of a variable (`hub.index`)
+            found = (attr or head) in names
+        (checked if found else missing).append(name)
+    assert not missing, f"the recipes cite names the code does not define: {missing}"
+    assert {"MCP_TOOLS", "HUB_ROUTES", "build_parser", "Hub.dispatch", "ADAPTERS"} <= set(checked)

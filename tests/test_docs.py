@@ -139,3 +139,15 @@ def test_every_name_a_recipe_cites_exists_in_the_code():
         (checked if found else missing).append(name)
     assert not missing, f"the recipes cite names the code does not define: {missing}"
     assert {"MCP_TOOLS", "HUB_ROUTES", "build_parser", "Hub.dispatch", "ADAPTERS"} <= set(checked)
+
+
+def test_the_readme_quick_start_is_install_setup_ask_and_every_command_it_shows_exists():
+    start = README.index("\n## Quick start\n")
+    quick = README[start:README.index("\n## ", start + 1)]
+    steps = [line.split()[:2] for line in quick.split("```")[1].strip().splitlines()]
+    assert steps == [["pipx", "install"], ["origin", "setup"], ["origin", "ask"]]
+    parser = origin.build_parser()
+    commands = set(next(a for a in parser._actions if a.dest == "command").choices)
+    shown = set(re.findall(r"(?:^|[\s`$])origin ([a-z]+)\b", README, flags=re.M))
+    assert {"setup", "ask", "search", "forget", "purge", "serve", "push"} <= shown
+    assert not shown - commands, shown - commands

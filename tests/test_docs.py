@@ -151,3 +151,20 @@ def test_the_readme_quick_start_is_install_setup_ask_and_every_command_it_shows_
     shown = set(re.findall(r"(?:^|[\s`$])origin ([a-z]+)\b", README, flags=re.M))
     assert {"setup", "ask", "search", "forget", "purge", "serve", "push"} <= shown
     assert not shown - commands, shown - commands
+
+
+def test_the_changelog_opens_with_unreleased_and_names_only_real_commands_and_options():
+    changelog = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
+    assert re.findall(r"^## (.+)$", changelog, flags=re.M)[0].startswith("Unreleased")
+    parser = origin.build_parser()
+    commands = next(a for a in parser._actions if a.dest == "command").choices
+    cited = [span.split() for span in re.findall(r"`origin ([^`]+)`", changelog.replace("\n  ", " "))]
+    assert len(cited) > 20
+    for words in cited:
+        assert words[0] in commands, words
+        sub = commands[words[0]]
+        parsers = [sub, *(p for a in sub._actions if isinstance(getattr(a, "choices", None), dict)
+                          for p in a.choices.values())]
+        known = {s for p in parsers for a in p._actions for s in a.option_strings}
+        for option in (w for w in words if w.startswith("--")):
+            assert option in known, (words, option)

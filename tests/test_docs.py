@@ -87,3 +87,17 @@ def test_sections_follow_the_documented_map():
     # Each banner's first word appears in the map, in the same order.
     firsts = [b.split()[0] for b in banners]
     assert firsts == [w for w in doc_map if w in firsts]
+
+
+def test_the_session_start_hook_table_has_a_row_per_agent_with_a_hook_and_names_the_others():
+    """The hook each agent gets, from the adapters' table; an agent without one is said to have none."""
+    section = CLI_DOC[CLI_DOC.index("\n### The session-start hook"):]
+    section = section[:section.index("\n## ", 1)]
+    rows = set(re.findall(r"^\| ([^|]+?) \| `", section, re.M))
+    with_hook = {a.display for a in adapters.ADAPTERS.values() if a.hook is not None}
+    assert rows == with_hook
+    # Claude Code's memory files come from Claude Code, whose hook is in the table.
+    without = {a.display for a in adapters.ADAPTERS.values() if a.hook is None and a.name != "claude-memory"}
+    others = section[section.index("The other agents get no hook"):]
+    missing = sorted(d for d in without if d not in others)
+    assert not missing, missing

@@ -16163,9 +16163,11 @@ def cmd_setup(args) -> int:
         print(f"{'would register' if args.dry_run else 'registered'}: {' '.join(result['command'])}")
         if result["env"]:
             print("  with " + " ".join(f"{k}={v}" for k, v in result["env"].items()))
-    for a in result["agents"] + result["hooks"]:
-        label = f"{a['hook']} hook ({a['agent']})" if "hook" in a else a["agent"]
-        line = f"  {label:12} {a['status']:20} {a.get('config', '')}".rstrip()
+    labels = [f"{a['hook']} hook ({a['agent']})" if "hook" in a else a["agent"]
+              for a in result["agents"] + result["hooks"]]
+    width = max([12, *map(len, labels)])
+    for a, label in zip(result["agents"] + result["hooks"], labels):
+        line = f"  {label:{width}} {a['status']:20} {a.get('config', '')}".rstrip()
         print(line + (f"  (backup {a['backup']})" if a.get("backup") else ""))
         if a.get("note") and a["status"] not in ("not installed", "refused"):
             print(f"  {'':12} note: {a['note']}")
@@ -16182,7 +16184,8 @@ def cmd_setup(args) -> int:
             print(f"origin: {a['error']}", file=sys.stderr)
             if a.get("add"):
                 head, _, body = a["add"].partition("\n") if a["add"].startswith("under ") else ("", "", a["add"])
-                print(f"origin: to register Origin by hand, add to {a['config']}{' ' + head if head else ':'}\n"
+                what = "install the hook" if "hook" in a else "register Origin"
+                print(f"origin: to {what} by hand, add to {a['config']}{' ' + head if head else ':'}\n"
                       + "".join(f"  {x}\n" for x in body.splitlines()), end="", file=sys.stderr)
     manual = [a["agent"] for a in result["agents"] if a["status"] == "add by hand"]
     if manual:

@@ -319,10 +319,15 @@ def test_a_settings_file_with_comments_is_refused_and_the_hook_lines_are_printed
     settings.write_text(text)
     code, _ = cli("setup", "--agent", "gemini", "--dry-run")
     assert code == origin.AgentConfigError.exit_code and settings.read_text() == text
-    assert "not valid JSON" in cli.err and '"hooks.SessionStart"' in cli.err and "--agent gemini" in cli.err
+    assert "not valid JSON" in cli.err and "to install the hook by hand" in cli.err
+    assert '"hooks.SessionStart"' in cli.err and "--agent gemini" in cli.err
 
 
 def test_the_hook_for_an_agent_without_one_prints_nothing(project, user_home, origin_home):
     env = origin_env(user_home, origin_home)
     p = run_hook(f"{sys.executable} {ORIGIN_PY} context --hook --agent aider", claude_hook_input(CWD), env)
     assert (p.returncode, p.stdout, p.stderr) == (0, "", "")
+
+
+def test_every_agent_with_a_hook_in_the_adapters_table_is_tested_here():
+    assert set(OTHER_HOOKS) | {"claude-code"} == set(origin.hook_targets())

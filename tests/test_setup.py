@@ -501,3 +501,15 @@ def test_an_agent_added_to_the_table_of_agents_is_set_up_with_its_variable(user_
     entry = json.loads((user_home / ".fake" / "mcp.json").read_text())["servers"]["origin"]
     assert entry == {"command": COMMAND[0], "args": COMMAND[1:], "env": {"ORIGIN_FAKE_HOME": str(elsewhere)}}
     assert "ORIGIN_FAKE_HOME" in origin.registered_vars()
+
+
+def test_no_hook_leaves_every_agents_hooks_out(agents, user_home, capsys, monkeypatch):
+    monkeypatch.setenv("PATH", "")
+    code, res, _ = run_cli(capsys, "setup", "--no-hook", "--json")
+    res = json.loads(res)
+    assert code == 0 and res["hooks"] == []
+    for name in ("gemini", "qwen"):  # their MCP entry and hooks share settings.json
+        data = parsed(agents[name])
+        assert "origin" in data["mcpServers"] and "SessionStart" not in data.get("hooks", {}), name
+    assert not (user_home / ".codex" / "hooks.json").exists()
+    assert not (user_home / ".copilot" / "settings.json").exists()

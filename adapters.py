@@ -620,6 +620,48 @@ class McpConfig:
     extra: tuple = ()
 
 
+@dataclass(frozen=True, slots=True)
+class HookConfig:
+    """Where an agent reads its session-start hooks, for ``origin setup``.
+
+    ``files`` names the JSON settings files that hold them, under
+    ``"hooks"``: a list per ``event``.  ``entry`` is the shape of one item
+    of that list: ``"group"`` (Claude Code's, which Gemini CLI, Qwen Code
+    and Codex share: ``{"hooks": [{"type": "command", "command": …,
+    "timeout": …}]}``) or ``"bash"`` (Copilot CLI's: ``{"type": "command",
+    "bash": …, "timeoutSec": …}``).  ``timeout`` is in the agent's own unit
+    (seconds or milliseconds).  ``output`` is how the command's stdout
+    reaches the model: ``"text"`` (as it is), ``"hookSpecificOutput"``
+    (``{"hookSpecificOutput": {"hookEventName": event, "additionalContext":
+    text}}``) or ``"additionalContext"`` (``{"additionalContext": text}``).
+    """
+
+    event: str
+    files: Callable[[Mapping[str, str], Path], list[Path]]
+    timeout: int
+    output: str = "text"
+    entry: str = "group"
+
+
+def _settings_json(var: str, folder: str) -> Callable[[Mapping[str, str], Path], list[Path]]:
+    """Return the files function of ``settings.json`` in $var (comma list), else ~/folder."""
+    return lambda env, home: [d / "settings.json" for d in env_dirs(env, var, [home / folder])]
+
+
+def _gemini_settings(var: str, folder: str, program: str) -> tuple[McpConfig, HookConfig]:
+    """Return the rows of an agent that reads Gemini CLI's ``settings.json``: MCP servers and hooks.
+
+    Gemini CLI and Qwen Code (its fork) keep ``"mcpServers"`` and
+    ``"hooks"`` in ``settings.json`` in $var, else ~/folder.  Their
+    SessionStart hooks are Claude Code's shape with the timeout in
+    milliseconds, and read the reply as JSON: Gemini CLI shows plain text
+    to the person only.
+    """
+    files = _settings_json(var, folder)
+    return (McpConfig("json", ("mcpServers",), files, (program,)),
+            HookConfig("SessionStart", files, 10_000, "hookSpecificOutput"))
+
+
 class Adapter:
     """Base of every adapter; subclasses set ``name`` and override methods.
 
@@ -635,6 +677,8 @@ class Adapter:
     env_vars: tuple[str, ...] = ()
     #: Where the agent reads its MCP servers; None when it reads none.
     mcp: McpConfig | None = None
+    #: Where the agent reads a session-start hook; None when it documents none.
+    hook: HookConfig | None = None
     #: Whether its logs live in the projects themselves, not in a folder of
     #: its own: discovery is then given the project folders Origin knows.
     in_projects = False
@@ -736,6 +780,8 @@ class ClaudeCode(Adapter):
                     lambda env, home: [d / ".claude.json" for d in env_dirs(env, "CLAUDE_CONFIG_DIR", [home])],
                     ("claude",), homes=lambda env, home: env_dirs(env, "CLAUDE_CONFIG_DIR", [home / ".claude"]),
                     stdio_type=True)
+    # SessionStart hooks live in settings.json; what the command prints is context.
+    hook = HookConfig("SessionStart", _settings_json("CLAUDE_CONFIG_DIR", ".claude"), 10)
 
     def roots(self, env: Mapping[str, str], home: Path) -> list[Path]:
         """Return ``CLAUDE_CONFIG_DIR`` (comma list), else both defaults."""
@@ -1033,6 +1079,11 @@ class Codex(Adapter):
     mcp = McpConfig("toml", ("mcp_servers",),
                     lambda env, home: [d / "config.toml" for d in env_dirs(env, "CODEX_HOME", [home / ".codex"])],
                     ("codex",))
+    # hooks.json beside config.toml, in Claude Code's shape (timeout in seconds); a
+    # reply that looks like JSON must be valid hook JSON, so the context goes as JSON.
+    hook = HookConfig("SessionStart",
+                      lambda env, home: [d / "hooks.json" for d in env_dirs(env, "CODEX_HOME", [home / ".codex"])],
+                      10, "hookSpecificOutput")
 
     def roots(self, env: Mapping[str, str], home: Path) -> list[Path]:
         """Return ``CODEX_HOME`` (comma list allowed), else ``~/.codex``."""
@@ -3634,10 +3685,7 @@ class Gemini(Adapter):
     name = "gemini"
     display = "Gemini CLI"
     env_vars = ("ORIGIN_GEMINI_HOME",)
-    mcp = McpConfig("json", ("mcpServers",),
-                    lambda env, home: [d / "settings.json" for d in env_dirs(env, "ORIGIN_GEMINI_HOME",
-                                                                             [home / ".gemini"])],
-                    ("gemini",))
+    mcp, hook = _gemini_settings("ORIGIN_GEMINI_HOME", ".gemini", "gemini")
 
     def roots(self, env: Mapping[str, str], home: Path) -> list[Path]:
         """Return ``ORIGIN_GEMINI_HOME`` (comma list), else ``~/.gemini``."""
@@ -4198,6 +4246,9 @@ class CopilotCli(Adapter):
                     lambda env, home: [d / "mcp-config.json" for d in env_dirs(env, "COPILOT_HOME",
                                                                                [home / ".copilot"])],
                     ("copilot",), stdio_type=True, extra=(("tools", ["*"]),))
+    # Its user settings ($COPILOT_HOME/settings.json) may hold hooks inline: flat
+    # entries, the command under "bash"; a sessionStart reply adds "additionalContext".
+    hook = HookConfig("sessionStart", _settings_json("COPILOT_HOME", ".copilot"), 10, "additionalContext", "bash")
 
     def roots(self, env: Mapping[str, str], home: Path) -> list[Path]:
         """Return ``COPILOT_HOME`` (comma list), else ``~/.copilot``."""
@@ -4347,11 +4398,7 @@ class QwenCode(Adapter):
     name = "qwen"
     display = "Qwen Code"
     env_vars = ("ORIGIN_QWEN_HOME",)
-    # Qwen Code reads "mcpServers" in ~/.qwen/settings.json, as Gemini CLI does.
-    mcp = McpConfig("json", ("mcpServers",),
-                    lambda env, home: [d / "settings.json" for d in env_dirs(env, "ORIGIN_QWEN_HOME",
-                                                                             [home / ".qwen"])],
-                    ("qwen",))
+    mcp, hook = _gemini_settings("ORIGIN_QWEN_HOME", ".qwen", "qwen")  # ~/.qwen/settings.json, as Gemini CLI's
 
     def roots(self, env: Mapping[str, str], home: Path) -> list[Path]:
         """Return ``ORIGIN_QWEN_HOME`` (comma list), else ``~/.qwen``."""

@@ -14509,12 +14509,13 @@ def lines_to_add(target: AgentTarget, command: list[str], reg_env: dict) -> str:
 
 
 # -- the session-start hook -----------------------------------------------------
-# Claude Code runs the commands of the SessionStart hooks in its settings.json
-# as each session starts (and after /clear and compaction), with a JSON
-# object on stdin (session_id, transcript_path, cwd, hook_event_name,
-# source, model); what a command prints becomes context for the model.  Setup
-# adds one such command, `origin context --hook`, and recognises it again by
-# that shape, so it updates or removes only its own.
+# Claude Code, Gemini CLI, Qwen Code and Codex run the commands of the
+# SessionStart hooks in a JSON settings file as each session starts (and
+# after /clear), with a JSON object on stdin that names the folder ("cwd");
+# what the command prints reaches the model, as plain text or as JSON,
+# whichever the agent reads (the adapter's `hook.output`).  Setup adds one
+# such command, `origin context --hook`, and recognises it again by that
+# shape, so it updates or removes only its own.
 
 
 @record
@@ -14524,21 +14525,24 @@ class HookTarget:
     agent: str
     event: str
     configs: Callable[[dict, Path], list[Path]]
-    timeout: int = 10
+    timeout: int
+    output: str
+    entry: str
+    fmt: str = "json"
 
 
-HOOK_TARGETS = {t.agent: t for t in (
-    HookTarget("claude-code", "SessionStart",
-               lambda env, home: [d / "settings.json"
-                                  for d in adapters.env_dirs(env, "CLAUDE_CONFIG_DIR", [home / ".claude"])]),
-)}
+def hook_targets() -> dict[str, HookTarget]:
+    """Return the agents that run a session-start hook, from the adapters' table."""
+    return {name: HookTarget(name, h.event, h.files, h.timeout, h.output, h.entry)
+            for name, a in adapters.ADAPTERS.items() if (h := a.hook) is not None}
 
 
-def hook_command(command: list[str], reg_env: dict) -> str:
+def hook_command(command: list[str], reg_env: dict, target: HookTarget | None = None) -> str:
     """Return the shell command line of the hook: `origin context --hook`.
 
     command is the `origin mcp` command line; the hook runs the same
-    program, with the variables a registration carries set in front.
+    program, with the variables a registration carries set in front, and
+    ``--agent NAME`` for an agent that reads the context as JSON.
     Python runs a script named on its command line from source each time
     (about half a second for origin.py), so origin.py is imported instead,
     from its bytecode, as an installed `origin` does.
@@ -14551,26 +14555,41 @@ def hook_command(command: list[str], reg_env: dict) -> str:
         program = [program[0], "-c", f"import sys; sys.path.insert(0, {folder!r}); "
                                      f"from {module[:-3]} import main; sys.exit(main())"]
     assigns = [f"{k}={shlex.quote(v)}" for k, v in reg_env.items()]
-    return " ".join([*assigns, *(shlex.quote(a) for a in program), "context", "--hook"])
+    agent = ["--agent", target.agent] if target is not None and target.output != "text" else []
+    return " ".join([*assigns, *(shlex.quote(a) for a in program), "context", "--hook", *agent])
 
 
-def _is_our_hook(hook: Any) -> bool:
-    """Tell whether a hook entry runs `origin context --hook` (any install of it)."""
+def _is_our_hook(hook: Any, key: str = "command") -> bool:
+    """Tell whether a hook entry runs `origin context --hook` (any install of it) in its key."""
     import shlex
 
-    if not isinstance(hook, dict) or not isinstance(hook.get("command"), str):
+    if not isinstance(hook, dict) or not isinstance(hook.get(key), str):
         return False
     try:
-        words = shlex.split(hook["command"])
+        words = shlex.split(hook[key])
     except ValueError:
         return False
+    if words[-2:-1] == ["--agent"]:
+        words = words[:-2]
     return words[-2:] == ["context", "--hook"] and any(
         os.path.basename(w) in ("origin", "origin.py") or w.endswith(".pyz") or "from origin import main" in w
         for w in words[:-2])
 
 
-def _hook_groups(data: dict, target: HookTarget, path: Path, create: bool) -> list | None:
-    """Return the list of hook groups of target's event in data (created when asked)."""
+def _hook_key(target: HookTarget) -> str:
+    """Return the key that holds a hook's command line: "bash" for Copilot CLI's entries."""
+    return "bash" if target.entry == "bash" else "command"
+
+
+def _new_hook(target: HookTarget, hook: str) -> dict:
+    """Return the item setup appends to the list of target's event."""
+    if target.entry == "bash":
+        return {"type": "command", "bash": hook, "timeoutSec": target.timeout}
+    return {"hooks": [{"type": "command", "command": hook, "timeout": target.timeout}]}
+
+
+def _hook_list(data: dict, target: HookTarget, path: Path, create: bool) -> list | None:
+    """Return the list of target's event in data (created when asked)."""
     hooks = data.get("hooks")
     if hooks is None:
         if not create:
@@ -14578,88 +14597,107 @@ def _hook_groups(data: dict, target: HookTarget, path: Path, create: bool) -> li
         hooks = data["hooks"] = {}
     if not isinstance(hooks, dict):
         raise _refuse(path, "its hooks is not an object")
-    groups = hooks.get(target.event)
-    if groups is None:
+    items = hooks.get(target.event)
+    if items is None:
         if not create:
             return None
-        groups = hooks[target.event] = []
-    if not isinstance(groups, list) or not all(isinstance(g, dict) for g in groups):
+        items = hooks[target.event] = []
+    if not isinstance(items, list) or not all(isinstance(g, dict) for g in items):
         raise _refuse(path, f"hooks.{target.event} is not a list of objects")
-    for g in groups:
-        if not isinstance(g.get("hooks", []), list):
-            raise _refuse(path, f"a group of hooks.{target.event} has hooks that are not a list")
-    return groups
+    if target.entry == "group":
+        for g in items:
+            if not isinstance(g.get("hooks", []), list):
+                raise _refuse(path, f"a group of hooks.{target.event} has hooks that are not a list")
+    return items
 
 
-def _drop_our_hooks(data: dict, target: HookTarget, path: Path) -> int:
-    """Remove every hook of ours from data, and what that leaves empty; return how many."""
-    groups = _hook_groups(data, target, path, create=False)
-    if groups is None:
+def _our_hooks(items: list, target: HookTarget) -> list[tuple[list, dict]]:
+    """Return (the list holding it, the hook) for each hook of ours among items."""
+    key = _hook_key(target)
+    if target.entry != "group":
+        return [(items, h) for h in items if _is_our_hook(h, key)]
+    return [(g["hooks"], h) for g in items for h in g.get("hooks", []) if _is_our_hook(h, key)]
+
+
+def _drop_our_hooks(data: dict, target: HookTarget, path: Path, keep: dict | None = None) -> int:
+    """Remove every hook of ours but keep from data, and what that leaves empty; return how many."""
+    items = _hook_list(data, target, path, create=False)
+    if items is None:
         return 0
-    dropped = 0
-    for g in list(groups):
-        mine = [h for h in g.get("hooks", []) if _is_our_hook(h)]
-        if mine:
-            dropped += len(mine)
-            g["hooks"] = [h for h in g["hooks"] if not _is_our_hook(h)]
-            if not g["hooks"]:
-                groups.remove(g)
-    if dropped and not groups:
+    dropped, emptied = 0, []
+    for holder, h in _our_hooks(items, target):
+        if h is not keep:
+            holder[:] = [x for x in holder if x is not h]
+            dropped += 1
+            emptied.append(holder)
+    # A group left empty by that goes too (one that was empty before stays).
+    items[:] = [g for g in items if not any(g.get("hooks") is e and not e for e in emptied)]
+    if dropped and not items:
         del data["hooks"][target.event]
         if not data["hooks"]:
             del data["hooks"]
     return dropped
 
 
-def _plan_hook(target: HookTarget, path: Path, hook: str | None) -> dict:
+def _plan_hook(target: HookTarget, path: Path, hook: str | None, pending: str | None = None) -> dict:
     """Plan one settings file: its bytes now, its new text (None: no change), a status.
 
-    hook is the command to install, or None to remove ours.
+    hook is the command to install, or None to remove ours; pending is the
+    text a dry run's MCP plan would have written to the same file first.
     """
-    raw = _read_config(path)
+    raw = _read_config(path) if pending is None else pending.encode("utf-8")
     text = "" if raw is None else raw.decode("utf-8")
-    data = _parse_config(agent_targets()[target.agent], text, path)
-    groups = _hook_groups(data, target, path, create=False) or []
-    ours = [h for g in groups for h in g.get("hooks", []) if _is_our_hook(h)]
+    data = _parse_config(target, text, path)
+    key = _hook_key(target)
+    ours = [h for _, h in _our_hooks(_hook_list(data, target, path, create=False) or [], target)]
     if hook is None:
         if not ours:
             return {"status": "not installed" if raw is None else "not set up", "raw": raw, "new": None}
         _drop_our_hooks(data, target, path)
         status = "removed"
-    elif len(ours) == 1 and ours[0].get("command") == hook and ours[0].get("type") == "command":
+    elif len(ours) == 1 and ours[0].get(key) == hook and ours[0].get("type") == "command":
         return {"status": "unchanged", "raw": raw, "new": None}
     elif ours:
-        keep = ours[0]
-        keep.update(type="command", command=hook)
-        for g in groups:  # one hook of ours is enough
-            g["hooks"] = [h for h in g.get("hooks", []) if h is keep or not _is_our_hook(h)]
-        data["hooks"][target.event] = [g for g in groups if g.get("hooks")]
+        ours[0].update({"type": "command", key: hook})
+        _drop_our_hooks(data, target, path, keep=ours[0])  # one hook of ours is enough
         status = "updated"
     else:
-        _hook_groups(data, target, path, create=True).append(
-            {"hooks": [{"type": "command", "command": hook, "timeout": target.timeout}]})
+        _hook_list(data, target, path, create=True).append(_new_hook(target, hook))
         status = "created" if raw is None else "added"
     return {"status": status, "raw": raw, "new": json.dumps(data, indent=_json_indent(text), ensure_ascii=False) + "\n"}
 
 
-def plan_hooks(env: dict, home: Path, command: list[str] | None, agents: list[str] | None = None) -> list[dict]:
+def plan_hooks(env: dict, home: Path, command: list[str] | None, agents: list[str] | None = None,
+               pending: dict[str, str] | None = None) -> list[dict]:
     """Work out, without writing, the session-start hooks setup would install.
 
     command None plans their removal.  Like plan_setup, a file that cannot
-    be changed safely is "refused" with its reason.
+    be changed safely is "refused" with its reason.  pending maps a file to
+    the text planned for it (a dry run, where the MCP entry is not written):
+    the hook is planned on top of it, so the two diffs apply in turn.
     """
     plans = []
-    hook = None if command is None else hook_command(command, registered_env(env, home))
-    for name, target in HOOK_TARGETS.items():
-        if (agents and name not in agents) or not agent_targets()[name].installed(env, home):
+    reg_env = registered_env(env, home)
+    installed = agent_targets()
+    for name, target in hook_targets().items():
+        if (agents and name not in agents) or name not in installed or not installed[name].installed(env, home):
             continue
+        hook = None if command is None else hook_command(command, reg_env, target)
         for path in target.configs(env, home):
             base = {"agent": name, "hook": target.event, "config": str(path)}
             try:
-                plans.append({**base, **_plan_hook(target, path, hook)})
+                plans.append({**base, **_plan_hook(target, path, hook, (pending or {}).get(str(path)))})
             except AgentConfigError as e:
-                plans.append({**base, "status": "refused", "error": str(e)})
+                # A file it cannot edit safely (comments, an odd shape): the lines to add instead.
+                plans.append({**base, "status": "refused", "error": str(e),
+                              **({"add": hook_lines(target, hook)} if hook else {})})
     return plans
+
+
+def hook_lines(target: HookTarget, hook: str) -> str:
+    """Return the exact JSON a person adds to a settings file setup refused to edit."""
+    return (f'under "hooks.{target.event}" (a list), as one more item:\n'
+            + json.dumps(_new_hook(target, hook), indent=2, ensure_ascii=False) + "\n")
 
 
 def _backup_path(path: Path, stamp: str) -> Path:
@@ -14704,7 +14742,7 @@ def setup_agents(env: dict, home: Path, command: list[str], *, dry_run: bool = F
     """Register command as the `origin` MCP server with every installed agent.
 
     Idempotent: an agent already pointing at command is left alone.  With
-    ``hooks``, each agent of HOOK_TARGETS also gets the session-start hook
+    ``hooks``, each agent with a session-start hook also gets it
     (``hooks`` in the result).  With ``remove``, every entry and hook of
     Origin's is taken out instead, whatever command it runs; the rest of
     each file stays as it is.  With dry_run nothing is written, and each
@@ -14715,9 +14753,12 @@ def setup_agents(env: dict, home: Path, command: list[str], *, dry_run: bool = F
     Return what was (or would be) done.
     """
     plans = plan_setup(env, home, None if remove else command, agents)
-    hook_plans = plan_hooks(env, home, None if remove else command, agents) if hooks or remove else []
     stamp = time.strftime("%Y%m%dT%H%M%S")
+    pending = {p["config"]: p["new"] for p in plans if p.get("new") is not None} if dry_run else None
     report = _apply_plans(plans, dry_run, stamp)
+    # Planned after the MCP entries are written (or on top of their planned text in a dry
+    # run): Gemini CLI and Qwen Code keep both in one settings.json.
+    hook_plans = plan_hooks(env, home, None if remove else command, agents, pending) if hooks or remove else []
     hook_report = _apply_plans(hook_plans, dry_run, stamp)
     done = report + hook_report
     changed = sum(1 for p in done if p["status"] not in ("unchanged", "not installed", "not set up", "refused",
@@ -16019,8 +16060,9 @@ def cmd_context(args) -> int:
     earlier work.  Forgotten entries never appear.  With --hook it reads
     the JSON an agent's session-start hook receives on stdin (its "cwd"),
     and any failure prints nothing and exits 0, so it never stops an agent
-    from starting; `origin setup` installs it as Claude Code's
-    SessionStart hook.
+    from starting; `origin setup` installs it as the session-start hook
+    of Claude Code, Codex, Gemini CLI, Qwen Code and Copilot CLI (--agent
+    NAME: the reply in the shape that agent reads).
 
     Example: origin context --cwd ~/src/api --budget 800
     """
@@ -16040,19 +16082,33 @@ def context_hook(argv: list[str]) -> int:
     Never fails the agent's start: a bad line, a missing or locked store or
     anything else prints nothing and exits 0, and a run that takes longer
     than CONTEXT_HOOK_TIMEOUT seconds ends there, silently.  Read without
-    argparse: its only option is --budget N.
+    argparse: its options are --budget N and --agent NAME, the agent whose
+    hook runs it, which says the shape of the reply (its adapter's
+    ``hook.output``): the text itself (Claude Code, and without --agent),
+    ``{"hookSpecificOutput": {"hookEventName": …, "additionalContext": …}}``
+    (Codex, Gemini CLI, Qwen Code) or ``{"additionalContext": …}`` (Copilot
+    CLI).
     """
     out: list[str] = []
 
     def work() -> None:
         try:
             budget = argv[argv.index("--budget") + 1] if "--budget" in argv else None
+            agent = argv[argv.index("--agent") + 1] if "--agent" in argv else None
+            hook = adapters.ADAPTERS[agent].hook if agent is not None else None
+            if agent is not None and hook is None:
+                return  # an agent without a session-start hook: nothing it could read
             data = json.loads(sys.stdin.buffer.read(1 << 20) or b"{}")
             cwd = data.get("cwd") if isinstance(data, dict) else None
             if not isinstance(cwd, str) or not os.path.isabs(cwd):
                 return
             with private_umask():
                 text = _context_text(cwd, _context_budget(budget))
+            if text and hook is not None and hook.output == "hookSpecificOutput":
+                text = json.dumps({"hookSpecificOutput": {"hookEventName": hook.event, "additionalContext": text}},
+                                  ensure_ascii=False)
+            elif text and hook is not None and hook.output == "additionalContext":
+                text = json.dumps({"additionalContext": text}, ensure_ascii=False)
             if text:
                 out.append(text)
         except BaseException:  # the agent's start matters more than any report
@@ -16076,9 +16132,10 @@ def cmd_setup(args) -> int:
 
     Each installed agent that reads an MCP configuration file gets an
     "origin" server entry in it (--dry-run lists them with the exact text);
-    Claude Code also gets a SessionStart hook in ~/.claude/settings.json
-    that runs `origin context --hook`, so each session starts with the
-    project's entries (--no-hook leaves it out).  Nothing else in those
+    each that runs a session-start hook (Claude Code, Codex, Gemini CLI,
+    Qwen Code, Copilot CLI) also gets one in its settings that runs `origin context
+    --hook`, so each session starts with the project's entries (--no-hook
+    leaves them out).  Nothing else in those
     files changes.  Each changed file is first copied to
     <file>.origin-backup-<time>, and a file that cannot be parsed is left
     alone (the lines to add by hand are printed).  A format Origin does not
@@ -16106,9 +16163,11 @@ def cmd_setup(args) -> int:
         print(f"{'would register' if args.dry_run else 'registered'}: {' '.join(result['command'])}")
         if result["env"]:
             print("  with " + " ".join(f"{k}={v}" for k, v in result["env"].items()))
-    for a in result["agents"] + result["hooks"]:
-        label = f"{a['hook']} hook" if "hook" in a else a["agent"]
-        line = f"  {label:12} {a['status']:20} {a.get('config', '')}".rstrip()
+    labels = [f"{a['hook']} hook ({a['agent']})" if "hook" in a else a["agent"]
+              for a in result["agents"] + result["hooks"]]
+    width = max([12, *map(len, labels)])
+    for a, label in zip(result["agents"] + result["hooks"], labels):
+        line = f"  {label:{width}} {a['status']:20} {a.get('config', '')}".rstrip()
         print(line + (f"  (backup {a['backup']})" if a.get("backup") else ""))
         if a.get("note") and a["status"] not in ("not installed", "refused"):
             print(f"  {'':12} note: {a['note']}")
@@ -16125,7 +16184,8 @@ def cmd_setup(args) -> int:
             print(f"origin: {a['error']}", file=sys.stderr)
             if a.get("add"):
                 head, _, body = a["add"].partition("\n") if a["add"].startswith("under ") else ("", "", a["add"])
-                print(f"origin: to register Origin by hand, add to {a['config']}{' ' + head if head else ':'}\n"
+                what = "install the hook" if "hook" in a else "register Origin"
+                print(f"origin: to {what} by hand, add to {a['config']}{' ' + head if head else ':'}\n"
                       + "".join(f"  {x}\n" for x in body.splitlines()), end="", file=sys.stderr)
     manual = [a["agent"] for a in result["agents"] if a["status"] == "add by hand"]
     if manual:
@@ -16156,13 +16216,15 @@ def add_mcp_commands(sub, command, add_json) -> None:
     sp.add_argument("--budget", help=f"most characters to print (default ${ENV_CONTEXT_BUDGET}, else {CONTEXT_BUDGET})")
     sp.add_argument("--hook", action="store_true",
                     help="read the folder from the hook JSON on stdin; print nothing and exit 0 on any failure")
+    sp.add_argument("--agent", choices=sorted(hook_targets()),
+                    help="with --hook: reply in the shape this agent's hook reads (default: plain text)")
     add_json(sp)
     sp = command("setup", cmd_setup, "register `origin mcp` with the installed agents")
     sp.add_argument("--dry-run", action="store_true", help="show what would change; write nothing")
     sp.add_argument("--agent", action="append", choices=sorted(agent_targets()),
                     help="only this agent (repeatable)")
     sp.add_argument("--no-hook", action="store_true",
-                    help="do not install the session-start hook (Claude Code) that prints the project's entries")
+                    help="do not install the session-start hooks that print the project's entries")
     sp.add_argument("--remove", action="store_true",
                     help="take out every MCP entry and hook setup wrote (backed up first); the store stays")
     add_json(sp)

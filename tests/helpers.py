@@ -905,6 +905,25 @@ def claude_hook_input(cwd: str, source: str = "startup") -> str:
                        "source": source, "model": "claude-sonnet-4-5-20250929"})
 
 
+def agent_hook_input(agent: str, cwd: str) -> str:
+    """The object an agent writes to its SessionStart hook's stdin, as its documentation gives it."""
+    base = {"session_id": "0199a3c4-7e21-7b10-9f3e-5c2d8a6b4e17", "cwd": cwd, "hook_event_name": "SessionStart"}
+    if agent == "gemini":  # Gemini CLI docs/hooks/reference.md: the base fields and the source
+        return json.dumps({**base, "transcript_path": "/home/u/.gemini/tmp/atlas/chats/session-1.json",
+                           "timestamp": "2026-11-22T09:00:00.000Z", "source": "startup"})
+    if agent == "qwen":  # Qwen Code docs/users/features/hooks.md: the common fields and SessionStart's
+        return json.dumps({**base, "transcript_path": "/home/u/.qwen/projects/-work-src-atlas/chats/s.jsonl",
+                           "timestamp": "2026-11-22T09:00:00.000Z", "permission_mode": "default",
+                           "source": "startup", "model": "qwen3-coder-plus"})
+    if agent == "codex":  # Codex's SessionStartCommandInput (codex-rs/hooks): transcript_path may be null
+        return json.dumps({**base, "transcript_path": None, "model": "gpt-5.1-codex",
+                           "permission_mode": "default", "source": "startup"})
+    if agent == "copilot-cli":  # GitHub's hooks reference: a camelCase event gets camelCase fields
+        return json.dumps({"sessionId": base["session_id"], "timestamp": 1795338000000, "cwd": cwd,
+                           "source": "new", "initialPrompt": "what did we decide about the store?"})
+    return claude_hook_input(cwd)
+
+
 # A browser for the admin page #########################################################################################
 
 

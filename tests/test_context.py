@@ -19,7 +19,7 @@ import pytest
 
 import origin
 from conftest import write_session
-from helpers import claude_hook_input
+from helpers import agent_hook_input, claude_hook_input
 from reliability_tools import ORIGIN_PY, origin_env
 
 CWD = "/work/src/atlas"
@@ -207,19 +207,127 @@ def test_setup_remove_takes_back_everything_setup_wrote(claude_home, cli, monkey
     # Dry run: the diffs, and nothing written.
     code, res = cli("setup", "--remove", "--dry-run", "--json")
     assert code == 0 and snapshot(claude_home) == installed
-    assert sorted(a["status"] for a in res["agents"] + res["hooks"] if "diff" in a) == ["would be removed"] * 3
+    # Claude Code's and Codex's MCP entries and hooks (Codex's in the hooks.json setup created).
+    assert sorted(a["status"] for a in res["agents"] + res["hooks"] if "diff" in a) == ["would be removed"] * 4
     code, out = cli("setup", "--remove", "--dry-run")
     assert code == 0 and "context --hook" in out and "would be removed" in out
     # Remove: every file back to what it held before setup, each change backed up.
     code, res = cli("setup", "--remove", "--json")
-    assert code == 0 and res["changed"] == 3 and res["refused"] == 0
+    assert code == 0 and res["changed"] == 4 and res["refused"] == 0
     for a in res["agents"] + res["hooks"]:
         if a["status"] == "removed":
             assert Path(a["backup"]).read_bytes() == installed[str(Path(a["config"]).relative_to(claude_home))]
     after = snapshot(claude_home)
     assert after[".codex/config.toml"].decode() == original[".codex/config.toml"].decode()
+    assert json.loads(after[".codex/hooks.json"]) == {}  # the file setup created, with nothing in it
     for name in (".claude.json", ".claude/settings.json"):
         assert json.loads(after[name]) == original[name], name
     code, out = cli("setup", "--remove")
     assert code == 0 and "nothing to remove" in out
     assert origin.connected_agents(env_of(claude_home), claude_home)["claude-code"]["registered"] is False
+
+
+# -- the other agents with a documented session-start hook -------------------------------------
+
+#: Each agent's settings file under the fake HOME, what the user already has in it, and the
+#: timeout setup writes, in the agent's unit (Gemini CLI and Qwen Code: milliseconds).
+OTHER_HOOKS = {
+    "gemini": (".gemini/settings.json", {"general": {"vimMode": True},
+                                         "hooks": {"SessionStart": [{"matcher": "startup", "hooks": [
+                                             {"name": "mine", "type": "command", "command": "echo hi"}]}]}},
+               10_000),
+    "qwen": (".qwen/settings.json", {"mcpServers": {"fs": {"command": "fs-mcp"}},
+                                     "hooks": {"PreToolUse": [{"matcher": "write_file", "hooks": [
+                                         {"type": "command", "command": "./guard.sh"}]}]}}, 10_000),
+    "codex": (".codex/hooks.json", {"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "notify"}]}]}},
+              10),
+    "copilot-cli": (".copilot/settings.json", {"model": "gpt-5", "hooks": {"sessionStart": [
+        {"type": "command", "bash": "echo hi", "timeoutSec": 5}]}}, 10),
+}
+
+#: Where the context sits in the JSON each agent reads from the hook.
+REPLY = {"gemini": "hookSpecificOutput", "qwen": "hookSpecificOutput", "codex": "hookSpecificOutput",
+         "copilot-cli": "additionalContext"}
+
+
+@pytest.mark.parametrize("agent", sorted(OTHER_HOOKS))
+def test_setup_installs_the_hook_each_agent_documents_and_it_replies_in_that_agents_shape(
+        agent, user_home, project, origin_home, monkeypatch):
+    name, mine, timeout = OTHER_HOOKS[agent]
+    settings = user_home / name
+    settings.parent.mkdir(parents=True)
+    settings.write_text(json.dumps(mine, indent=2))
+    if agent == "codex":
+        (settings.parent / "config.toml").write_text('model = "gpt-5"\n')
+    if agent == "copilot-cli":
+        (settings.parent / "mcp-config.json").write_text('{"mcpServers": {}}\n')
+    command = [sys.executable, str(ORIGIN_PY), "mcp"]
+    res = origin.setup_agents(env_of(user_home), user_home, command, hooks=True, agents=[agent])
+    assert [(h["agent"], h["status"]) for h in res["hooks"]] == [(agent, "added")] and res["refused"] == 0
+    data = json.loads(settings.read_text())
+    for key, value in mine.items():  # the user's settings and hooks stay as they were
+        if key == "mcpServers":
+            assert data[key]["fs"] == value["fs"] and "origin" in data[key]
+        elif key != "hooks":
+            assert data[key] == value
+    for event, groups in mine["hooks"].items():
+        assert data["hooks"][event][:len(groups)] == groups
+    if agent == "copilot-cli":  # flat entries: the command under "bash", the timeout in seconds
+        ours = data["hooks"]["sessionStart"][-1]
+        assert set(ours) == {"type", "bash", "timeoutSec"} and ours["timeoutSec"] == timeout
+        line = ours["bash"]
+    else:  # Claude Code's groups: {"hooks": [{"type", "command", "timeout"}]}
+        group = data["hooks"]["SessionStart"][-1]
+        assert list(group) == ["hooks"] and len(group["hooks"]) == 1 and group["hooks"][0]["timeout"] == timeout
+        line = group["hooks"][0]["command"]
+    assert line.endswith(f"context --hook --agent {agent}")
+    # Run it as the agent does: through a shell, its JSON on stdin, without ORIGIN_HOME.
+    env = {k: v for k, v in origin_env(user_home, origin_home).items() if k != "ORIGIN_HOME"}
+    p = run_hook(line, agent_hook_input(agent, CWD), env)
+    assert p.returncode == 0 and p.stderr == "", p.stderr
+    reply = json.loads(p.stdout)  # JSON, not text: plain text would not reach these agents' models
+    if REPLY[agent] == "hookSpecificOutput":
+        assert set(reply) == {"hookSpecificOutput"} and reply["hookSpecificOutput"]["hookEventName"] == "SessionStart"
+        context = reply["hookSpecificOutput"]["additionalContext"]
+    else:
+        assert set(reply) == {"additionalContext"}
+        context = reply["additionalContext"]
+    assert project["memory"] in context and project["other"] not in context
+    assert context.endswith(origin.CONTEXT_SEARCH_LINE) and len(context) <= origin.CONTEXT_BUDGET
+    # Forgotten entries stay out; a broken stdin still prints nothing and exits 0.
+    with origin.open_store(origin_home) as s:
+        origin.forget(s, project["memory"], reason="test")
+    p = run_hook(line, agent_hook_input(agent, CWD), env)
+    assert p.returncode == 0 and project["memory"] not in p.stdout
+    assert run_hook(line, "not json", env).stdout == ""
+    # Idempotent, and --remove gives back the file as the user had it.
+    assert [h["status"] for h in origin.setup_agents(env_of(user_home), user_home, command, hooks=True,
+                                                     agents=[agent])["hooks"]] == ["unchanged"]
+    gone = origin.setup_agents(env_of(user_home), user_home, command, remove=True, agents=[agent])
+    assert [h["status"] for h in gone["hooks"]] == ["removed"]
+    after = json.loads(settings.read_text())
+    if agent == "gemini":  # the MCP servers table setup made stays, empty, as for every agent
+        assert after.pop("mcpServers") == {}
+    assert after == mine
+
+
+def test_a_settings_file_with_comments_is_refused_and_the_hook_lines_are_printed(user_home, cli, monkeypatch):
+    monkeypatch.setenv("PATH", "")
+    settings = user_home / ".gemini" / "settings.json"
+    settings.parent.mkdir()
+    text = '{\n  // mine\n  "general": {"vimMode": true}\n}\n'
+    settings.write_text(text)
+    code, _ = cli("setup", "--agent", "gemini", "--dry-run")
+    assert code == origin.AgentConfigError.exit_code and settings.read_text() == text
+    assert "not valid JSON" in cli.err and "to install the hook by hand" in cli.err
+    assert '"hooks.SessionStart"' in cli.err and "--agent gemini" in cli.err
+
+
+def test_the_hook_for_an_agent_without_one_prints_nothing(project, user_home, origin_home):
+    env = origin_env(user_home, origin_home)
+    p = run_hook(f"{sys.executable} {ORIGIN_PY} context --hook --agent aider", claude_hook_input(CWD), env)
+    assert (p.returncode, p.stdout, p.stderr) == (0, "", "")
+
+
+def test_every_agent_with_a_hook_in_the_adapters_table_is_tested_here():
+    assert set(OTHER_HOOKS) | {"claude-code"} == set(origin.hook_targets())

@@ -168,3 +168,15 @@ def test_the_changelog_opens_with_unreleased_and_names_only_real_commands_and_op
         known = {s for p in parsers for a in p._actions for s in a.option_strings}
         for option in (w for w in words if w.startswith("--")):
             assert option in known, (words, option)
+def test_the_session_start_hook_table_has_a_row_per_agent_with_a_hook_and_names_the_others():
+    """The hook each agent gets, from the adapters' table; an agent without one is said to have none."""
+    section = CLI_DOC[CLI_DOC.index("\n### The session-start hook"):]
+    section = section[:section.index("\n## ", 1)]
+    rows = set(re.findall(r"^\| ([^|]+?) \| `", section, re.M))
+    with_hook = {a.display for a in adapters.ADAPTERS.values() if a.hook is not None}
+    assert rows == with_hook
+    # Claude Code's memory files come from Claude Code, whose hook is in the table.
+    without = {a.display for a in adapters.ADAPTERS.values() if a.hook is None and a.name != "claude-memory"}
+    others = section[section.index("The other agents get no hook"):]
+    missing = sorted(d for d in without if d not in others)
+    assert not missing, missing

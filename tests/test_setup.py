@@ -199,6 +199,8 @@ def test_dry_run_shows_the_exact_text_it_would_write(agents, user_home, capsys, 
     code, res, _ = run_cli(capsys, "setup", "--dry-run", "--json")
     assert code == 0
     diffs = {a["agent"]: a["diff"] for a in json.loads(res)["agents"] if "diff" in a}
+    # Gemini CLI and Qwen Code read their hooks from the same file: that diff comes on top.
+    hook_diffs = {a["config"]: a["diff"] for a in json.loads(res)["hooks"] if "diff" in a}
     code, out, _ = run_cli(capsys, "setup", "--dry-run")
     assert diffs["codex"].splitlines()[0] in out  # the text output shows the same diff
     run_cli(capsys, "setup")
@@ -206,8 +208,11 @@ def test_dry_run_shows_the_exact_text_it_would_write(agents, user_home, capsys, 
         old, new = before[name].splitlines(), f.read_text().splitlines()
         diff = diffs[name].splitlines()
         assert diff[0] == f"--- {f}" and diff[1] == f"+++ {f}"
-        # Replaying the diff on the old text gives exactly what was written.
-        assert apply_unified(old, diff[2:]) == new, name
+        # Replaying the diffs in turn on the old text gives exactly what was written.
+        replayed = apply_unified(old, diff[2:])
+        if str(f) in hook_diffs:
+            replayed = apply_unified(replayed, hook_diffs[str(f)].splitlines()[2:])
+        assert replayed == new, name
 
 
 def apply_unified(old: list[str], hunks: list[str]) -> list[str]:
@@ -405,7 +410,8 @@ def test_cli_setup_prints_what_it_did_and_runs_a_first_sync(agents, claude_root,
     assert code == 0 and "would register:" in out and "first sync" not in out
     code, res, _ = run_cli(capsys, "setup", "--json")
     res = json.loads(res)
-    assert code == 0 and res["sync"]["events_added"] > 0 and res["changed"] == len(agents) + 1  # and the hook
+    assert code == 0 and res["sync"]["events_added"] > 0 and res["changed"] == len(agents) + 5  # and the hooks
+    assert sorted(h["agent"] for h in res["hooks"]) == sorted(origin.hook_targets())
     assert res["command"][-1] == "mcp" and all(os.path.isabs(p) for p in res["command"][:-1])
     zcode = next(a for a in res["agents"] if a["agent"] == "zcode")
     assert "not document" in zcode["note"]
@@ -495,3 +501,15 @@ def test_an_agent_added_to_the_table_of_agents_is_set_up_with_its_variable(user_
     entry = json.loads((user_home / ".fake" / "mcp.json").read_text())["servers"]["origin"]
     assert entry == {"command": COMMAND[0], "args": COMMAND[1:], "env": {"ORIGIN_FAKE_HOME": str(elsewhere)}}
     assert "ORIGIN_FAKE_HOME" in origin.registered_vars()
+
+
+def test_no_hook_leaves_every_agents_hooks_out(agents, user_home, capsys, monkeypatch):
+    monkeypatch.setenv("PATH", "")
+    code, res, _ = run_cli(capsys, "setup", "--no-hook", "--json")
+    res = json.loads(res)
+    assert code == 0 and res["hooks"] == []
+    for name in ("gemini", "qwen"):  # their MCP entry and hooks share settings.json
+        data = parsed(agents[name])
+        assert "origin" in data["mcpServers"] and "SessionStart" not in data.get("hooks", {}), name
+    assert not (user_home / ".codex" / "hooks.json").exists()
+    assert not (user_home / ".copilot" / "settings.json").exists()

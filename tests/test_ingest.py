@@ -336,6 +336,13 @@ def test_a_sync_is_skipped_only_while_stat_shows_nothing_a_sync_would_take_in(st
     origin.sync_if_changed(store)
     assert store.conn.execute("SELECT max(generation) FROM raw_file WHERE path = ?", (str(log),)).fetchone()[0] == 1
 
+    # Discovery pointed elsewhere (an agent's folder variable): not trusted.
+    settled()
+    monkeypatch.setenv("CODEX_HOME", str(user_home / "elsewhere"))
+    assert not origin.unchanged_since_sync(store)
+    monkeypatch.delenv("CODEX_HOME")
+    assert origin.unchanged_since_sync(store)
+
     # Another process's sync that took something in: the listing kept is not this store's state.
     settled()
     with open(log, "ab") as fh:

@@ -423,6 +423,7 @@ def _guarded(parse):
 
 def _read_json_file(path: Path, limit: int = 1 << 20) -> Any:
     """Return a small sidecar JSON file's value, or None if unreadable."""
+    _look(path)
     try:
         if not path.is_file() or path.stat().st_size > limit:
             return None
@@ -494,6 +495,7 @@ def _split_listing(path: Path, suffix: str) -> tuple[list[str], list[Path]]:
 
     One scandir for both: this is the hot path of a sync with nothing new.
     """
+    _look(path)
     files, folders = [], []
     try:
         with os.scandir(path) as it:
@@ -511,6 +513,7 @@ def _split_listing(path: Path, suffix: str) -> tuple[list[str], list[Path]]:
 def _listing(path: Path, keep) -> list[Path]:
     """List a folder with scandir: the entry type needs no stat per file,
     which keeps a sync of thousands of unchanged files cheap."""
+    _look(path)
     try:
         with os.scandir(path) as it:
             names = sorted(e.name for e in it if _safe(keep, e))
@@ -543,6 +546,19 @@ _UNREADABLE: contextvars.ContextVar[list | None] = contextvars.ContextVar("origi
 #: Project folders Origin already knows from the sessions it holds, given to
 #: the discovery of an agent that keeps its logs in the projects (Aider).
 _FOLDERS: contextvars.ContextVar[tuple] = contextvars.ContextVar("origin_folders", default=())
+#: When a caller asks (``discover_guarded(..., looked=set())``), every folder
+#: discovery lists and every path it checks or reads, so that the caller can
+#: tell later, by stat alone, that a discovery would find the same files.
+#: A discovery that stopped at a bound adds LOOK_CUT: it saw only part.
+_LOOKED: contextvars.ContextVar[set | None] = contextvars.ContextVar("origin_looked", default=None)
+LOOK_CUT = ""
+
+
+def _look(path: Path | str) -> None:
+    """Note a path discovery lists, checks or reads (for ``looked``)."""
+    sink = _LOOKED.get()
+    if sink is not None:
+        sink.add(str(path))
 
 
 def _unreadable(path: Path | str, e: OSError) -> None:
@@ -556,32 +572,38 @@ def _unreadable(path: Path | str, e: OSError) -> None:
 
 
 def _is_dir(path: Path) -> bool:
+    _look(path)
     return _safe(Path.is_dir, path)
 
 
 def _is_file(path: Path) -> bool:
+    _look(path)
     return _safe(Path.is_file, path)
 
 
 def discover_guarded(adapter: "Adapter", env: Mapping[str, str], home: Path,
-                     folders: Iterable[str] = ()) -> tuple[list, list[tuple[str, str]]]:
+                     folders: Iterable[str] = (), looked: set | None = None) -> tuple[list, list[tuple[str, str]]]:
     """Run an adapter's discovery; return (files found, unreadable paths with why).
 
     The one guard every adapter's discovery runs under: a path it may not
     read costs that path, reported, never the rest.  ``folders`` are the
     project folders Origin knows from the sessions it holds, for an agent
     whose logs live in the projects themselves (``in_projects``: Aider).
+    ``looked``, when given, receives every path the discovery looked at
+    (see ``_LOOKED``).
     """
     problems: list[tuple[str, str]] = []
     files: list = []
     token = _UNREADABLE.set(problems)
     given = _FOLDERS.set(tuple(folders))
+    watching = _LOOKED.set(looked)
     try:
         for sf in adapter.discover(env, home):
             files.append(sf)
     except OSError as e:
         _unreadable(e.filename or adapter.display, e)
     finally:
+        _LOOKED.reset(watching)
         _FOLDERS.reset(given)
         _UNREADABLE.reset(token)
     return files, problems
@@ -955,6 +977,7 @@ def _claude_subagents(session: Path) -> Iterator[tuple[Path, dict]]:
     if not _is_dir(top):
         return
     for folder, dirs, names in os.walk(top, onerror=lambda e: _unreadable(e.filename, e)):
+        _look(folder)
         dirs.sort()
         for name in sorted(names):
             if not name.endswith(".jsonl") or name == "journal.jsonl":
@@ -1364,6 +1387,7 @@ def _codex_rollouts(folder: Path) -> list[Path]:
     # Symlinked date folders are followed; a folder already walked (a link
     # loop, or two links to one place) is not entered again.
     for dirpath, dirs, names in os.walk(folder, followlinks=True, onerror=lambda e: _unreadable(e.filename, e)):
+        _look(dirpath)
         real = os.path.realpath(dirpath)
         if real in seen:
             dirs[:] = []
@@ -1415,6 +1439,7 @@ def _grok_group_cwd(group: Path) -> str | None:
     """Return a session group's cwd: its ``.cwd`` file, else its decoded name."""
     try:
         marker = group / ".cwd"
+        _look(marker)
         if marker.is_file() and marker.stat().st_size <= 4096:
             text = marker.read_text(encoding="utf-8", errors="replace").strip()
             if text:
@@ -2315,6 +2340,7 @@ def _cursor_user_dirs(env: Mapping[str, str], home: Path) -> list[Path]:
     if env.get("APPDATA"):
         defaults.append(Path(env["APPDATA"]) / "Cursor" / "User")
     wsl = Path("/mnt/c/Users")
+    _look(wsl)
     if sys.platform.startswith("linux") and wsl.is_dir():
         defaults += [u / "AppData" / "Roaming" / "Cursor" / "User" for u in _subdirs(wsl)]
     return env_dirs(env, "ORIGIN_CURSOR_USER_DIR", defaults)
@@ -4757,6 +4783,7 @@ def _aider_walk(roots: list[Path], deadline: float) -> Iterator[Path]:
     while queue and listed < AIDER_WALK_DIRS and (listed < AIDER_WALK_SURE or time.monotonic() < deadline):
         folder, depth = queue.pop(0)
         listed += 1
+        _look(folder)
         try:
             with os.scandir(folder) as it:
                 entries = sorted(it, key=lambda e: e.name)
@@ -4770,6 +4797,8 @@ def _aider_walk(roots: list[Path], deadline: float) -> Iterator[Path]:
             elif (depth < AIDER_WALK_DEPTH and not e.name.startswith(".") and e.name not in _AIDER_SKIP
                   and _safe(lambda x: x.is_dir(follow_symlinks=False), e)):
                 queue.append((Path(e.path), depth + 1))
+    if queue:  # stopped at a bound: folders left unlisted
+        _look(LOOK_CUT)
 
 
 class Aider(Adapter):

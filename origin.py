@@ -3852,6 +3852,7 @@ class SyncReport:
     problems: list = Fresh(list)
     cut_short: bool = False  # a deadline stopped it before every file was taken in
     reparsed: dict | None = None  # mirrors parsed again for a newer parser (see reparse_outdated)
+    unchanged: bool = False  # nothing was discovered: stat told nothing changed (sync_if_changed)
 
     def source(self, name: str) -> dict:
         """Return the counters of one source, starting them at zero."""
@@ -4641,13 +4642,14 @@ def _ingest_export(store: Store, adapter, sf: SourceFile, row: sqlite3.Row, sig:
 
 
 def discover_all(env: dict | None = None, home: Path | None = None, sources: Iterable[str] | None = None,
-                 problems: list | None = None, folders: Iterable[str] = ()):
+                 problems: list | None = None, folders: Iterable[str] = (), looked: set | None = None):
     """Yield (adapter, SourceFile) for every file of every selected agent.
 
     A folder or file an agent's discovery may not read is skipped and, when
     ``problems`` is given, added to it as ``{source, path, error}``.
     ``folders`` are the project folders of the sessions already archived,
     given to the agents whose logs live in the projects (``in_projects``).
+    ``looked`` receives every path the discoveries looked at.
     """
     folders = tuple(folders)
     env = dict(os.environ if env is None else env)
@@ -4655,7 +4657,8 @@ def discover_all(env: dict | None = None, home: Path | None = None, sources: Ite
     for name, adapter in adapters.ADAPTERS.items():
         if sources and name not in sources:
             continue
-        files, unreadable = adapters.discover_guarded(adapter, env, home, folders if adapter.in_projects else ())
+        files, unreadable = adapters.discover_guarded(adapter, env, home, folders if adapter.in_projects else (),
+                                                      looked)
         if problems is not None:
             problems += [{"source": name, "path": path, "error": why} for path, why in unreadable]
         for sf in files:
@@ -4709,7 +4712,11 @@ def sync(store: Store, *, env: dict | None = None, home: Path | None = None, sou
     # Private copies of agent databases live under ORIGIN_HOME; a run killed
     # while reading one left it behind, and this removes it.
     adapters.use_scratch_dir(store.home / SCRATCH_DIR)
-    files = list(discover_all(env, home, src, report.problems, project_folders(store)))
+    # A whole sync of this machine's agents keeps what its discovery looked
+    # at, so that sync_if_changed can tell by stat alone that nothing changed.
+    whole = src is None and changed_since is None and env is None and home is None and revisit_db_ms is None
+    looked: set | None = set() if whole else None
+    files = list(discover_all(env, home, src, report.problems, project_folders(store), looked))
     known = {}
     for r in store.conn.execute("SELECT id, source, path, src_sig, last_sync FROM raw_file ORDER BY generation"):
         known[(r[1], r[2])] = (r[3], r[0], r[4])
@@ -4767,7 +4774,8 @@ def sync(store: Store, *, env: dict | None = None, home: Path | None = None, sou
         for err in writers.close():
             report.problems.append({"source": "index", "path": str(store.home / INDEX_DIR), "error": err})
     if changed_since is None and not report.cut_short:
-        _record_sync_run(store, src or set(adapters.ADAPTERS), report)
+        seen_now = _looked_record(store, looked, started_ns, report) if looked is not None else None
+        _record_sync_run(store, src or set(adapters.ADAPTERS), report, seen_now, whole=looked is not None)
     if not report.cut_short and src is None and changed_since is None:
         for _adapter, sf, _basis, _sig in todo:
             # A folder first seen now was not stat'ed before the listing: its
@@ -4789,6 +4797,159 @@ def sync(store: Store, *, env: dict | None = None, home: Path | None = None, sou
         # connection open for hours.
         store.conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
     return report
+
+
+# -- no-op syncs -----------------------------------------------------------------
+# A whole sync keeps every path its discovery looked at (each folder it listed,
+# each file or folder it checked or read) with its stat signature.  Until one
+# of those changes, discovery would find the same files, so a sync with nothing
+# to take in is told by stat alone: one stat per archived file (an appended
+# line changes its size, not its folder) and one per path looked at (a new file
+# changes its folder), no adapter loaded.  `origin push` runs it first.
+
+#: Key in the setting table of what the last whole sync looked at.
+LOOKED_KEY = "sync.looked"
+#: A path changed this close to the start of the discovery that looked at it
+#: (or later) is not trusted: file systems stamp times coarsely (ns).
+LOOKED_MARGIN_NS = 2_000_000_000
+
+
+def _path_sig(path: str) -> str | None:
+    """Return what stat says of a path (type, size, times, inode); None when it is not there."""
+    try:
+        return _stat_text(os.stat(path))
+    except OSError:
+        return None
+
+
+def _stat_text(st: os.stat_result) -> str:
+    # ctime too: setting a folder's mtime back after adding a file moves it.
+    return f"{st.st_mode}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_ino}"
+
+
+def _code_sig() -> list:
+    """The stat signatures of this code: origin.py and adapters.py, or the archive holding them."""
+    here = os.path.abspath(__file__)
+    if os.path.isfile(here):
+        return [_path_sig(here), _path_sig(os.path.join(os.path.dirname(here), "adapters.py"))]
+    return [_path_sig(os.path.dirname(here))]
+
+
+#: Taken as this module loads: a long-running process whose code was
+#: upgraded on disk since keeps the signature of the code it runs.
+_CODE_SIG = _code_sig()
+
+
+def _discovery_env(names: Iterable[str] = ()) -> dict:
+    """The environment discovery depends on: HOME, the ORIGIN_ variables and the given names."""
+    return {k: v for k, v in os.environ.items() if k == "HOME" or k.startswith("ORIGIN_") or k in names}
+
+
+def _store_top(conn: sqlite3.Connection) -> list[int]:
+    """The newest archived file and event: any sync that took something in moves them."""
+    return list(conn.execute("SELECT (SELECT coalesce(max(id), 0) FROM raw_file), "
+                             "(SELECT coalesce(max(seq), 0) FROM event)").fetchone())
+
+
+def _looked_record(store: Store, looked: set, started_ns: int, report: SyncReport) -> str | None:
+    """Return, as JSON, what this whole sync's discovery looked at, or None when it cannot vouch for it.
+
+    A path changed within LOOKED_MARGIN_NS of the discovery's start or since
+    is kept as changed, so the next sync_if_changed runs a sync (a file may
+    have come after the listing).  A discovery that stopped at a bound, a
+    path it could not read, or mirrors still to parse again vouch for nothing.
+    """
+    if adapters.LOOK_CUT in looked or report.problems or report.reparsed:
+        return None
+    cutoff = started_ns - LOOKED_MARGIN_NS
+    paths: dict[str, str | None] = {}
+    for path in looked:
+        try:
+            st = os.stat(path)
+        except OSError:
+            paths[path] = None
+            continue
+        paths[path] = "" if max(st.st_mtime_ns, st.st_ctime_ns) >= cutoff else _stat_text(st)
+    names = {v for a in adapters.ADAPTERS.values() for v in a.env_vars}
+    return json.dumps({"code": _CODE_SIG, "env": _discovery_env(names), "names": sorted(names),
+                       "top": _store_top(store.conn), "paths": paths})
+
+
+def unchanged_since_sync(store: Store) -> bool:
+    """Tell, by stat alone, that a sync now would take in nothing.
+
+    True only when the last whole sync kept what it looked at, nothing was
+    taken in since (by any process), the code and the environment are the
+    same, every path it looked at is as it was, every archived file still
+    has the signature it was last read at (a file gone is nothing to take
+    in, as for sync), and the search index is not behind.
+    """
+    row = store.conn.execute("SELECT value FROM setting WHERE key = ?", (LOOKED_KEY,)).fetchone()
+    try:
+        rec = json.loads(row[0]) if row else None
+        if (not isinstance(rec, dict) or rec.get("code") != _CODE_SIG
+                or rec.get("env") != _discovery_env(rec.get("names") or ())
+                or rec.get("top") != _store_top(store.conn)):
+            return False
+        for path, sig in rec["paths"].items():
+            if sig == "" or _path_sig(path) != sig:
+                return False
+    except (TypeError, ValueError, AttributeError, KeyError):
+        return False
+    # An appended line changes the file's size and mtime, never its
+    # folder's: each archived file is stat'ed, whatever its folder says.
+    # Files come in path order, so each folder is opened once and its files
+    # are stat'ed by name in it (no walk down the whole path each time).
+    stat, by_fd = os.stat, os.stat in os.supports_dir_fd
+    folder, fd = None, None
+    try:
+        for path, kind, sig in _newest_local_files(store.conn):
+            if kind == "db":
+                st = FileStat.of(path, kind)
+                if st is not None and st.key != sig:
+                    return False
+                continue
+            head, _, name = path.rpartition(os.sep)
+            if by_fd and head != folder:
+                if fd is not None:
+                    os.close(fd)
+                folder, fd = head, None
+                try:
+                    fd = os.open(head or os.sep, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+                except OSError:
+                    pass
+            try:
+                st = stat(name, dir_fd=fd) if fd is not None else stat(path)
+            except OSError:
+                continue  # gone: nothing to take in, as for sync
+            if f"{st.st_size}:{st.st_mtime_ns}:{st.st_ino}" != sig:  # FileStat.key of a file with no WAL
+                return False
+    finally:
+        if fd is not None:
+            os.close(fd)
+    return not index_lagging(store)
+
+
+def _newest_local_files(conn: sqlite3.Connection) -> Iterator[tuple[str, str, str]]:
+    """Yield (path, kind, src_sig) of the newest generation of each file archived here, in path order."""
+    cur = conn.cursor()
+    cur.row_factory = None
+    prev = None
+    # Read in the order of the UNIQUE (source, path, generation) index: no sort.
+    for row in cur.execute("SELECT source, path, kind, src_sig FROM raw_file WHERE substr(path, 1, 1) != '@' "
+                           "ORDER BY source, path, generation"):
+        if prev is not None and (row[0] != prev[0] or row[1] != prev[1]):
+            yield prev[1], prev[2], prev[3]
+        prev = row
+    if prev is not None:
+        yield prev[1], prev[2], prev[3]
+
+
+def sync_if_changed(store: Store, **kw) -> SyncReport:
+    """Sync, unless unchanged_since_sync tells that it would take in nothing (``unchanged`` then)."""
+    if unchanged_since_sync(store):
+        return SyncReport(unchanged=True)
+    return sync(store, **kw)
 
 
 # -- fresh reads -----------------------------------------------------------------
@@ -4898,17 +5059,25 @@ def sync_runs(conn: sqlite3.Connection) -> dict:
     return runs if isinstance(runs, dict) else {}
 
 
-def _record_sync_run(store: Store, sources: Iterable[str], report: SyncReport) -> None:
+def _record_sync_run(store: Store, sources: Iterable[str], report: SyncReport, looked: str | None = None,
+                     whole: bool = False) -> None:
     """Record when each source was last synced and how many files it had.
 
     ``origin status`` shows this run, not the time a file last changed, and
-    can tell a store never synced from one whose sync found no logs.
+    can tell a store never synced from one whose sync found no logs.  A
+    whole sync also keeps what it looked at (``looked``, see _looked_record)
+    or, when that vouches for nothing, drops what the last one kept; any
+    other sync leaves it (what it takes in moves the store's top).
     """
     with transaction(store.conn) as conn:
         runs = sync_runs(conn)
         for name in sources:
             runs[name] = {"at": now_ms(), "files": report.sources.get(name, {}).get("files", 0)}
         conn.execute("INSERT OR REPLACE INTO setting (key, value) VALUES (?, ?)", (SYNC_RUNS_KEY, json.dumps(runs)))
+        if whole and looked is None:
+            conn.execute("DELETE FROM setting WHERE key = ?", (LOOKED_KEY,))
+        elif whole:
+            conn.execute("INSERT OR REPLACE INTO setting (key, value) VALUES (?, ?)", (LOOKED_KEY, looked))
 
 
 def _ingest_todo(store: Store, todo: list, report: SyncReport, progress, writers: IndexWriters | None,
@@ -10128,6 +10297,29 @@ def push_tombstones(store: Store, client: HubClient) -> dict:
     return {"sent": sent, "applied": applied, "keys_added": keys_added, "restarted": restarted}
 
 
+class _Ahead:
+    """One worker thread for work done ahead, started (and its module
+    imported) only when the first job is submitted: a pull with nothing
+    more to fetch never needs it."""
+
+    def __init__(self, name: str):
+        self.name, self.pool = name, None
+
+    def submit(self, fn, *args, **kwargs):
+        if self.pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=self.name)
+        return self.pool.submit(fn, *args, **kwargs)
+
+    def __enter__(self) -> "_Ahead":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True)
+
+
 def pull_tombstones(store: Store, client: HubClient) -> dict:
     """Fetch the hub's tombstones not applied here yet and apply them.
 
@@ -10140,11 +10332,9 @@ def pull_tombstones(store: Store, client: HubClient) -> dict:
     epoch, after = _hub_cursor(store, key)
     applied = fetched = 0
     purged_at = None
-    from concurrent.futures import ThreadPoolExecutor
-
     # The next page is fetched while this one is applied (one request at a
     # time on the connection: only the fetching thread uses it meanwhile).
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="origin-pull") as pool:
+    with _Ahead("origin-pull") as pool:
         page = client.get("/v1/tombstones", after=after)
         hub_epoch = page.get("epoch") if isinstance(page.get("epoch"), str) else ""
         if hub_epoch != epoch and after:
@@ -10286,17 +10476,18 @@ def push(store: Store, cfg: HubConfig, *, progress: Callable[[dict], None] | Non
         fresh: dict = {}
         if plan and discover:
             fresh = {(a.name, sf.path): dict(sf.meta) for a, sf in discover_all()}
-        from concurrent.futures import ThreadPoolExecutor
+        if plan:
+            from concurrent.futures import ThreadPoolExecutor
 
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="origin-push") as pool:
-            for item in plan:
-                try:
-                    _send_file(store, client, item, _file_meta(store, item.file, fresh), report, progress, pool)
-                except (FileRefused, UsageError, StoreError) as e:
-                    # One file the hub (or this mirror) cannot give never
-                    # stops the others; the push reports it and fails at the end.
-                    report["refused"].append({"source": item.file.source, "path": item.file.path,
-                                              "status": getattr(e, "status", None), "error": str(e)})
+            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="origin-push") as pool:
+                for item in plan:
+                    try:
+                        _send_file(store, client, item, _file_meta(store, item.file, fresh), report, progress, pool)
+                    except (FileRefused, UsageError, StoreError) as e:
+                        # One file the hub (or this mirror) cannot give never
+                        # stops the others; the push reports it and fails at the end.
+                        report["refused"].append({"source": item.file.source, "path": item.file.path,
+                                                  "status": getattr(e, "status", None), "error": str(e)})
         with transaction(store.conn) as conn:
             conn.execute("INSERT OR REPLACE INTO setting (key, value) VALUES ('hub.last_push', ?)", (str(now_ms()),))
             if digest is not None and cursors is None:  # the hub's word: it holds all of state
@@ -15132,7 +15323,7 @@ def _push_now(args, cfg: HubConfig) -> None:
     """Sync and push, so the hub holds what was said here moments ago and
     this device holds the hub's forgets."""
     with _open(args) as store:
-        sync(store)
+        sync_if_changed(store)
         push(store, cfg, discover=False)
 
 
@@ -15988,7 +16179,10 @@ def cmd_mcp(args) -> int:
     hub = load_hub_config(home)
 
     def archive(store, changed_since=None, lazy=False, index=None):
-        sync(store, changed_since=changed_since, revisit_db_ms=DB_REVISIT_MS if lazy else None, index=index)
+        if hub is not None and changed_since is None and not lazy:  # before a push: skipped if stat sees nothing new
+            sync_if_changed(store, index=index)
+        else:
+            sync(store, changed_since=changed_since, revisit_db_ms=DB_REVISIT_MS if lazy else None, index=index)
         if hub is not None:
             try:
                 push(store, hub, discover=False)
@@ -16221,7 +16415,8 @@ def add_mcp_commands(sub, command, add_json) -> None:
     add_json(sp)
     sp = command("setup", cmd_setup, "register `origin mcp` with the installed agents")
     sp.add_argument("--dry-run", action="store_true", help="show what would change; write nothing")
-    sp.add_argument("--agent", action="append", choices=sorted(agent_targets()),
+    sp.add_argument("--agent", action="append",
+                    choices=None if isinstance(sp, _Unbuilt) else sorted(agent_targets()),  # loads the adapters
                     help="only this agent (repeatable)")
     sp.add_argument("--no-hook", action="store_true",
                     help="do not install the session-start hooks that print the project's entries")
@@ -16484,12 +16679,13 @@ def cmd_push(args) -> int:
     if cfg is None:
         raise UsageError("no hub configured: run `origin hub connect URL --token T` first")
     with _open(args) as store:
-        synced = sync(store, progress=None if args.json else _progress_printer())
+        synced = sync_if_changed(store, progress=None if args.json else _progress_printer())
         show = None if args.json else _push_printer()
         report = push(store, cfg, progress=show)
     if show:
         sys.stderr.write("\n")
     report["synced_events"] = synced.events_added
+    report["sync_skipped"] = synced.unchanged
     failed = PUSH_PARTIAL if report["refused"] else 0
     if args.json:
         _print_json(report)

@@ -712,8 +712,101 @@ def bench_touched_db(home: Path, env: dict, db: Path, reps: int = 3) -> float:
     return statistics.median(times)
 
 
-def bench_small_files(work: Path) -> tuple[int, float, float, float]:
-    """Return files, first sync s, median no-op and append-one ms on the small archive."""
+def bench_small_files(work: Path) -> tuple[int, float, float, float, dict]:
+    """Return files, first sync s, median no-op and append-one ms on the small archive, and the no-op push."""
+    home, env, first = small_store(work)
+    files = sum(1 for _ in (Path(env["HOME"]) / ".claude").rglob("*.jsonl"))
+    return files, first, bench_noop(home, env), bench_append_one(home, env, reps=7), bench_noop_push(home, env)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def bench_noop_push(home: Path, env: dict, reps: int = 11) -> dict:
+    """Time the whole `origin push` command with nothing new, over the store at home (synced from env).
+
+    A hub on loopback (`origin serve`, a child process) first takes everything
+    in (one push); then `origin push --json` is run reps times, each beside a
+    bare `python -c pass`, taken in turns so that load hits both alike.  Each
+    timed run must have skipped its sync and sent nothing.  Returns median
+    wall and CPU ms of both, and the load average before and after.
+    """
+    import resource
+    import urllib.request
+
+    def children_cpu() -> float:
+        use = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return use.ru_utime + use.ru_stime
+
+    hub_home = home.parent / f"{home.name}-hub"
+    with origin.open_store(hub_home) as s:
+        token = origin.create_token(s, "bench")
+    url = f"http://127.0.0.1:{_free_port()}"
+    hub_env = {k: v for k, v in os.environ.items() if k not in AGENT_VARS}
+    hub_env.update(ORIGIN_HOME=str(hub_home), HOME=str(hub_home))
+    hub = subprocess.Popen([sys.executable, str(ROOT / "origin.py"), "serve", "--listen", url[7:]], env=hub_env,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(600):
+            try:
+                with urllib.request.urlopen(url + "/healthz", timeout=5):
+                    break
+            except OSError:
+                time.sleep(0.1)
+        origin.save_hub_config(home, origin.HubConfig(url, token, "bench"))
+        cmd, how = origin_command()
+        cli_env = {**startup_env(home), **{k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"}}
+        cli_env["ORIGIN_HOME"] = str(home)
+        runs = {"push": cmd + ["push", "--json"], "bare": [sys.executable, "-c", "pass"]}
+        # The first push sends everything; the second syncs once more, with
+        # the folders settled, so that later ones can tell by stat alone.
+        for _ in range(2):
+            subprocess.run(runs["push"], env=cli_env, capture_output=True, check=True)
+        times: dict[str, list[float]] = {k: [] for k in [*runs, "cpu:push", "cpu:bare"]}
+        load = os.getloadavg()[0]
+        for _ in range(reps):
+            for name, argv in runs.items():
+                t, cpu = time.perf_counter(), children_cpu()
+                p = subprocess.run(argv, env=cli_env, capture_output=True, check=True, text=True)
+                times[name].append((time.perf_counter() - t) * 1000)
+                times[f"cpu:{name}"].append((children_cpu() - cpu) * 1000)
+                if name == "push":
+                    out = json.loads(p.stdout)
+                    assert out["sync_skipped"] and out["bytes_sent"] == 0, out
+        files = out["files"]
+    finally:
+        hub.terminate()
+        hub.wait(60)
+    return {**{k: statistics.median(v) for k, v in times.items()}, "reps": reps, "files": files, "how": how,
+            "load": (load, os.getloadavg()[0])}
+
+
+def noop_push_rows(push: dict) -> list[tuple[str, str]]:
+    return [(f"no-op `origin push` over {push['files']:,} files: whole command wall time, median of {push['reps']}",
+             f"{push['push']:.0f} ms (CPU {push['cpu:push']:.0f} ms); a bare `python -c pass` beside it "
+             f"{push['bare']:.0f} ms (CPU {push['cpu:bare']:.0f} ms); run as {push['how']}, load average "
+             f"{push['load'][0]:.1f} to {push['load'][1]:.1f}")]
+
+
+def noop_push_docs(push: dict) -> None:
+    """Write the no-op push figure into docs/performance.md."""
+    caption = (f"`origin push` when nothing changed, to a hub on loopback that holds everything, over the "
+               f"archive of {push['files']:,} small Claude Code files; {time.strftime('%Y-%m-%d')}, "
+               f"{machine_row()}.")
+    rows = noop_push_rows(push)
+    width = max(len(r[0]) for r in rows)
+    lines = [caption, "", f"| {'figure':{width}} | value |", f"|{'-' * (width + 2)}|-------|"]
+    lines += [f"| {name:{width}} | {value} |" for name, value in rows]
+    write_docs("\n".join(lines) + "\n", "noop-push", "No-op push")
+
+
+def small_store(work: Path) -> tuple[Path, dict, float]:
+    """Copy the small archive under work and sync it into a new store; return the store, its env and seconds."""
     src = small_corpus_dir()
     user = work / "small"
     shutil.copytree(src / "home", user)
@@ -722,9 +815,7 @@ def bench_small_files(work: Path) -> tuple[int, float, float, float]:
     t = time.perf_counter()
     with origin.open_store(home) as s:
         origin.sync(s, env=env, home=user)
-    first = time.perf_counter() - t
-    files = sum(1 for _ in (user / ".claude").rglob("*.jsonl"))
-    return files, first, bench_noop(home, env), bench_append_one(home, env, reps=7)
+    return home, env, time.perf_counter() - t
 
 
 def table(rows: list[tuple[str, str]]) -> None:
@@ -855,7 +946,7 @@ def main() -> None:
         # A log streams through in chunks, but a database is exported whole:
         # its own peak shows what the largest state.vscdb costs.
         _, cursor_rss_kb, _ = run_sync(work / "cursor-home", env, "--source", "cursor")
-        small_files, small_first, small_noop, small_append = bench_small_files(work)
+        small_files, small_first, small_noop, small_append, noop_push = bench_small_files(work)
         faults = quality(home)
         db_mb = st["db_bytes"] / 1e6
         index_mb = st["index_bytes"] / 1e6
@@ -901,6 +992,7 @@ def main() -> None:
             ("re-sync, state.vscdb rewritten, no new chat", f"{touched:.0f} ms"),
             (f"no-op re-sync ({small_files:,} small files)", f"{small_noop:.0f} ms (first sync {small_first:.1f} s)"),
             (f"append one line, re-sync ({small_files:,} small files)", f"{small_append:.0f} ms"),
+            *noop_push_rows(noop_push),
             ("store size", f"{db_mb:.0f} MB db + {index_mb:.0f} MB index + {mirror_mb:.0f} MB mirrors per "
                            f"{raw / 1e9:.2f} GB of logs ({db_mb / (raw / 1e9):.0f} MB db and "
                            f"{index_mb / (raw / 1e9):.0f} MB index per GB)"),
@@ -916,6 +1008,7 @@ def main() -> None:
         if "--docs" in sys.argv or os.environ.get("BENCH_DOCS") == "1":
             with origin.open_store(home) as s:
                 search_docs(s, searches)
+            noop_push_docs(noop_push)
         rows.append(("common term's share of messages", f"{share:.0%}"))
         rows += startup_rows(startup)
         rows += admin_rows(bench_admin(home))
@@ -937,6 +1030,17 @@ if __name__ == "__main__":
             _n = _s.conn.execute("SELECT count(*) FROM event").fetchone()[0]
         table([("machine", machine_row()), ("search store", f"{_n:,} events"),
                ("load average", f"{os.getloadavg()[0]:.1f}")] + admin_rows(bench_admin(Path(sys.argv[2]))))
+    elif sys.argv[1:2] == ["--push"]:  # the no-op push figure alone, on the small archive
+        for _var in AGENT_VARS:
+            os.environ.pop(_var, None)
+        _work = Path(tempfile.mkdtemp(prefix="origin-bench-push-"))
+        try:
+            _push = bench_noop_push(*small_store(_work)[:2])
+            table([("machine", machine_row())] + noop_push_rows(_push))
+            if "--docs" in sys.argv:
+                noop_push_docs(_push)
+        finally:
+            shutil.rmtree(_work, ignore_errors=True)
     elif sys.argv[1:2] == ["--resyncs"]:
         _home, _reps, _mode = sys.argv[2:5]
         print(json.dumps(resync_times(Path(_home), dict(os.environ), int(_reps), _mode == "append")))

@@ -12,8 +12,9 @@ ratio to a neighbour measured on the same machine at the same time.
   (`origin serve` on loopback, a child process), timed until the hub's
   index has caught up too, so both sides do the same work;
 - no-op push: `push()` when the hub holds everything, over the archive of
-  10,000 small files, and the whole `origin push` command (its local
-  no-op sync included) in a fresh process;
+  10,000 small files, and the whole `origin push` command in a fresh
+  process (which skips its sync when stat shows nothing new, beside what a
+  no-op sync costs in process);
 - tombstones: 10,000 tombstones on the hub, pulled and applied by a device.
 """
 
@@ -236,7 +237,8 @@ def main() -> None:
              f"{noop['push_ms']:.0f} ms with nothing changed since the hub's last word; {noop['checked_ms']:.0f} ms "
              "comparing cursor digests with the hub"),
             (f"no-op `origin push` ({noop['files']:,} mirrors), whole command",
-             f"{noop['cli_ms']:.0f} ms, of which its no-op sync {noop['sync_ms']:.0f} ms (run as {noop['how']}; "
+             f"{noop['cli_ms']:.0f} ms, its sync skipped (a no-op sync in process: {noop['sync_ms']:.0f} ms; "
+             f"run as {noop['how']}; "
              f"load average {os.getloadavg()[0]:.1f})"),
             (f"pull and apply {tomb['n']:,} tombstones", f"{tomb['secs'] * 1000:.0f} ms ({tomb['excluded']:,} "
                                                          "events excluded on the device)"),

@@ -459,6 +459,23 @@ class Device:
         return json.loads(p.stdout)
 
 
+def age_all(root: Path, seconds: float) -> None:
+    """Set the mtime of root and of every file and folder under it to `seconds` ago,
+    so that no folder counts as changed just now (see origin.LOOKED_MARGIN_NS)."""
+    t = time.time() - seconds
+    for p in [*root.rglob("*"), root]:
+        if not p.is_symlink():
+            os.utime(p, (t, t))
+
+
+def appended_claude_line(log: Path, text: str) -> bytes:
+    """A new line for a Claude Code log: its last record again, with a new uuid and text."""
+    rec = json.loads(log.read_bytes().splitlines()[-1])
+    rec["uuid"] = str(uuid.uuid4())
+    rec["type"], rec["message"] = "user", {"role": "user", "content": text}
+    return (json.dumps(rec) + "\n").encode()
+
+
 def mirrors_match(hub_home: Path, dev: Device) -> None:
     """Every device mirror is byte-equal to its hub copy."""
     with sqlite3.connect(dev.store / "origin.db") as d, sqlite3.connect(hub_home / "origin.db") as h:

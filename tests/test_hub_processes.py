@@ -12,6 +12,7 @@ from __future__ import annotations
 import http.client
 import json
 import random
+import shutil
 import socket
 import sqlite3
 import subprocess
@@ -23,7 +24,7 @@ import pytest
 
 import adapters
 import origin
-from helpers import _found_anywhere, connect, Device, HubProcess, mirrors_match
+from helpers import _found_anywhere, appended_claude_line, connect, Device, HubProcess, mirrors_match
 from reliability_tools import CRASH_EXIT, age_tree, origin_argv
 
 pytestmark = pytest.mark.usefixtures("_no_hub_left_running")  # kill the hubs a test leaves running
@@ -437,3 +438,44 @@ def test_a_noop_push_asks_the_hub_for_no_cursors_until_something_here_changes(hu
         with origin.transaction(s.conn) as c:
             c.execute("UPDATE setting SET value = ? WHERE key = ?", (json.dumps(stamp), key))
         assert origin.push(s, cfg)["checked_hub"] is True
+
+
+def test_invariant_2_a_noop_push_skips_its_sync_yet_sends_every_append_new_file_and_forget(tmp_path):
+    """`origin push` with nothing new skips its sync (stat tells it); an appended
+    line (its folder's mtime unmoved), a new file and a forget still reach the hub."""
+    hub = HubProcess(tmp_path / "hub")
+    dev = Device(tmp_path / "devices", "laptop", ("claude-code",))
+    settled_at = time.monotonic() + origin.LOOKED_MARGIN_NS / 1e9 + 0.2
+    try:
+        connect(hub, dev)
+        time.sleep(max(0.0, settled_at - time.monotonic()))  # folders older than the margin: trusted
+        first = dev.push()
+        assert not first["sync_skipped"] and first["files_sent"] > 0
+        again = dev.push()
+        assert again["sync_skipped"] and again["bytes_sent"] == 0
+        demo = dev.home / ".claude" / "projects" / "-path-to-Demo"
+        log = sorted(demo.glob("*.jsonl"))[0]
+        folder_mtime = demo.stat().st_mtime_ns
+        line = appended_claude_line(log, "a line appended between two pushes")
+        with open(log, "ab") as fh:
+            fh.write(line)
+        assert demo.stat().st_mtime_ns == folder_mtime
+        r = dev.push()
+        assert not r["sync_skipped"] and r["synced_events"] == 1 and r["bytes_sent"] == len(line)
+        assert dev.push()["sync_skipped"]
+        # Invariant 2 (sticky forget): forgets travel whether or not the sync ran.
+        with sqlite3.connect(dev.store / "origin.db") as c:
+            eid = c.execute("SELECT id FROM event WHERE text LIKE '%appended between two pushes%'").fetchone()[0]
+        p = dev.run("forget", eid, "--yes", "--json")  # made on the hub
+        assert p.returncode == 0, p.stderr
+        dev.push()
+        shutil.copy(log, demo / "0f0f0f0f-new-session.jsonl")
+        r = dev.push()
+        assert not r["sync_skipped"] and r["files_sent"] == 1
+        mirrors_match(hub.home, dev)
+        for home in (hub.home, dev.store):
+            with sqlite3.connect(home / "origin.db") as c:
+                assert c.execute("SELECT count(*) FROM excluded_event e JOIN event v ON v.id = e.event_id "
+                                 "WHERE v.text LIKE '%appended between two pushes%'").fetchone()[0] == 1
+    finally:
+        assert hub.stop() == 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -16,7 +17,7 @@ import pytest
 import origin
 from conftest import ROOT, read_line
 from corpus import write_claude_corpus
-from helpers import oracle_ids
+from helpers import LOCALPUSH, age_all, appended_claude_line, oracle_ids
 
 
 def sha(path: Path) -> str:
@@ -270,3 +271,81 @@ def test_four_processes_syncing_one_store_at_once(user_home, origin_home):
     added = sum(json.loads(out)["events_added"] for out, _ in outs)
     assert added == len(oracle_ids(files))
     _check_store(origin_home, files)
+
+
+def test_a_sync_is_skipped_only_while_stat_shows_nothing_a_sync_would_take_in(store, claude_root, user_home,
+                                                                              monkeypatch):
+    """sync_if_changed trusts the last whole sync's listing while every path it
+    looked at and every archived file stat the same; each change below makes
+    it sync, and the sync takes the change in."""
+    # Folders changed before a sync's start count as settled (no 2 s wait).
+    margin = origin.LOOKED_MARGIN_NS
+    monkeypatch.setattr(origin, "LOOKED_MARGIN_NS", 0)
+    demo = claude_root / "projects" / "-path-to-Demo"
+    log = sorted(demo.glob("*.jsonl"))[0]
+
+    def settled() -> None:
+        age_all(user_home, 7200)
+        origin.sync(store)
+        assert origin.unchanged_since_sync(store)
+        assert origin.sync_if_changed(store).unchanged
+
+    # Folders changed just before a sync are not trusted (coarse mtimes).
+    monkeypatch.setattr(origin, "LOOKED_MARGIN_NS", margin)
+    origin.sync(store)
+    assert not origin.unchanged_since_sync(store)
+    monkeypatch.setattr(origin, "LOOKED_MARGIN_NS", 0)
+
+    # An appended line: its folder's mtime does not move, the file's size does.
+    settled()
+    folder_mtime = demo.stat().st_mtime_ns
+    with open(log, "ab") as fh:
+        fh.write(appended_claude_line(log, "appended where the folder says nothing"))
+    assert demo.stat().st_mtime_ns == folder_mtime
+    report = origin.sync_if_changed(store)
+    assert not report.unchanged and report.events_added == 1
+
+    # A new file in a known folder whose mtime is then set back (ctime moves).
+    settled()
+    st = demo.stat()
+    shutil.copy(log, demo / "0f0f0f0f-new-session.jsonl")
+    os.utime(demo, ns=(st.st_atime_ns, st.st_mtime_ns))
+    report = origin.sync_if_changed(store)
+    assert not report.unchanged and report.sources["claude-code"]["files"] >= 1
+    assert store.conn.execute("SELECT count(*) FROM raw_file WHERE path LIKE '%0f0f0f0f-new-session.jsonl'"
+                              ).fetchone()[0] == 1
+
+    # A new project folder, and an agent's folder that did not exist.
+    settled()
+    shutil.copytree(demo, claude_root / "projects" / "-path-to-Other")
+    assert not origin.sync_if_changed(store).unchanged
+    settled()
+    day = user_home / ".codex" / "sessions" / "2026" / "02" / "23"
+    day.mkdir(parents=True)
+    shutil.copy(sorted(LOCALPUSH.glob("rollout-*.jsonl"))[0], day)
+    report = origin.sync_if_changed(store)
+    assert not report.unchanged and report.sources["codex"]["events_added"] > 0
+
+    # A rewrite: the file replaced by a shorter one under the same name.
+    settled()
+    data = log.read_bytes()
+    log.unlink()
+    log.write_bytes(data[: len(data) // 2].rsplit(b"\n", 1)[0] + b"\n")
+    os.utime(demo, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert not origin.unchanged_since_sync(store)
+    origin.sync_if_changed(store)
+    assert store.conn.execute("SELECT max(generation) FROM raw_file WHERE path = ?", (str(log),)).fetchone()[0] == 1
+
+    # Discovery pointed elsewhere (an agent's folder variable): not trusted.
+    settled()
+    monkeypatch.setenv("CODEX_HOME", str(user_home / "elsewhere"))
+    assert not origin.unchanged_since_sync(store)
+    monkeypatch.delenv("CODEX_HOME")
+    assert origin.unchanged_since_sync(store)
+
+    # Another process's sync that took something in: the listing kept is not this store's state.
+    settled()
+    with open(log, "ab") as fh:
+        fh.write(appended_claude_line(log, "taken in by a sync of one agent"))
+    origin.sync(store, sources=["claude-code"])
+    assert not origin.unchanged_since_sync(store)

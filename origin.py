@@ -51,7 +51,6 @@ import time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # names only annotations use: never imported at run time
-    import types
     from concurrent.futures import ThreadPoolExecutor
     from typing import Any, Callable, Iterable, Iterator, NoReturn
 
@@ -16877,70 +16876,6 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     return p
 
 
-#: The options of `origin search` as _search_args reads them (build_parser
-#: defines the same ones for --help and errors; tests keep the two equal):
-#: switches, then options that take one value, with the values allowed
-#: (choices, a range of whole numbers, or None for any text), then the
-#: defaults that are not False or None.
-_SEARCH_SWITCHES = ("--local", "--all", "--recent", "--strict", "--history", "--json", "--nl")
-_SEARCH_VALUES: dict[str, tuple | range | None] = {
-    "--source": SOURCES, "--project": None, "--since": None, "--until": None, "--session": None,
-    "--scope": SEARCH_SCOPES, "--kind": ENTRY_KINDS, "--limit": range(1, MAX_LIMIT + 1),
-    "--offset": range(MAX_OFFSET + 1)}
-_SEARCH_DEFAULTS = {"scope": "all", "limit": DEFAULT_LIMIT, "offset": 0}
-
-
-def _search_args(argv: list[str]) -> "types.SimpleNamespace | None":
-    """Read an `origin search …` command line as its parser would, or return None.
-
-    Most calls are a search, and importing and building argparse took about
-    a fifth of one.  This reads the lines it fully understands: query words
-    in one run, the search options above with a value that is allowed (as
-    the next argument, or after ``=``).  For anything else (--help, an
-    unknown option, a value that starts with "-" or is refused, words on
-    both sides of an option, "--") it returns None and the parser reads the
-    line, so usage errors and help are argparse's own.
-    """
-    if argv[:1] != ["search"]:
-        return None
-    values = {o[2:]: False for o in _SEARCH_SWITCHES} | {o[2:]: None for o in _SEARCH_VALUES}
-    values.update(_SEARCH_DEFAULTS, command="search", func=cmd_search, query=[])
-    words_ended = False  # words after an option that follows words: argparse refuses them
-    i = 1
-    while i < len(argv):
-        arg = argv[i]
-        i += 1
-        if not arg.startswith("-"):
-            if words_ended:
-                return None
-            values["query"].append(arg)
-            continue
-        if values["query"]:
-            words_ended = True
-        name, eq, value = arg.partition("=")
-        if not eq and name in _SEARCH_SWITCHES:
-            values[name[2:]] = True
-            continue
-        if name not in _SEARCH_VALUES:
-            return None
-        if not eq:
-            if i == len(argv) or argv[i].startswith("-"):
-                return None
-            value = argv[i]
-            i += 1
-        allowed = _SEARCH_VALUES[name]
-        if isinstance(allowed, range):
-            value = _whole_number(value)
-            if value is None:
-                return None
-        if allowed is not None and value not in allowed:
-            return None
-        values[name[2:]] = value
-    import types  # (loaded at start-up anyway; argparse.Namespace would load argparse)
-
-    return types.SimpleNamespace(**values)
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run the `origin` command; return its exit code."""
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -16958,13 +16893,11 @@ def main(argv: list[str] | None = None) -> int:
         _print_error(f"the argument '{shown}' is not valid UTF-8 text (the bytes shown as \\x..); "
                      "type it again in UTF-8", 2, as_json=_JSON_ERRORS["on"])
         return 2
-    args = _search_args(argv)
-    if args is None:
-        parser = build_parser(argv)
-        args = parser.parse_args(argv)
-        if not getattr(args, "func", None):
-            parser.print_help()
-            return 2
+    parser = build_parser(argv)
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
     as_json = bool(getattr(args, "json", False) or getattr(args, "nl", False))
     try:
         with private_umask():

@@ -436,6 +436,8 @@ def iso_local(ms: int | None) -> str | None:
 
 #: Milliseconds of each unit of an age (``7d``, ``24h``).
 _AGE_UNITS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
+#: An age: 1 to 15 digits, optional white space and a unit.
+_AGE = LazyRegex(r"(\d{1,15})\s*([smhdw])")
 #: The oldest age accepted in --since/--until (about 500 years).
 MAX_AGE_MS = 500 * 366 * 86400 * 1000
 
@@ -445,11 +447,8 @@ def parse_when(value: str | None, *, field_name: str = "time") -> int | None:
     if value is None or value == "":
         return None
     v = str(value).strip()
-    # An age: 1 to 15 decimal digits, optional white space and a unit letter
-    # (read without a regular expression, so a search need not import re).
-    count, unit = v[:-1].rstrip(), v[-1:]
-    if unit in _AGE_UNITS and 1 <= len(count) <= 15 and count.isdecimal():
-        age = int(count) * _AGE_UNITS[unit]
+    if m := _AGE.fullmatch(v):
+        age = int(m.group(1)) * _AGE_UNITS[m.group(2)]
         if age > MAX_AGE_MS:
             raise UsageError(f"{field_name} {value!r} is too far back: at most about 500 years")
         return now_ms() - age
@@ -544,13 +543,8 @@ LONE_SURROGATE = LazyRegex("[\ud800-\udfff]")
 
 
 def has_surrogate(text: str) -> bool:
-    """True when LONE_SURROGATE would match text (found without compiling it:
-    a surrogate is the one thing UTF-8 cannot encode)."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
+    """True when text holds a lone surrogate."""
+    return LONE_SURROGATE.search(text) is not None
 
 
 def ascii_number(text: Any, most: int) -> bool:
@@ -793,74 +787,6 @@ def _sp(kind: str, pattern: str, hints: tuple[str, ...] = (), check=None, *, nam
     return SecretPattern(kind, LazyRegex(pattern), hints, check, names, before)
 
 
-# Every match of a pattern passes the checks below that guard it (tests
-# check them against the patterns), so a text that fails one cannot match:
-# the pattern is neither compiled nor run, and a search whose results hold
-# nothing secret-like does not import re.
-
-#: Characters no value holds (with white space): those _VALUE excludes.
-_NOT_IN_VALUE = frozenset("\"'`,;<>(){}[]\\…")
-
-
-def _in_value(c: str) -> bool:
-    return not (c in _NOT_IN_VALUE or c.isspace())
-
-
-def _in_word(c: str) -> bool:
-    """What ``[\\w-]`` matches."""
-    return c.isalnum() or c in "_-"
-
-
-def _at_word_start(text: str, literal: str) -> bool:
-    """True when literal occurs in text where ``\\b`` holds before it (literal starts with a word character)."""
-    i = text.find(literal)
-    while i >= 0:
-        if i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_"):
-            return True
-        i = text.find(literal, i + 1)
-    return False
-
-
-def _may_assign(text: str, at: int) -> bool:
-    """False when no name's assignment (_ASSIGN + _VALUE, or the AWS secret
-    key's) can match text at position at: the rest of the name (at most 21
-    word characters), quotes and blanks, ``:`` or ``=``, blanks, ``>`` and
-    quotes, then 12 value characters."""
-    end, j = len(text), at
-    while j < end and _in_word(text[j]):
-        j += 1
-        if j - at > 21:
-            return False
-    while j < end and text[j] in "\\\"' \t":
-        j += 1
-    if j == end or text[j] not in ":=":
-        return False
-    j += 1
-    while j < end and text[j] in "\\\"' \t>":
-        j += 1
-    seg = text[j:j + 12]
-    # No separator and no white space (str.split splits where isspace holds).
-    return len(seg) == 12 and _NOT_IN_VALUE.isdisjoint(seg) and seg.split() == [seg]
-
-
-def _may_end_assigned(tail: str) -> bool:
-    """False when _CUT_NAMED cannot match tail (which ends with "…"): the
-    value (4 value characters or more) that runs up to the "…" must follow
-    ``:`` or ``=``, inside its run of value characters or before it past
-    white space, quotes and ``>``."""
-    end = len(tail) - 1
-    start = end
-    while start > 0 and _in_value(tail[start - 1]):
-        start -= 1
-    if end - start < 4:
-        return False
-    if ":" in tail[start:end - 4] or "=" in tail[start:end - 4]:
-        return True
-    while start > 0 and (tail[start - 1] in "\\\"'>" or tail[start - 1].isspace()):
-        start -= 1
-    return start > 0 and tail[start - 1] in ":="
-
-
 #: How a value is assigned to a name in env, JSON and YAML shapes: the rest
 #: of the name, optional quotes (JSON-escaped too, at any depth: JSON held
 #: in a JSON string held in a JSON line), ``:``, ``=`` or ``=>``, optional
@@ -896,15 +822,16 @@ SECRET_PATTERNS: tuple[SecretPattern, ...] = (
 #: Every family's literals and key words, each once.
 _SECRET_HINTS = tuple(dict.fromkeys(h for p in SECRET_PATTERNS for h in p.hints))
 _SECRET_NAMES = tuple(dict.fromkeys(n for p in SECRET_PATTERNS for n in p.names))
-#: Families whose pattern starts with ``\b`` and then one of its literals.
-_AT_WORD_START = frozenset(p.kind for p in SECRET_PATTERNS if p.hints and p.regex._source.startswith("\\b"))
+#: Families known by a prefix (their pattern starts with ``\b`` and one of
+#: their literals): each literal and its family's kind.
+_KEY_PREFIXES = {h: p.kind for p in SECRET_PATTERNS if p.hints and p.regex._source.startswith("\\b")
+                 for h in p.hints}
 #: Key words found by a shorter anchor (one pass over the text instead of
-#: one per spelling): what must come right before the anchor (and words one
-#: of which occurs in the 9 characters before it whenever that matches), or
-#: the words the text must continue with at the anchor.
-_NAME_FORMS: dict[str, tuple[re.Pattern | None, tuple[str, ...], tuple[str, ...]]] = {
-    "key": (LazyRegex(r"(?:api|access|auth|private)[_-]?$"), ("api", "access", "auth", "private"), ()),  # api_key, …
-    "pass": (None, (), ("password", "passwd", "passphrase")),
+#: one per spelling): what must come right before the anchor, or the words
+#: the text must continue with at the anchor.
+_NAME_FORMS: dict[str, tuple[re.Pattern | None, tuple[str, ...]]] = {
+    "key": (LazyRegex(r"(?:api|access|auth|private)[_-]?$"), ()),  # api_key, access-key, …
+    "pass": (None, ("password", "passwd", "passphrase")),
 }
 #: An AWS secret key is 40 base64 characters; next to an access key id it
 #: needs no name to be recognised.
@@ -921,7 +848,7 @@ def _after_names(p: SecretPattern, text: str, low: str) -> Iterator[re.Match]:
     assignment only right after them keeps the scan a small part of ingest.
     """
     for name in p.names:
-        pre, pre_words, words = _NAME_FORMS.get(name, (None, (), ()))
+        pre, words = _NAME_FORMS.get(name, (None, ()))
         i = low.find(name)
         while i >= 0:
             j = i + len(name)
@@ -929,10 +856,9 @@ def _after_names(p: SecretPattern, text: str, low: str) -> Iterator[re.Match]:
             # Not right after "[": "[secret:…]" is a mask.
             if ((":" in ahead or "=" in ahead) and (i == 0 or text[i - 1] != "[")
                     and (p.before is None or p.before in low[max(0, i - 24):i])
-                    and (pre is None or (any(w in low[max(0, i - 9):i] for w in pre_words)
-                                         and pre.search(low, max(0, i - 9), i)))):
+                    and (pre is None or pre.search(low, max(0, i - 9), i))):
                 word = next((w for w in words if low.startswith(w, i)), None) if words else name
-                m = p.regex.match(text, i + len(word)) if word and _may_assign(text, i + len(word)) else None
+                m = p.regex.match(text, i + len(word)) if word else None
                 if m:
                     yield m
             i = low.find(name, j)
@@ -956,10 +882,6 @@ def find_secrets(text: str) -> list[tuple[int, int, str]]:
     for p in SECRET_PATTERNS:
         if not p.names:
             if hinted.isdisjoint(p.hints):
-                continue
-            # A family that starts with \b starts with one of its literals,
-            # where a word starts: "task-" holds "sk-" but no key.
-            if p.kind in _AT_WORD_START and not any(_at_word_start(text, h) for h in p.hints if h in hinted):
                 continue
             matches: Iterable = p.regex.finditer(text)
         else:
@@ -1007,44 +929,13 @@ def _mask_one(value: str, kind: str) -> str:
 #: A key cut short by an adapter's length limit (text ending in "…") is
 #: too short for its pattern but still most of a secret: a known prefix with
 #: a few key characters right before the cut is masked too.
-_CUT_KEY = LazyRegex(r"(?<![\w-])(?P<p>AKIA|ASIA|gh[pousr]_|github_pat_|glpat-|sk-ant-|sk-|xai-|AIza|xox[abprs]-|"
-                      r"[rs]k_live_|npm_|pypi-|hf_|ogn_|eyJ)[\w.+/=-]{4,}…$")
-#: Literals one of which every match of _CUT_KEY holds.
-_CUT_KEY_HINTS = ("AKIA", "ASIA", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-", "sk-", "xai-",
-                  "AIza", "xox", "k_live_", "npm_", "pypi-", "hf_", "ogn_", "eyJ")
-_CUT_KINDS = {"AKIA": "aws-access-key", "ASIA": "aws-access-key", "github_pat_": "github", "glpat-": "gitlab",
-              "sk-ant-": "anthropic", "sk-": "openai", "xai-": "xai", "AIza": "google", "npm_": "npm",
-              "pypi-": "pypi", "hf_": "huggingface", "ogn_": "origin", "eyJ": "jwt"}
-
-
+_CUT_KEY = LazyRegex(lambda: r"(?<![\w-])(?P<p>"
+                     + "|".join(re.escape(h) for h in sorted(_KEY_PREFIXES, key=len, reverse=True))  # sk-ant- before sk-
+                     + r")[\w.+/=-]{4,}…$")
 #: The same for a named value cut short (``password = "Xk9#m…``).
 _CUT_NAMED = LazyRegex(r"(?i)(?<!\[)(?:passw(?:or)?d|pwd|passphrase|secret|token|api[_-]?key|apikey|access[_-]?key|"
                         r"auth[_-]?key|private[_-]?key|credential)s?[\w-]{0,20}(?:\\?[\"'])?\s*(?::|=>?)\s*"
                         r"(?:\\?[\"'])?(?P<v>[^\s\"'`,;<>(){}\[\]\\…]{4,})…$")
-
-
-#: Words one of which every match of _CUT_NAMED holds (in lower case).
-_CUT_NAMED_HINTS = ("pass", "pwd", "secret", "token", "key", "credential")
-
-
-def _may_end_cut_key(tail: str) -> bool:
-    """False when _CUT_KEY cannot match tail (which ends with "…"): the key's
-    prefix lies in the run of ``[\\w.+/=-]`` right before the "…"."""
-    start = len(tail) - 1
-    while start > 0 and (_in_word(tail[start - 1]) or tail[start - 1] in ".+/="):
-        start -= 1
-    run = tail[start:-1]
-    return any(h in run for h in _CUT_KEY_HINTS)
-
-
-def _cut_kind(prefix: str) -> str:
-    if prefix.startswith("gh"):
-        return "github"
-    if prefix.startswith("xox"):
-        return "slack"
-    if prefix.endswith("k_live_"):
-        return "stripe"
-    return _CUT_KINDS[prefix]
 
 
 def mask_secrets(text: str) -> str:
@@ -1053,13 +944,12 @@ def mask_secrets(text: str) -> str:
     if text.endswith("…"):
         tail = text[-_NAME_AFTER:]
         base = len(text) - len(tail)
-        # Most read-outs are snippets cut with "…": a pattern is compiled and
-        # tried only when the tail holds one of the words it needs.
-        if (any(h in tail for h in _CUT_KEY_HINTS) and _may_end_cut_key(tail) and (cut := _CUT_KEY.search(tail))
+        # Most adapters cut long tool text with "…": a pattern is tried only
+        # when the tail holds one of its families' literals or key words.
+        if (any(h in tail for h in _KEY_PREFIXES) and (cut := _CUT_KEY.search(tail))
                 and all(base + cut.start() >= b for _a, b, _k in spans)):
-            spans.append((base + cut.start(), len(text), _cut_kind(cut.group("p"))))
-        elif (any(h in tail.lower() for h in _CUT_NAMED_HINTS) and _may_end_assigned(tail)
-              and (cut := _CUT_NAMED.search(tail))
+            spans.append((base + cut.start(), len(text), _KEY_PREFIXES[cut.group("p")]))
+        elif (any(n in tail.lower() for n in _SECRET_NAMES) and (cut := _CUT_NAMED.search(tail))
               and all(base + cut.start("v") >= b for _a, b, _k in spans)):
             spans.append((base + cut.start("v"), len(text), "credential"))
     if not spans:
@@ -1090,67 +980,9 @@ INSTRUCTION_PATTERNS = tuple(LazyRegex(p) for p in (
 ))
 
 
-#: Words one of which a text must hold (in lower case) before the pattern of
-#: the same place is tried, so most texts compile and run no pattern at all.
-INSTRUCTION_HINTS = (
-    ("<|",),
-    ("<system", "</system", "<assistant", "</assistant", "<user", "</user", "<human", "</human",
-     "<instruction", "</instruction"),
-    ("[inst]", "[/inst]", "<<sys", "<</sys"),
-    ("human", "assistant"),
-    ("ignore", "disregard", "forget", "override"),
-    ("you",),
-    ("instruction", "your", "reveal"),
-    ("function_call", "invoke", "tool_call", "tool_use"),
-    ("<|",),
-)
-
-
-#: Words every match of the pattern of the same place holds, one of each
-#: group, in the folded lower-case text (see _fold_cases): tried after the
-#: hints, so a text that merely says "you" or "your" compiles nothing.
-INSTRUCTION_NEEDS: tuple[tuple[tuple[str, ...], ...], ...] = (
-    (),
-    (),
-    (),
-    ((":",),),
-    (("instruction", "prompt", "rule", "direction", "message", "context"),
-     ("previous", "prior", "above", "earlier", "preceding", "system", "original")),
-    (("now",), ("are", "from")),
-    (("instruction", "prompt"),),
-    (("<function_call", "</function_call", "antml:", "<invoke", "</invoke", "<tool_", "</tool_"),),
-    (),
-)
-#: The turn tag ("Human: …") is matched only at the start or after a blank line.
-_TURN_TAG = INSTRUCTION_PATTERNS[3]
-
-
-def _fold_cases(low: str) -> str:
-    """low with the letters that (?i) matches to i and s written as i and s.
-
-    (?i) matches "ı", "İ" (lower case "i̇") and "ſ" to i and s, so a word
-    looked for in this form is found wherever a pattern can match it.
-    """
-    return low.replace("\u0131", "i").replace("\u0307", "").replace("\u017f", "s")
-
-
 def looks_like_instruction(text: str) -> bool:
     """True when text reads like an instruction aimed at a model."""
-    if not text:
-        return False
-    # Hints and needed words are looked for in the folded text: a pattern's
-    # (?i) reads "ıgnore" as "ignore", and so does a model.
-    folded = _fold_cases(text.lower())
-    for p, hints, needs in zip(INSTRUCTION_PATTERNS, INSTRUCTION_HINTS, INSTRUCTION_NEEDS):
-        if not any(h in folded for h in hints):
-            continue
-        if needs and not all(any(w in folded for w in group) for group in needs):
-            continue
-        if p is _TURN_TAG and "\n\n" not in text and not text.lstrip().startswith(("Human", "Assistant")):
-            continue
-        if p.search(text):
-            return True
-    return False
+    return bool(text) and any(p.search(text) for p in INSTRUCTION_PATTERNS)
 
 
 #: Result fields whose archive text is checked for instructions (an event's

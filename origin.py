@@ -368,7 +368,7 @@ class LazyRegex:
 
 
 class Fresh:
-    """A field default that ``record`` makes anew for each instance."""
+    """A field default that ``struct`` makes anew for each instance."""
 
     __slots__ = ("make",)
 
@@ -376,14 +376,16 @@ class Fresh:
         self.make = make
 
 
-def record(cls: type) -> type:
-    """Give a class of annotated fields an ``__init__``, ``__repr__`` and ``__eq__``.
+def struct(cls: type) -> type:
+    """Give a class of annotated fields an ``__init__``, ``__repr__``, ``__eq__`` and ``__hash__``.
 
     The fields are the class's own annotations, in order; a class attribute
     of the same name is the field's default (a ``Fresh`` one is made anew
-    for each instance).  It is the part of ``dataclasses`` Origin uses,
-    without importing it: that import (with ``inspect``) took about a fifth
-    of the start-up of every CLI call.
+    for each instance).  Instances are equal when their fields are, and
+    hash as the tuple of their fields, so equal instances hash alike (and
+    one holding a list or a dict cannot be hashed).  It is the part of
+    ``dataclasses`` Origin uses: importing that (with ``inspect``) would add
+    half again to the start-up of `origin --version`.
     """
     names = tuple(cls.__dict__.get("__annotations__", ()))
     defaults = {n: cls.__dict__[n] for n in names if n in cls.__dict__}
@@ -404,6 +406,9 @@ def record(cls: type) -> type:
                 values[name] = default.make() if isinstance(default, Fresh) else default
             setattr(self, name, values[name])
 
+    def fields(self) -> tuple:
+        return tuple(getattr(self, n) for n in names)
+
     def __repr__(self) -> str:
         shown = ", ".join(f"{n}={getattr(self, n)!r}" for n in names if not n.startswith("_"))
         return f"{cls.__name__}({shown})"
@@ -411,10 +416,12 @@ def record(cls: type) -> type:
     def __eq__(self, other: object):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return all(getattr(self, n) == getattr(other, n) for n in names)
+        return fields(self) == fields(other)
 
-    cls.__init__, cls.__repr__, cls.__eq__ = __init__, __repr__, __eq__
-    cls.__hash__ = object.__hash__  # instances are equal by value but hashed by identity, so never mutate keys
+    def __hash__(self) -> int:
+        return hash(fields(self))
+
+    cls.__init__, cls.__repr__, cls.__eq__, cls.__hash__ = __init__, __repr__, __eq__, __hash__
     cls.__match_args__ = names
     return cls
 
@@ -761,7 +768,7 @@ def _random_value(value: str) -> bool:
     return _entropy(value) >= 3.3
 
 
-@record
+@struct
 class SecretPattern:
     """One named family of secrets.
 
@@ -1412,7 +1419,7 @@ def tighten_store(home: Path) -> int:
     return count
 
 
-@record
+@struct
 class Store:
     """An open ORIGIN_HOME: the directory and one SQLite connection.
 
@@ -3661,7 +3668,7 @@ def restore(src: Path, home: Path, forgets: Path | None = None) -> dict:
 # Invariant 3 (mirrors only grow; a rewritten source opens a new generation).
 
 
-@record
+@struct
 class FileResult:
     """What one file's ingest did."""
 
@@ -3674,7 +3681,7 @@ class FileResult:
     retry: bool = False
 
 
-@record
+@struct
 class SyncReport:
     """What one sync run did, per source."""
 
@@ -4050,7 +4057,7 @@ def _parse_lines(adapter, sf: SourceFile, emit: Callable[[Any, int, int], None],
     return lineno - first_line
 
 
-@record
+@struct
 class _Prepared:
     """A file's pending lines, read and parsed ahead of its transaction."""
 
@@ -6783,7 +6790,7 @@ def _check_offset(offset: Any) -> int:
     return offset
 
 
-@record
+@struct
 class Query:
     """A parsed search query: words and quoted phrases, all of which must match.
 
@@ -6977,7 +6984,7 @@ def must_match(q: Query) -> Query:
     return Query(tuple(dict.fromkeys([*q.phrases, *content_words(q)])), q.phrases)
 
 
-@record
+@struct
 class ProjectMatch:
     """The projects a --project value names: names, and cwds for a path."""
 
@@ -7105,7 +7112,7 @@ def _session_event(r: sqlite3.Row) -> dict:
     return d
 
 
-@record
+@struct
 class Concept:
     """One word of a query as the relaxed pass weighs it.
 
@@ -7120,7 +7127,7 @@ class Concept:
     weight: float = 1.0
 
 
-@record
+@struct
 class Relaxed:
     """How the relaxed pass of a search matches a query.
 
@@ -7767,7 +7774,7 @@ _SPAN_DAYS = {"day": 1, "days": 1, "week": 7, "weeks": 7, "month": 30, "months":
 _PROJECT_CUES = {"in", "for", "on", "of", "about", "at", "within", "inside", "project", "repo"}
 
 
-@record
+@struct
 class Question:
     """What a plain question asks, as ``read_question`` understood it."""
 
@@ -8473,7 +8480,7 @@ TOKEN_TOUCH_MS = 60_000
 TOKEN_SCOPES = ("device", "agent")
 
 
-@record
+@struct
 class Token:
     """A verified token: its row id, name, bound device (if any) and scope."""
 
@@ -8910,7 +8917,7 @@ def create_admin_session(store: Store) -> tuple[str, str]:
     return sid, csrf
 
 
-@record
+@struct
 class AdminSession:
     """A live admin session as a request sees it."""
 
@@ -9110,7 +9117,7 @@ def _check_meta(meta: Any) -> dict:
     return meta
 
 
-@record
+@struct
 class Chunk:
     """One validated ``POST /v1/ingest`` body."""
 
@@ -9527,7 +9534,7 @@ def accept_tombstones(store: Store, body: Any) -> dict:
 # -- device side ---------------------------------------------------------------
 
 
-@record
+@struct
 class HubConfig:
     """Where a device pushes: the hub's URL, its token and this device's name."""
 
@@ -9687,7 +9694,7 @@ def _hub_error(status: int, data: Any) -> OriginError:
                           retryable=status >= 500 or status == 429)
 
 
-@record
+@struct
 class LocalFile:
     """One local mirror generation, as the device's store records it."""
 
@@ -9701,7 +9708,7 @@ class LocalFile:
     size: int
 
 
-@record
+@struct
 class PushItem:
     """What to send of one file: bytes [start, end) and where to flush."""
 
@@ -10593,7 +10600,7 @@ def mcp_forget(store: Store, args: dict, author: str) -> dict:
     return {"done": True, **out}
 
 
-@record
+@struct
 class McpTool:
     """One MCP tool: its public description and schema, and how it runs."""
 
@@ -11292,7 +11299,7 @@ class ToolWorkers:
             worker.close()
 
 
-@record
+@struct
 class McpCaller:
     """Who calls the hub's /mcp: the store of the request's thread, the token, the headers."""
 
@@ -11635,7 +11642,7 @@ ADMIN_HSTS = ("Strict-Transport-Security", "max-age=63072000; includeSubDomains"
 _CHART_DAYS = 90
 
 
-@record
+@struct
 class AdminReply:
     """What the admin page answers: status, headers and an encoded body."""
 
@@ -12876,7 +12883,7 @@ class StorePool:
             store.close()
 
 
-@record
+@struct
 class Response:
     """What a route returns: a status, a JSON-able body (or bytes of ctype) and extra headers."""
 
@@ -12887,7 +12894,7 @@ class Response:
     ctype: str = "application/json"
 
 
-@record
+@struct
 class Route:
     """One entry of the routes table."""
 
@@ -13018,7 +13025,7 @@ HUB_ROUTES: dict[tuple[str, str], Route] = {
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 
 
-@record
+@struct
 class Request:
     """One parsed request as the routes see it."""
 
@@ -13846,7 +13853,7 @@ class AgentConfigError(OriginError):
     exit_code = 7
 
 
-@record
+@struct
 class AgentTarget:
     """Where and how one agent reads its MCP servers.
 
@@ -14348,7 +14355,7 @@ def lines_to_add(target: AgentTarget, command: list[str], reg_env: dict) -> str:
 # that shape, so it updates or removes only its own.
 
 
-@record
+@struct
 class HookTarget:
     """Where an agent reads its session-start hooks: a JSON settings file."""
 

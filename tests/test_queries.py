@@ -438,3 +438,9 @@ def test_index_uris_escape_what_sqlite_would_read_as_uri_syntax(tmp_path):
         assert s.reader.execute("SELECT count(*) FROM ix_message.mark").fetchone()[0] >= 1
     assert origin._uri("/x y/a?b#c%d", mode="ro") == "file:/x%20y/a%3Fb%23c%25d?mode=ro"
 
+
+def test_equal_structs_hash_alike_so_a_set_keeps_one():
+    a = origin.Concept("cache", ("cache", "caches"), weight=0.5)
+    b = origin.Concept("cache", ("cache", "caches"), weight=0.5)
+    assert a == b and hash(a) == hash(b) and len({a, b}) == 1
+    assert a != origin.Concept("cache", ("cache",), weight=0.5)

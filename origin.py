@@ -44,6 +44,7 @@ from __future__ import annotations
 ###############################################################################
 
 import errno
+import io
 import math
 import os
 import sys
@@ -51,7 +52,6 @@ import time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # names only annotations use: never imported at run time
-    from concurrent.futures import ThreadPoolExecutor
     from typing import Any, Callable, Iterable, Iterator, NoReturn
 
     from adapters import Record, SessionInfo, SourceFile
@@ -63,7 +63,8 @@ class _OnFirstUse:
     It then imports the module and puts it (or the name) in its own place in
     this module's namespace, so every later use is the real thing.  A
     command thus loads only what it uses: ``origin --version`` none of these,
-    a search neither the adapters nor TOML nor the MCP machinery.
+    a search neither the adapters nor TOML nor the MCP machinery.  This
+    table is the only place origin.py imports a module lazily.
     """
 
     __slots__ = ("_module", "_name", "_attr")
@@ -72,7 +73,8 @@ class _OnFirstUse:
         self._module, self._name, self._attr = module, name or attr or module, attr
 
     def _load(self):
-        found = __import__(self._module)
+        __import__(self._module)
+        found = sys.modules[self._module]
         if self._attr is not None:
             found = getattr(found, self._attr)
         globals()[self._name] = found
@@ -86,6 +88,19 @@ class _OnFirstUse:
 
     def __instancecheck__(self, obj) -> bool:
         return isinstance(obj, self._load())
+
+
+class _Package:
+    """Stands in for a package whose submodules (``urllib.parse``,
+    ``http.client``) are each imported at their first use."""
+
+    def __init__(self, name: str):
+        self._name = name
+
+    def __getattr__(self, sub: str):
+        module = _OnFirstUse(f"{self._name}.{sub}")._load()
+        setattr(self, sub, module)  # later uses find it here
+        return module
 
 
 Path = _OnFirstUse("pathlib", attr="Path")
@@ -103,6 +118,40 @@ threading = _OnFirstUse("threading")
 tomllib = _OnFirstUse("tomllib")
 traceback = _OnFirstUse("traceback")
 unicodedata = _OnFirstUse("unicodedata")
+ThreadPoolExecutor = _OnFirstUse("concurrent.futures", attr="ThreadPoolExecutor")
+# Used by the hub, its clients, MCP, setup and a few commands only.
+asyncio = _OnFirstUse("asyncio")
+base64 = _OnFirstUse("base64")
+binascii = _OnFirstUse("binascii")
+contextlib = _OnFirstUse("contextlib")
+difflib = _OnFirstUse("difflib")
+getpass = _OnFirstUse("getpass")
+gzip = _OnFirstUse("gzip")
+html = _OnFirstUse("html")
+http = _Package("http")
+ipaddress = _OnFirstUse("ipaddress")
+resource = _OnFirstUse("resource")
+shlex = _OnFirstUse("shlex")
+signal = _OnFirstUse("signal")
+socket = _OnFirstUse("socket")
+string = _OnFirstUse("string")
+subprocess = _OnFirstUse("subprocess")
+urllib = _Package("urllib")
+zlib = _OnFirstUse("zlib")
+# The three runtime dependencies, and what mcp brings.
+anyio = _OnFirstUse("anyio")
+zstandard = _OnFirstUse("zstandard")
+jsonschema = _OnFirstUse("jsonschema")
+mt = _OnFirstUse("mcp.types", "mt")
+mcp_server = _OnFirstUse("mcp.server", "mcp_server")
+mcp_stdio = _OnFirstUse("mcp.server.stdio", "mcp_stdio")
+mcp_connection = _OnFirstUse("mcp.server.connection", "mcp_connection")
+mcp_runner = _OnFirstUse("mcp.server.runner", "mcp_runner")
+mcp_exceptions = _OnFirstUse("mcp.shared.exceptions", "mcp_exceptions")
+mcp_inbound = _OnFirstUse("mcp.shared.inbound", "mcp_inbound")
+mcp_message = _OnFirstUse("mcp.shared.message", "mcp_message")
+mcp_transport = _OnFirstUse("mcp.shared.transport_context", "mcp_transport")
+mcp_versions = _OnFirstUse("mcp.types.version", "mcp_versions")
 
 __version__ = "0.1.0"
 
@@ -385,7 +434,7 @@ def struct(cls: type) -> type:
     hash as the tuple of their fields, so equal instances hash alike (and
     one holding a list or a dict cannot be hashed).  It is the part of
     ``dataclasses`` Origin uses: importing that (with ``inspect``) would add
-    half again to the start-up of `origin --version`.
+    several milliseconds to every call, ``origin --version`` included.
     """
     names = tuple(cls.__dict__.get("__annotations__", ()))
     defaults = {n: cls.__dict__[n] for n in names if n in cls.__dict__}
@@ -639,8 +688,6 @@ class LineReader:
         self._stream = self._fh
         self.pos = 0
         if compressed == "zstd":
-            import zstandard  # imported here so --version needs nothing
-
             self._stream = zstandard.ZstdDecompressor().stream_reader(self._fh, read_across_frames=True)
 
     def close(self) -> None:
@@ -4753,7 +4800,6 @@ def _ingest_todo(store: Store, todo: list, report: SyncReport, progress, writers
                  deadline: float | None = None) -> None:
     """Ingest the files sync picked, in groups, parsing the next one ahead (none after deadline)."""
     done = done_bytes = 0
-    from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=1) as parse_pool, ThreadPoolExecutor(max_workers=1) as sync_pool:
         durable = _Durable(sync_pool)
@@ -7026,7 +7072,6 @@ def resolve_project(store: Store, value: Any) -> ProjectMatch | None:
                                                    or c.rstrip("/").casefold().endswith("/" + suffix.lstrip("/")))]
         if hits:
             return ProjectMatch(value, tuple(sorted({n for n, _ in hits})), tuple(sorted({c for _, c in hits})))
-    import difflib  # only for this message
 
     close = difflib.get_close_matches(want.casefold(), [n.casefold() for n in names], n=5, cutoff=0.5)
     inside = [n for n in names if len(want) >= 2 and want.casefold() in n.casefold()]
@@ -8742,8 +8787,6 @@ def check_admin_password(password: Any) -> str:
 
 def generate_admin_password() -> str:
     """Return a new password: 20 random base32 characters (100 bits)."""
-    import base64
-
     return base64.b32encode(secrets.token_bytes(13)).decode("ascii")[:20]
 
 
@@ -9138,9 +9181,6 @@ class Chunk:
 
 def parse_chunk(body: Any) -> Chunk:
     """Validate every field of an ingest body; raise UsageError or Refused."""
-    import base64
-    import binascii
-
     if not isinstance(body, dict):
         raise UsageError("the body must be a JSON object")
     unknown = sorted(set(body) - _CHUNK_FIELDS)
@@ -9545,8 +9585,6 @@ class HubConfig:
 
 def check_hub_url(url: Any) -> str:
     """Return a normalised http(s) hub URL, else raise UsageError."""
-    import urllib.parse
-
     if not isinstance(url, str):
         raise UsageError("the hub URL must be http://HOST:PORT or https://HOST[:PORT]")
     u = urllib.parse.urlsplit(url.strip())
@@ -9561,8 +9599,6 @@ def check_hub_url(url: Any) -> str:
 
 def load_hub_config(home: Path, env: dict | None = None) -> HubConfig | None:
     """Return the hub connection: hub.json, overridden by the environment."""
-    import socket
-
     env = os.environ if env is None else env
     saved: dict = {}
     path = home / HUB_FILE
@@ -9605,8 +9641,6 @@ class HubClient:
     """A keep-alive HTTP client for one hub (stdlib ``http.client``)."""
 
     def __init__(self, cfg: HubConfig, timeout: float = HUB_TIMEOUT):
-        import urllib.parse
-
         self.cfg = cfg
         self.timeout = timeout
         u = urllib.parse.urlsplit(cfg.url)
@@ -9621,8 +9655,6 @@ class HubClient:
             self._conn = None
 
     def _connection(self):
-        import http.client
-
         if self._conn is None:
             cls = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
             # A hub that is down answers nothing at all: give up on connecting
@@ -9637,8 +9669,6 @@ class HubClient:
     def request(self, method: str, path: str, body: bytes | None = None, *, auth: bool = True,
                 encoding: str | None = None, extra: dict | None = None) -> tuple[int, Any]:
         """Send one request (a JSON body, already encoded); return (status, decoded JSON body)."""
-        import http.client
-
         headers = {"Accept": "application/json", "User-Agent": f"origin/{__version__}", **(extra or {})}
         if auth:
             headers["Authorization"] = f"Bearer {self.cfg.token}"
@@ -9677,8 +9707,6 @@ class HubClient:
         return resp.status, data
 
     def get(self, path: str, **query: Any) -> Any:
-        import urllib.parse
-
         q = ("?" + urllib.parse.urlencode(query)) if query else ""
         status, data = self.request("GET", path + q)
         if status != 200:
@@ -9808,9 +9836,6 @@ def _file_meta(store: Store, f: LocalFile, fresh: dict) -> dict:
 
 def _bodies(store: Store, client: HubClient, item: PushItem, start: int, meta: dict) -> Iterator[tuple]:
     """Yield (offset, bytes of data, gzip'ed request body) for each chunk."""
-    import base64
-    import gzip
-
     f = item.file
     mtime = _mtime_ms(f.path) if f.kind == "log" else None
     # Each chunk proves its bytes: the hash of the mirror's bytes before its
@@ -9918,8 +9943,6 @@ def push_tombstones(store: Store, client: HubClient) -> dict:
     the hub's epoch: a hub restored or rebuilt since answers with its new
     epoch, and every tombstone is sent again (idempotent by uid).
     """
-    import gzip
-
     key = _UP_CURSOR + client.cfg.url
     epoch, after = _hub_cursor(store, key)
     sent = applied = keys_added = 0
@@ -9978,7 +10001,6 @@ def pull_tombstones(store: Store, client: HubClient) -> dict:
     epoch, after = _hub_cursor(store, key)
     applied = fetched = 0
     purged_at = None
-    from concurrent.futures import ThreadPoolExecutor
 
     # The next page is fetched while this one is applied (one request at a
     # time on the connection: only the fetching thread uses it meanwhile).
@@ -10124,7 +10146,6 @@ def push(store: Store, cfg: HubConfig, *, progress: Callable[[dict], None] | Non
         fresh: dict = {}
         if plan and discover:
             fresh = {(a.name, sf.path): dict(sf.meta) for a, sf in discover_all()}
-        from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="origin-push") as pool:
             for item in plan:
@@ -10739,8 +10760,6 @@ _VALIDATORS: dict = {}  # tool name -> its schema's jsonschema validator
 
 def check_tool_args(tool: McpTool, arguments: dict | None) -> dict:
     """Validate arguments against the tool's schema; raise UsageError."""
-    import jsonschema  # installed with mcp; only the MCP section needs it
-
     args = {} if arguments is None else arguments
     bad = _lone_surrogate_at(args)
     if bad is not None:
@@ -10944,10 +10963,6 @@ def build_mcp_server(call: Callable[[Any, str, dict | None], tuple[str, bool]], 
     loop serves every request), else in the request's own thread (the hub,
     where each connection's thread has its own loop).
     """
-    import anyio
-    import mcp.types as mt
-    from mcp.server import Server
-
     tools = [mt.Tool(name=t.name, description=t.description, input_schema=published_schema(t.schema),
                      annotations=mt.ToolAnnotations(**tool_hints(t))) for t in MCP_TOOLS.values()]
 
@@ -10967,8 +10982,8 @@ def build_mcp_server(call: Callable[[Any, str, dict | None], tuple[str, bool]], 
             text, is_error = f"internal error in Origin ({type(e).__name__})", True
         return mt.CallToolResult(content=[mt.TextContent(type="text", text=text)], is_error=is_error)
 
-    return Server("origin", version=__version__, title="Origin", instructions=MCP_INSTRUCTIONS,
-                  on_list_tools=list_tools, on_call_tool=call_tool)
+    return mcp_server.Server("origin", version=__version__, title="Origin", instructions=MCP_INSTRUCTIONS,
+                             on_list_tools=list_tools, on_call_tool=call_tool)
 
 
 class _SafeLines:
@@ -11028,18 +11043,13 @@ def serve_stdio(home: Path, sync_fn: Callable[..., Any], hub: HubConfig | None =
     the client's first request picks one.  With ``hub``, every tool call is
     forwarded to that hub (``McpProxy``).
     """
-    import io
-
-    import anyio
-    from mcp.server.stdio import stdio_server
-
     service = McpService(home, sync_fn) if hub is None else McpProxy(home, sync_fn, hub)
     server = build_mcp_server(lambda ctx, name, arguments: service.call(name, arguments, mcp_client_name(ctx)))
     service.start()
     stdin = _SafeLines(anyio.wrap_file(io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace")))
 
     async def run() -> None:
-        async with stdio_server(stdin=stdin) as (read, write):
+        async with mcp_stdio.stdio_server(stdin=stdin) as (read, write):
             # None, not create_initialization_options(): a snapshot taken here
             # would be what every later legacy `initialize` reports.
             await server.run(read, write, None)
@@ -11134,8 +11144,6 @@ class ToolWorker:
     """
 
     def __init__(self, home: Path):
-        import subprocess
-
         here = os.path.dirname(_module_file())
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([here, *(p for p in sys.path if p)])}
         try:
@@ -11174,8 +11182,6 @@ class ToolWorker:
 
     def close(self, timeout: float = 30) -> None:
         """Close its stdin (it finishes the call in hand and exits), then reap it."""
-        import subprocess
-
         try:
             self.proc.stdin.close()
         except OSError:
@@ -11195,8 +11201,6 @@ def tool_worker(home: str) -> int:
     this process's own store connection, and its result is read out
     (``mcp_json``) here, so the hub's process only moves bytes.
     """
-    import signal
-
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the hub stops its workers itself
     answers = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # whatever else writes to stdout lands in the hub's log, not in an answer
@@ -11357,17 +11361,13 @@ class _OneExchange:
     can_send_request = False
 
     def __init__(self, transport, request_id, metadata):
-        import anyio
-
         self.transport = transport
         self.request_id = request_id
         self.message_metadata = metadata
         self.cancel_requested = anyio.Event()
 
     async def send_raw_request(self, method, params, opts=None):
-        from mcp.shared.exceptions import NoBackChannelError
-
-        raise NoBackChannelError(method)
+        raise mcp_exceptions.NoBackChannelError(method)
 
     async def notify(self, method, params, opts=None):
         pass  # progress and log notifications have nowhere to go in a JSON reply
@@ -11388,15 +11388,6 @@ def mcp_http_exchange(server, body: bytes, headers: dict, caller: McpCaller,
     checks.  The SDK's kernel (``serve_one``) then runs the request.
     ``header_items`` are the headers as sent, so a repeated one is seen.
     """
-    from mcp.server.connection import Connection
-    from mcp.server.runner import modern_error_data, serve_one
-    from mcp.shared.inbound import (ERROR_CODE_HTTP_STATUS, InboundLadderRejection, classify_inbound_request,
-                                    find_duplicated_routing_header)
-    from mcp.shared.message import ServerMessageMetadata
-    from mcp.shared.transport_context import TransportContext
-    from mcp.types import DEFAULT_NEGOTIATED_VERSION, HEADER_MISMATCH, PROTOCOL_VERSION_META_KEY
-    from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS
-
     accept = {a.split(";")[0].strip().lower() for a in headers.get("accept", "").split(",")}
     if not accept & {"application/json", "application/*", "*/*"}:
         return 406, rpc_error(None, RPC_INVALID_REQUEST, "send Accept: application/json; this endpoint answers "
@@ -11422,29 +11413,32 @@ def mcp_http_exchange(server, body: bytes, headers: dict, caller: McpCaller,
         return 400, rpc_error(None, RPC_INVALID_REQUEST, "id must be a string or an integer and params an object")
     version = headers.get("mcp-protocol-version")
     modern_body = isinstance(params, dict) and isinstance(params.get("_meta"), dict) \
-        and PROTOCOL_VERSION_META_KEY in params["_meta"]
-    if (version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS) \
+        and mt.PROTOCOL_VERSION_META_KEY in params["_meta"]
+    if (version is not None and version not in mcp_versions.HANDSHAKE_PROTOCOL_VERSIONS) \
             or (version is None and modern_body and method != "initialize"):
-        dup = find_duplicated_routing_header(header_items)
-        verdict = (InboundLadderRejection(HEADER_MISMATCH, f"the {dup} header appears more than once") if dup
-                   else classify_inbound_request(msg, headers=headers))
-        if isinstance(verdict, InboundLadderRejection):
-            return ERROR_CODE_HTTP_STATUS.get(verdict.code, 400), rpc_error(rid, verdict.code, verdict.message,
-                                                                            verdict.data)
+        dup = mcp_inbound.find_duplicated_routing_header(header_items)
+        rejected = mcp_inbound.InboundLadderRejection
+        verdict = (rejected(mt.HEADER_MISMATCH, f"the {dup} header appears more than once") if dup
+                   else mcp_inbound.classify_inbound_request(msg, headers=headers))
+        if isinstance(verdict, rejected):
+            return mcp_inbound.ERROR_CODE_HTTP_STATUS.get(verdict.code, 400), rpc_error(
+                rid, verdict.code, verdict.message, verdict.data)
         envelope = (verdict.protocol_version, verdict.client_info, verdict.client_capabilities)
     else:
-        envelope = (version or DEFAULT_NEGOTIATED_VERSION, None, None)
+        envelope = (version or mt.DEFAULT_NEGOTIATED_VERSION, None, None)
 
     async def one() -> tuple[int, dict]:
-        dctx = _OneExchange(TransportContext(kind="streamable-http", can_send_request=False, headers=headers), rid,
-                            ServerMessageMetadata(request_context=caller, can_send_request=False))
+        dctx = _OneExchange(
+            mcp_transport.TransportContext(kind="streamable-http", can_send_request=False, headers=headers), rid,
+            mcp_message.ServerMessageMetadata(request_context=caller, can_send_request=False))
         try:
-            result = await serve_one(server, dctx, method, params, connection=Connection.from_envelope(*envelope),
-                                     lifespan_state=None)
+            connection = mcp_connection.Connection.from_envelope(*envelope)
+            result = await mcp_runner.serve_one(server, dctx, method, params, connection=connection,
+                                                lifespan_state=None)
             return 200, {"jsonrpc": "2.0", "id": rid, "result": result}
         except Exception as exc:
-            data = modern_error_data(exc)  # anything but an MCP error becomes a generic -32603
-            return ERROR_CODE_HTTP_STATUS.get(data.code, 200), {
+            data = mcp_runner.modern_error_data(exc)  # anything but an MCP error becomes a generic -32603
+            return mcp_inbound.ERROR_CODE_HTTP_STATUS.get(data.code, 200), {
                 "jsonrpc": "2.0", "id": rid, "error": data.model_dump(mode="json", exclude_none=True)}
 
     return thread_loop().run_until_complete(one())
@@ -11461,7 +11455,6 @@ def thread_loop():
     kept-alive connection, so it keeps one loop until ``close_thread_loop``.
     """
     global _LOOPS
-    import asyncio
 
     if _LOOPS is None:
         _LOOPS = threading.local()
@@ -11660,8 +11653,6 @@ class Markup(str):
 
 def esc(value: Any) -> Markup:
     """Return value as HTML: Markup as it is, anything else escaped."""
-    import html
-
     if isinstance(value, Markup):
         return value
     return Markup(html.escape("" if value is None else str(value), quote=True))
@@ -11669,8 +11660,6 @@ def esc(value: Any) -> Markup:
 
 def tpl(template: str, **values: Any) -> Markup:
     """Fill a ``string.Template`` with every value escaped (esc)."""
-    import string
-
     return Markup(string.Template(template).substitute({k: esc(v) for k, v in values.items()}))
 
 
@@ -11681,8 +11670,6 @@ def html_join(parts: Iterable[Any]) -> Markup:
 
 def is_loopback_host(host: str | None) -> bool:
     """Is host (a name or address, IPv6 with or without brackets) a loopback one?"""
-    import ipaddress
-
     h = (host or "").strip().lower().rstrip(".")
     if h.startswith("[") and h.endswith("]"):
         h = h[1:-1]
@@ -11708,8 +11695,6 @@ def check_public_url(url: str | None, listen_host: str) -> str | None:
     On a non-loopback address the page needs a public URL that is https,
     or http on a loopback host (a container port published on 127.0.0.1).
     """
-    import urllib.parse
-
     if url:
         u = urllib.parse.urlsplit(url.strip())
         if u.scheme not in ("http", "https") or not u.hostname or u.query or u.fragment or u.username:
@@ -11849,8 +11834,6 @@ class AdminApp:
 
     def __init__(self, *, public_url: str | None = None, client_ip_header: str | None = None,
                  hub_url: str | None = None):
-        import urllib.parse
-
         self.public = public_url
         self.https = bool(public_url and public_url.startswith("https://"))
         self.public_netloc = urllib.parse.urlsplit(public_url).netloc.lower() if public_url else None
@@ -11914,8 +11897,6 @@ class AdminApp:
 
     def check_post(self, req: Any) -> dict:
         """Check a POST's origin and body; return its form fields."""
-        import urllib.parse
-
         if req.headers.get("sec-fetch-site", "").strip().lower() == "cross-site":
             raise AdminDenied(403, "refused: the request came from another site (Sec-Fetch-Site: cross-site)")
         origin = req.headers.get("origin")
@@ -11940,9 +11921,7 @@ class AdminApp:
         return out
 
     def cookie_value(self, req: Any, name: str | None = None) -> str | None:
-        from http.cookies import SimpleCookie
-
-        jar = SimpleCookie()
+        jar = http.cookies.SimpleCookie()
         try:
             jar.load(req.headers.get("cookie", ""))
         except Exception:  # a malformed Cookie header is no session
@@ -12729,8 +12708,6 @@ def _plural(n: int, one: str, many: str) -> str:
 
 
 def _qs(**values: Any) -> str:
-    import urllib.parse
-
     return urllib.parse.urlencode({k: v for k, v in values.items() if v not in (None, "")})
 
 
@@ -12807,10 +12784,9 @@ HUB_STORE_WAIT = 30.0
 def descriptor_limit() -> int | None:
     """This process's soft limit on open files, where the system has one."""
     try:
-        import resource
-    except ImportError:
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    except ImportError:  # no resource module on this system
         return None
-    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     return None if soft == resource.RLIM_INFINITY else soft
 
 
@@ -13055,8 +13031,6 @@ def gunzip_capped(data: bytes, limit: int) -> bytes:
     Decompresses in bounded steps, so a gzip bomb costs at most limit bytes
     of memory before it is refused.
     """
-    import zlib
-
     d = zlib.decompressobj(16 + zlib.MAX_WBITS)
     out = []
     size = 0
@@ -13115,7 +13089,6 @@ class Hub:
         self.mounts: list[tuple[str, Callable[..., Response], bool, Callable | None]] = []
         self.closers: list[Callable[[], None]] = []
         self.index = IndexWriters(self.home, tidy=True) if index else None
-        from concurrent.futures import ThreadPoolExecutor
 
         self.pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="origin-fsync")
         self.tool_slots = Slots(hub_tool_slots())
@@ -13130,8 +13103,6 @@ class Hub:
 
     def add_name(self, url_or_host: str) -> None:
         """Answer MCP requests for this host name too (and its URL as a browser Origin)."""
-        import urllib.parse
-
         if "://" in url_or_host:
             u = urllib.parse.urlsplit(url_or_host)
             self.origins.add(f"{u.scheme}://{u.netloc}".lower())
@@ -13149,8 +13120,6 @@ class Hub:
         hub answers only for its own names, and a browser Origin only when it
         is the hub itself.
         """
-        import urllib.parse
-
         host = headers.get("host", "")
         name = host.rsplit("]", 1)[0].lstrip("[") if host.startswith("[") else host.rsplit(":", 1)[0]
         if name.lower() not in self.names:
@@ -13290,8 +13259,6 @@ class Hub:
 
         Pure apart from the store: tests call it without a socket.
         """
-        import urllib.parse
-
         store = store or self.default_store()
         headers = {k.lower(): v for k, v in headers.items()}
         split = urllib.parse.urlsplit(target)
@@ -13395,9 +13362,6 @@ def framing_refusal(headers, version: str) -> str | None:
 
 
 def _make_handler(hub: Hub):
-    import io
-    from http.server import BaseHTTPRequestHandler
-
     class _DeadlineReader(io.RawIOBase):
         """A connection's socket read under its handler's ``deadline`` (monotonic s)."""
 
@@ -13415,7 +13379,7 @@ def _make_handler(hub: Hub):
             self.sock.settimeout(min(left, HUB_READ_TIMEOUT))
             return self.sock.recv_into(b)
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(http.server.BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"  # keep-alive; every response sets Content-Length
         # A response goes out in one write (headers and body buffered, then
         # flushed by _send); Nagle is off all the same, so a body past the
@@ -13625,10 +13589,7 @@ def parse_listen(value: str) -> tuple[str, int]:
 
 def make_hub_server(hub: Hub, host: str, port: int):
     """Return a bound ThreadingHTTPServer for hub (not yet serving)."""
-    import socket
-    from http.server import ThreadingHTTPServer
-
-    class Server(ThreadingHTTPServer):
+    class Server(http.server.ThreadingHTTPServer):
         daemon_threads = False  # in-flight requests finish before exit
         block_on_close = True
         allow_reuse_address = True
@@ -13760,8 +13721,6 @@ def serve_hub(home: Path, listen: str = HUB_LISTEN, *, ready: Callable[[str], No
     to ``workers`` processes (default ``hub_tool_slots()``; 0 runs them in
     the request threads).
     """
-    import signal
-
     host, port = parse_listen(listen)
     admin = admin or admin_listen is not None
     app = None
@@ -14381,8 +14340,6 @@ def hook_command(command: list[str], reg_env: dict) -> str:
     (about half a second for origin.py), so origin.py is imported instead,
     from its bytecode, as an installed `origin` does.
     """
-    import shlex
-
     program = command[:-1] if command[-1:] == ["mcp"] else command
     if len(program) == 2 and program[1].endswith(".py"):
         folder, module = os.path.split(program[1])
@@ -14394,8 +14351,6 @@ def hook_command(command: list[str], reg_env: dict) -> str:
 
 def _is_our_hook(hook: Any) -> bool:
     """Tell whether a hook entry runs `origin context --hook` (any install of it)."""
-    import shlex
-
     if not isinstance(hook, dict) or not isinstance(hook.get("command"), str):
         return False
     try:
@@ -14586,8 +14541,6 @@ def _apply_plans(plans: list[dict], dry_run: bool, stamp: str) -> list[dict]:
 
 def _diff(config: str, raw: bytes | None, new: str) -> str:
     """Return a unified diff from a file's bytes now to its new text."""
-    import difflib
-
     old = "" if raw is None else raw.decode("utf-8")
     lines = difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
                                  config if raw is not None else "/dev/null", config)
@@ -15522,7 +15475,6 @@ def cmd_forget(args) -> int:
         # hub holding what this device pushed; it has to happen on the hub.
         raise UsageError(f"this device pushes to the hub at {hub.url}, which keeps what it was sent: forget "
                          "there, without --local (the forget then reaches this device too)")
-    import contextlib
 
     with contextlib.ExitStack() as stack:
         store = stack.enter_context(_open(args)) if hub is None else None
@@ -15727,11 +15679,7 @@ def cmd_rebuild(args) -> int:
 
 def hub_health(url: str, timeout: float = HEALTHCHECK_TIMEOUT) -> dict:
     """GET a hub's /healthz; return its JSON answer, or raise OriginError saying why not."""
-    import urllib.error
-    import urllib.request
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(url)
+    parts = urllib.parse.urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise UsageError(f"{url!r} is not an http(s) URL; give the hub's /healthz, e.g. {HEALTHCHECK_URL}")
     req = urllib.request.Request(url, headers={"Accept": "application/json", "User-Agent": f"origin/{__version__}"})
@@ -16048,8 +15996,6 @@ def cmd_admin(args) -> int:
 
     Example: origin admin password --generate
     """
-    import getpass
-
     if args.generate:
         password = generate_admin_password()
     elif sys.stdin.isatty():
@@ -16172,8 +16118,6 @@ def cmd_hub(args) -> int:
 
     Example: origin hub connect http://hub.lan:7077 --token ogn_… --device laptop
     """
-    import socket
-
     home = resolve_home()
     if args.action == "connect":
         if not args.url or not args.token:
@@ -16298,8 +16242,6 @@ def cmd_watch(args) -> int:
 
     Example: origin watch --poll 5
     """
-    import signal
-
     stop = threading.Event()
     for s in (signal.SIGTERM, signal.SIGINT):
         signal.signal(s, lambda *_: stop.set())
@@ -16424,8 +16366,6 @@ _PARSER_CLASS: dict[str, type] = {}
 
 def _unknown_command(name: str, commands: list[str]) -> str:
     """Refuse a command that does not exist, naming the closest one."""
-    import difflib  # only on this error
-
     close = difflib.get_close_matches(name, commands, n=1)
     if close:
         return f"unknown command {name!r}; did you mean `origin {close[0]}`?"
@@ -16437,7 +16377,6 @@ def _unrecognized(extras: list[str], prog: str, options: list[str]) -> str:
     first = extras[0]
     if not (first.startswith("-") and len(first) > 1):
         return f"unrecognized arguments: {' '.join(extras)}"
-    import difflib  # only on this error
 
     name = first.partition("=")[0]
     close = difflib.get_close_matches(name, options, n=1)

@@ -15934,8 +15934,9 @@ def cmd_setup(args) -> int:
     return code
 
 
-def add_mcp_commands(sub, command, add_json) -> None:
-    """Add `mcp` and `setup` to the parser (build_parser's helpers)."""
+def add_mcp_commands(sub, command, add_json, run: str | None = None) -> None:
+    """Add `mcp` and `setup` to the parser (build_parser's helpers; run is
+    the command being run, None when all are built)."""
     command("mcp", cmd_mcp, "serve the archive to an agent over MCP (stdio)")
     sp = command("context", cmd_context, "what an agent should know as a session starts (a start hook)")
     sp.add_argument("--cwd", help="the session's folder (default: this one)")
@@ -15945,7 +15946,8 @@ def add_mcp_commands(sub, command, add_json) -> None:
     add_json(sp)
     sp = command("setup", cmd_setup, "register `origin mcp` with the installed agents")
     sp.add_argument("--dry-run", action="store_true", help="show what would change; write nothing")
-    sp.add_argument("--agent", action="append", choices=sorted(agent_targets()),
+    # The agents' names come from the adapters: imported only to build setup's parser.
+    sp.add_argument("--agent", action="append", choices=sorted(agent_targets()) if run in (None, "setup") else (),
                     help="only this agent (repeatable)")
     sp.add_argument("--no-hook", action="store_true",
                     help="do not install the session-start hook (Claude Code) that prints the project's entries")
@@ -16647,7 +16649,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     sp.add_argument("--check", action="store_true",
                     help="build a copy, compare it with the live store, and change nothing")
     add_json(sp)
-    add_mcp_commands(sub, command, add_json)
+    add_mcp_commands(sub, command, add_json, run)
     add_hub_commands(command, add_json)
     if run is not None and not built:
         return build_parser()

@@ -45,7 +45,7 @@ soak: $(VENV)/.installed  ## the long reliability tier
 e2e: $(VENV)/.installed  ## Claude Code and Codex CLI (from npm, ~800 MB) against a real hub and the proxy
 	$(BIN)/python -m pytest -q -m e2e tests/test_e2e_agents.py
 
-bench: $(VENV)/.installed  ## ingest, re-sync, search and hub figures (BENCH_MB=2000 for full scale)
+bench: $(VENV)/.installed  ## the start-up budget, then ingest, re-sync, search and hub figures (BENCH_MB=2000 for full scale)
 	BENCH_MB=$(BENCH_MB) $(BIN)/python tests/bench.py --docs
 	BENCH_MB=$(BENCH_MB) $(BIN)/python tests/bench_hub.py
 	$(BIN)/python tests/bench_hub_mcp.py

@@ -30,7 +30,7 @@ lint: $(VENV)/.installed  ## ruff over origin.py, adapters.py and tests/ (rules 
 # `make test` runs them all.
 SLOW_TESTS := admin_browser admin_xss admin_http admin_pages audit e2e_agents forget_travels \
   hub_hold hub_mcp hub_mcp_clients hub_mcp_remote hub_processes hub_reports hub_workers ingest \
-  mcp pyz reliability ship_container ship_litestream ship_pipx startup
+  mcp pyz reliability ship_container ship_litestream ship_pipx
 SLOW_CASES := test_purge.py::test_a_reader_holding_the_store_open_leaves_the_purge_unfinished_until_run_again
 check: $(VENV)/.installed  ## the in-process tests, without the slow files above (2 min 57 s on 2 cores)
 	$(BIN)/python -m pytest -q -m "not soak and not slow and not container and not e2e" \
@@ -45,7 +45,7 @@ soak: $(VENV)/.installed  ## the long reliability tier
 e2e: $(VENV)/.installed  ## Claude Code and Codex CLI (from npm, ~800 MB) against a real hub and the proxy
 	$(BIN)/python -m pytest -q -m e2e tests/test_e2e_agents.py
 
-bench: $(VENV)/.installed  ## ingest, re-sync, search and hub figures (BENCH_MB=2000 for full scale)
+bench: $(VENV)/.installed  ## the start-up budget, then ingest, re-sync, search and hub figures (BENCH_MB=2000 for full scale)
 	BENCH_MB=$(BENCH_MB) $(BIN)/python tests/bench.py --docs
 	BENCH_MB=$(BENCH_MB) $(BIN)/python tests/bench_hub.py
 	$(BIN)/python tests/bench_hub_mcp.py

@@ -44,6 +44,7 @@ from __future__ import annotations
 ###############################################################################
 
 import errno
+import io
 import math
 import os
 import sys
@@ -51,8 +52,6 @@ import time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # names only annotations use: never imported at run time
-    import types
-    from concurrent.futures import ThreadPoolExecutor
     from typing import Any, Callable, Iterable, Iterator, NoReturn
 
     from adapters import Record, SessionInfo, SourceFile
@@ -64,7 +63,8 @@ class _OnFirstUse:
     It then imports the module and puts it (or the name) in its own place in
     this module's namespace, so every later use is the real thing.  A
     command thus loads only what it uses: ``origin --version`` none of these,
-    a search neither the adapters nor TOML nor the MCP machinery.
+    a search neither the adapters nor TOML nor the MCP machinery.  This
+    table is the only place origin.py imports a module lazily.
     """
 
     __slots__ = ("_module", "_name", "_attr")
@@ -73,7 +73,8 @@ class _OnFirstUse:
         self._module, self._name, self._attr = module, name or attr or module, attr
 
     def _load(self):
-        found = __import__(self._module)
+        __import__(self._module)
+        found = sys.modules[self._module]
         if self._attr is not None:
             found = getattr(found, self._attr)
         globals()[self._name] = found
@@ -87,6 +88,19 @@ class _OnFirstUse:
 
     def __instancecheck__(self, obj) -> bool:
         return isinstance(obj, self._load())
+
+
+class _Package:
+    """Stands in for a package whose submodules (``urllib.parse``,
+    ``http.client``) are each imported at their first use."""
+
+    def __init__(self, name: str):
+        self._name = name
+
+    def __getattr__(self, sub: str):
+        module = _OnFirstUse(f"{self._name}.{sub}")._load()
+        setattr(self, sub, module)  # later uses find it here
+        return module
 
 
 Path = _OnFirstUse("pathlib", attr="Path")
@@ -104,6 +118,40 @@ threading = _OnFirstUse("threading")
 tomllib = _OnFirstUse("tomllib")
 traceback = _OnFirstUse("traceback")
 unicodedata = _OnFirstUse("unicodedata")
+ThreadPoolExecutor = _OnFirstUse("concurrent.futures", attr="ThreadPoolExecutor")
+# Used by the hub, its clients, MCP, setup and a few commands only.
+asyncio = _OnFirstUse("asyncio")
+base64 = _OnFirstUse("base64")
+binascii = _OnFirstUse("binascii")
+contextlib = _OnFirstUse("contextlib")
+difflib = _OnFirstUse("difflib")
+getpass = _OnFirstUse("getpass")
+gzip = _OnFirstUse("gzip")
+html = _OnFirstUse("html")
+http = _Package("http")
+ipaddress = _OnFirstUse("ipaddress")
+resource = _OnFirstUse("resource")
+shlex = _OnFirstUse("shlex")
+signal = _OnFirstUse("signal")
+socket = _OnFirstUse("socket")
+string = _OnFirstUse("string")
+subprocess = _OnFirstUse("subprocess")
+urllib = _Package("urllib")
+zlib = _OnFirstUse("zlib")
+# The three runtime dependencies, and what mcp brings.
+anyio = _OnFirstUse("anyio")
+zstandard = _OnFirstUse("zstandard")
+jsonschema = _OnFirstUse("jsonschema")
+mt = _OnFirstUse("mcp.types", "mt")
+mcp_server = _OnFirstUse("mcp.server", "mcp_server")
+mcp_stdio = _OnFirstUse("mcp.server.stdio", "mcp_stdio")
+mcp_connection = _OnFirstUse("mcp.server.connection", "mcp_connection")
+mcp_runner = _OnFirstUse("mcp.server.runner", "mcp_runner")
+mcp_exceptions = _OnFirstUse("mcp.shared.exceptions", "mcp_exceptions")
+mcp_inbound = _OnFirstUse("mcp.shared.inbound", "mcp_inbound")
+mcp_message = _OnFirstUse("mcp.shared.message", "mcp_message")
+mcp_transport = _OnFirstUse("mcp.shared.transport_context", "mcp_transport")
+mcp_versions = _OnFirstUse("mcp.types.version", "mcp_versions")
 
 __version__ = "0.1.0"
 
@@ -369,7 +417,7 @@ class LazyRegex:
 
 
 class Fresh:
-    """A field default that ``record`` makes anew for each instance."""
+    """A field default that ``struct`` makes anew for each instance."""
 
     __slots__ = ("make",)
 
@@ -377,14 +425,16 @@ class Fresh:
         self.make = make
 
 
-def record(cls: type) -> type:
-    """Give a class of annotated fields an ``__init__``, ``__repr__`` and ``__eq__``.
+def struct(cls: type) -> type:
+    """Give a class of annotated fields an ``__init__``, ``__repr__``, ``__eq__`` and ``__hash__``.
 
     The fields are the class's own annotations, in order; a class attribute
     of the same name is the field's default (a ``Fresh`` one is made anew
-    for each instance).  It is the part of ``dataclasses`` Origin uses,
-    without importing it: that import (with ``inspect``) took about a fifth
-    of the start-up of every CLI call.
+    for each instance).  Instances are equal when their fields are, and
+    hash as the tuple of their fields, so equal instances hash alike (and
+    one holding a list or a dict cannot be hashed).  It is the part of
+    ``dataclasses`` Origin uses: importing that (with ``inspect``) would add
+    several milliseconds to every call, ``origin --version`` included.
     """
     names = tuple(cls.__dict__.get("__annotations__", ()))
     defaults = {n: cls.__dict__[n] for n in names if n in cls.__dict__}
@@ -405,6 +455,9 @@ def record(cls: type) -> type:
                 values[name] = default.make() if isinstance(default, Fresh) else default
             setattr(self, name, values[name])
 
+    def fields(self) -> tuple:
+        return tuple(getattr(self, n) for n in names)
+
     def __repr__(self) -> str:
         shown = ", ".join(f"{n}={getattr(self, n)!r}" for n in names if not n.startswith("_"))
         return f"{cls.__name__}({shown})"
@@ -412,10 +465,12 @@ def record(cls: type) -> type:
     def __eq__(self, other: object):
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return all(getattr(self, n) == getattr(other, n) for n in names)
+        return fields(self) == fields(other)
 
-    cls.__init__, cls.__repr__, cls.__eq__ = __init__, __repr__, __eq__
-    cls.__hash__ = object.__hash__  # instances are equal by value but hashed by identity, so never mutate keys
+    def __hash__(self) -> int:
+        return hash(fields(self))
+
+    cls.__init__, cls.__repr__, cls.__eq__, cls.__hash__ = __init__, __repr__, __eq__, __hash__
     cls.__match_args__ = names
     return cls
 
@@ -437,6 +492,8 @@ def iso_local(ms: int | None) -> str | None:
 
 #: Milliseconds of each unit of an age (``7d``, ``24h``).
 _AGE_UNITS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
+#: An age: 1 to 15 digits, optional white space and a unit.
+_AGE = LazyRegex(r"(\d{1,15})\s*([smhdw])")
 #: The oldest age accepted in --since/--until (about 500 years).
 MAX_AGE_MS = 500 * 366 * 86400 * 1000
 
@@ -446,11 +503,8 @@ def parse_when(value: str | None, *, field_name: str = "time") -> int | None:
     if value is None or value == "":
         return None
     v = str(value).strip()
-    # An age: 1 to 15 decimal digits, optional white space and a unit letter
-    # (read without a regular expression, so a search need not import re).
-    count, unit = v[:-1].rstrip(), v[-1:]
-    if unit in _AGE_UNITS and 1 <= len(count) <= 15 and count.isdecimal():
-        age = int(count) * _AGE_UNITS[unit]
+    if m := _AGE.fullmatch(v):
+        age = int(m.group(1)) * _AGE_UNITS[m.group(2)]
         if age > MAX_AGE_MS:
             raise UsageError(f"{field_name} {value!r} is too far back: at most about 500 years")
         return now_ms() - age
@@ -545,13 +599,8 @@ LONE_SURROGATE = LazyRegex("[\ud800-\udfff]")
 
 
 def has_surrogate(text: str) -> bool:
-    """True when LONE_SURROGATE would match text (found without compiling it:
-    a surrogate is the one thing UTF-8 cannot encode)."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
+    """True when text holds a lone surrogate."""
+    return LONE_SURROGATE.search(text) is not None
 
 
 def ascii_number(text: Any, most: int) -> bool:
@@ -639,8 +688,6 @@ class LineReader:
         self._stream = self._fh
         self.pos = 0
         if compressed == "zstd":
-            import zstandard  # imported here so --version needs nothing
-
             self._stream = zstandard.ZstdDecompressor().stream_reader(self._fh, read_across_frames=True)
 
     def close(self) -> None:
@@ -768,7 +815,7 @@ def _random_value(value: str) -> bool:
     return _entropy(value) >= 3.3
 
 
-@record
+@struct
 class SecretPattern:
     """One named family of secrets.
 
@@ -792,74 +839,6 @@ class SecretPattern:
 def _sp(kind: str, pattern: str, hints: tuple[str, ...] = (), check=None, *, names: tuple[str, ...] = (),
         before: str | None = None) -> SecretPattern:
     return SecretPattern(kind, LazyRegex(pattern), hints, check, names, before)
-
-
-# Every match of a pattern passes the checks below that guard it (tests
-# check them against the patterns), so a text that fails one cannot match:
-# the pattern is neither compiled nor run, and a search whose results hold
-# nothing secret-like does not import re.
-
-#: Characters no value holds (with white space): those _VALUE excludes.
-_NOT_IN_VALUE = frozenset("\"'`,;<>(){}[]\\…")
-
-
-def _in_value(c: str) -> bool:
-    return not (c in _NOT_IN_VALUE or c.isspace())
-
-
-def _in_word(c: str) -> bool:
-    """What ``[\\w-]`` matches."""
-    return c.isalnum() or c in "_-"
-
-
-def _at_word_start(text: str, literal: str) -> bool:
-    """True when literal occurs in text where ``\\b`` holds before it (literal starts with a word character)."""
-    i = text.find(literal)
-    while i >= 0:
-        if i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_"):
-            return True
-        i = text.find(literal, i + 1)
-    return False
-
-
-def _may_assign(text: str, at: int) -> bool:
-    """False when no name's assignment (_ASSIGN + _VALUE, or the AWS secret
-    key's) can match text at position at: the rest of the name (at most 21
-    word characters), quotes and blanks, ``:`` or ``=``, blanks, ``>`` and
-    quotes, then 12 value characters."""
-    end, j = len(text), at
-    while j < end and _in_word(text[j]):
-        j += 1
-        if j - at > 21:
-            return False
-    while j < end and text[j] in "\\\"' \t":
-        j += 1
-    if j == end or text[j] not in ":=":
-        return False
-    j += 1
-    while j < end and text[j] in "\\\"' \t>":
-        j += 1
-    seg = text[j:j + 12]
-    # No separator and no white space (str.split splits where isspace holds).
-    return len(seg) == 12 and _NOT_IN_VALUE.isdisjoint(seg) and seg.split() == [seg]
-
-
-def _may_end_assigned(tail: str) -> bool:
-    """False when _CUT_NAMED cannot match tail (which ends with "…"): the
-    value (4 value characters or more) that runs up to the "…" must follow
-    ``:`` or ``=``, inside its run of value characters or before it past
-    white space, quotes and ``>``."""
-    end = len(tail) - 1
-    start = end
-    while start > 0 and _in_value(tail[start - 1]):
-        start -= 1
-    if end - start < 4:
-        return False
-    if ":" in tail[start:end - 4] or "=" in tail[start:end - 4]:
-        return True
-    while start > 0 and (tail[start - 1] in "\\\"'>" or tail[start - 1].isspace()):
-        start -= 1
-    return start > 0 and tail[start - 1] in ":="
 
 
 #: How a value is assigned to a name in env, JSON and YAML shapes: the rest
@@ -897,15 +876,16 @@ SECRET_PATTERNS: tuple[SecretPattern, ...] = (
 #: Every family's literals and key words, each once.
 _SECRET_HINTS = tuple(dict.fromkeys(h for p in SECRET_PATTERNS for h in p.hints))
 _SECRET_NAMES = tuple(dict.fromkeys(n for p in SECRET_PATTERNS for n in p.names))
-#: Families whose pattern starts with ``\b`` and then one of its literals.
-_AT_WORD_START = frozenset(p.kind for p in SECRET_PATTERNS if p.hints and p.regex._source.startswith("\\b"))
+#: Families known by a prefix (their pattern starts with ``\b`` and one of
+#: their literals): each literal and its family's kind.
+_KEY_PREFIXES = {h: p.kind for p in SECRET_PATTERNS if p.hints and p.regex._source.startswith("\\b")
+                 for h in p.hints}
 #: Key words found by a shorter anchor (one pass over the text instead of
-#: one per spelling): what must come right before the anchor (and words one
-#: of which occurs in the 9 characters before it whenever that matches), or
-#: the words the text must continue with at the anchor.
-_NAME_FORMS: dict[str, tuple[re.Pattern | None, tuple[str, ...], tuple[str, ...]]] = {
-    "key": (LazyRegex(r"(?:api|access|auth|private)[_-]?$"), ("api", "access", "auth", "private"), ()),  # api_key, …
-    "pass": (None, (), ("password", "passwd", "passphrase")),
+#: one per spelling): what must come right before the anchor, or the words
+#: the text must continue with at the anchor.
+_NAME_FORMS: dict[str, tuple[re.Pattern | None, tuple[str, ...]]] = {
+    "key": (LazyRegex(r"(?:api|access|auth|private)[_-]?$"), ()),  # api_key, access-key, …
+    "pass": (None, ("password", "passwd", "passphrase")),
 }
 #: An AWS secret key is 40 base64 characters; next to an access key id it
 #: needs no name to be recognised.
@@ -922,7 +902,7 @@ def _after_names(p: SecretPattern, text: str, low: str) -> Iterator[re.Match]:
     assignment only right after them keeps the scan a small part of ingest.
     """
     for name in p.names:
-        pre, pre_words, words = _NAME_FORMS.get(name, (None, (), ()))
+        pre, words = _NAME_FORMS.get(name, (None, ()))
         i = low.find(name)
         while i >= 0:
             j = i + len(name)
@@ -930,10 +910,9 @@ def _after_names(p: SecretPattern, text: str, low: str) -> Iterator[re.Match]:
             # Not right after "[": "[secret:…]" is a mask.
             if ((":" in ahead or "=" in ahead) and (i == 0 or text[i - 1] != "[")
                     and (p.before is None or p.before in low[max(0, i - 24):i])
-                    and (pre is None or (any(w in low[max(0, i - 9):i] for w in pre_words)
-                                         and pre.search(low, max(0, i - 9), i)))):
+                    and (pre is None or pre.search(low, max(0, i - 9), i))):
                 word = next((w for w in words if low.startswith(w, i)), None) if words else name
-                m = p.regex.match(text, i + len(word)) if word and _may_assign(text, i + len(word)) else None
+                m = p.regex.match(text, i + len(word)) if word else None
                 if m:
                     yield m
             i = low.find(name, j)
@@ -957,10 +936,6 @@ def find_secrets(text: str) -> list[tuple[int, int, str]]:
     for p in SECRET_PATTERNS:
         if not p.names:
             if hinted.isdisjoint(p.hints):
-                continue
-            # A family that starts with \b starts with one of its literals,
-            # where a word starts: "task-" holds "sk-" but no key.
-            if p.kind in _AT_WORD_START and not any(_at_word_start(text, h) for h in p.hints if h in hinted):
                 continue
             matches: Iterable = p.regex.finditer(text)
         else:
@@ -1008,44 +983,13 @@ def _mask_one(value: str, kind: str) -> str:
 #: A key cut short by an adapter's length limit (text ending in "…") is
 #: too short for its pattern but still most of a secret: a known prefix with
 #: a few key characters right before the cut is masked too.
-_CUT_KEY = LazyRegex(r"(?<![\w-])(?P<p>AKIA|ASIA|gh[pousr]_|github_pat_|glpat-|sk-ant-|sk-|xai-|AIza|xox[abprs]-|"
-                      r"[rs]k_live_|npm_|pypi-|hf_|ogn_|eyJ)[\w.+/=-]{4,}…$")
-#: Literals one of which every match of _CUT_KEY holds.
-_CUT_KEY_HINTS = ("AKIA", "ASIA", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-", "sk-", "xai-",
-                  "AIza", "xox", "k_live_", "npm_", "pypi-", "hf_", "ogn_", "eyJ")
-_CUT_KINDS = {"AKIA": "aws-access-key", "ASIA": "aws-access-key", "github_pat_": "github", "glpat-": "gitlab",
-              "sk-ant-": "anthropic", "sk-": "openai", "xai-": "xai", "AIza": "google", "npm_": "npm",
-              "pypi-": "pypi", "hf_": "huggingface", "ogn_": "origin", "eyJ": "jwt"}
-
-
+_CUT_KEY = LazyRegex(lambda: r"(?<![\w-])(?P<p>"
+                     + "|".join(re.escape(h) for h in sorted(_KEY_PREFIXES, key=len, reverse=True))  # sk-ant- before sk-
+                     + r")[\w.+/=-]{4,}…$")
 #: The same for a named value cut short (``password = "Xk9#m…``).
 _CUT_NAMED = LazyRegex(r"(?i)(?<!\[)(?:passw(?:or)?d|pwd|passphrase|secret|token|api[_-]?key|apikey|access[_-]?key|"
                         r"auth[_-]?key|private[_-]?key|credential)s?[\w-]{0,20}(?:\\?[\"'])?\s*(?::|=>?)\s*"
                         r"(?:\\?[\"'])?(?P<v>[^\s\"'`,;<>(){}\[\]\\…]{4,})…$")
-
-
-#: Words one of which every match of _CUT_NAMED holds (in lower case).
-_CUT_NAMED_HINTS = ("pass", "pwd", "secret", "token", "key", "credential")
-
-
-def _may_end_cut_key(tail: str) -> bool:
-    """False when _CUT_KEY cannot match tail (which ends with "…"): the key's
-    prefix lies in the run of ``[\\w.+/=-]`` right before the "…"."""
-    start = len(tail) - 1
-    while start > 0 and (_in_word(tail[start - 1]) or tail[start - 1] in ".+/="):
-        start -= 1
-    run = tail[start:-1]
-    return any(h in run for h in _CUT_KEY_HINTS)
-
-
-def _cut_kind(prefix: str) -> str:
-    if prefix.startswith("gh"):
-        return "github"
-    if prefix.startswith("xox"):
-        return "slack"
-    if prefix.endswith("k_live_"):
-        return "stripe"
-    return _CUT_KINDS[prefix]
 
 
 def mask_secrets(text: str) -> str:
@@ -1054,13 +998,12 @@ def mask_secrets(text: str) -> str:
     if text.endswith("…"):
         tail = text[-_NAME_AFTER:]
         base = len(text) - len(tail)
-        # Most read-outs are snippets cut with "…": a pattern is compiled and
-        # tried only when the tail holds one of the words it needs.
-        if (any(h in tail for h in _CUT_KEY_HINTS) and _may_end_cut_key(tail) and (cut := _CUT_KEY.search(tail))
+        # Most adapters cut long tool text with "…": a pattern is tried only
+        # when the tail holds one of its families' literals or key words.
+        if (any(h in tail for h in _KEY_PREFIXES) and (cut := _CUT_KEY.search(tail))
                 and all(base + cut.start() >= b for _a, b, _k in spans)):
-            spans.append((base + cut.start(), len(text), _cut_kind(cut.group("p"))))
-        elif (any(h in tail.lower() for h in _CUT_NAMED_HINTS) and _may_end_assigned(tail)
-              and (cut := _CUT_NAMED.search(tail))
+            spans.append((base + cut.start(), len(text), _KEY_PREFIXES[cut.group("p")]))
+        elif (any(n in tail.lower() for n in _SECRET_NAMES) and (cut := _CUT_NAMED.search(tail))
               and all(base + cut.start("v") >= b for _a, b, _k in spans)):
             spans.append((base + cut.start("v"), len(text), "credential"))
     if not spans:
@@ -1091,67 +1034,9 @@ INSTRUCTION_PATTERNS = tuple(LazyRegex(p) for p in (
 ))
 
 
-#: Words one of which a text must hold (in lower case) before the pattern of
-#: the same place is tried, so most texts compile and run no pattern at all.
-INSTRUCTION_HINTS = (
-    ("<|",),
-    ("<system", "</system", "<assistant", "</assistant", "<user", "</user", "<human", "</human",
-     "<instruction", "</instruction"),
-    ("[inst]", "[/inst]", "<<sys", "<</sys"),
-    ("human", "assistant"),
-    ("ignore", "disregard", "forget", "override"),
-    ("you",),
-    ("instruction", "your", "reveal"),
-    ("function_call", "invoke", "tool_call", "tool_use"),
-    ("<|",),
-)
-
-
-#: Words every match of the pattern of the same place holds, one of each
-#: group, in the folded lower-case text (see _fold_cases): tried after the
-#: hints, so a text that merely says "you" or "your" compiles nothing.
-INSTRUCTION_NEEDS: tuple[tuple[tuple[str, ...], ...], ...] = (
-    (),
-    (),
-    (),
-    ((":",),),
-    (("instruction", "prompt", "rule", "direction", "message", "context"),
-     ("previous", "prior", "above", "earlier", "preceding", "system", "original")),
-    (("now",), ("are", "from")),
-    (("instruction", "prompt"),),
-    (("<function_call", "</function_call", "antml:", "<invoke", "</invoke", "<tool_", "</tool_"),),
-    (),
-)
-#: The turn tag ("Human: …") is matched only at the start or after a blank line.
-_TURN_TAG = INSTRUCTION_PATTERNS[3]
-
-
-def _fold_cases(low: str) -> str:
-    """low with the letters that (?i) matches to i and s written as i and s.
-
-    (?i) matches "ı", "İ" (lower case "i̇") and "ſ" to i and s, so a word
-    looked for in this form is found wherever a pattern can match it.
-    """
-    return low.replace("\u0131", "i").replace("\u0307", "").replace("\u017f", "s")
-
-
 def looks_like_instruction(text: str) -> bool:
     """True when text reads like an instruction aimed at a model."""
-    if not text:
-        return False
-    # Hints and needed words are looked for in the folded text: a pattern's
-    # (?i) reads "ıgnore" as "ignore", and so does a model.
-    folded = _fold_cases(text.lower())
-    for p, hints, needs in zip(INSTRUCTION_PATTERNS, INSTRUCTION_HINTS, INSTRUCTION_NEEDS):
-        if not any(h in folded for h in hints):
-            continue
-        if needs and not all(any(w in folded for w in group) for group in needs):
-            continue
-        if p is _TURN_TAG and "\n\n" not in text and not text.lstrip().startswith(("Human", "Assistant")):
-            continue
-        if p.search(text):
-            return True
-    return False
+    return bool(text) and any(p.search(text) for p in INSTRUCTION_PATTERNS)
 
 
 #: Result fields whose archive text is checked for instructions (an event's
@@ -1581,7 +1466,7 @@ def tighten_store(home: Path) -> int:
     return count
 
 
-@record
+@struct
 class Store:
     """An open ORIGIN_HOME: the directory and one SQLite connection.
 
@@ -3830,7 +3715,7 @@ def restore(src: Path, home: Path, forgets: Path | None = None) -> dict:
 # Invariant 3 (mirrors only grow; a rewritten source opens a new generation).
 
 
-@record
+@struct
 class FileResult:
     """What one file's ingest did."""
 
@@ -3843,7 +3728,7 @@ class FileResult:
     retry: bool = False
 
 
-@record
+@struct
 class SyncReport:
     """What one sync run did, per source."""
 
@@ -4220,7 +4105,7 @@ def _parse_lines(adapter, sf: SourceFile, emit: Callable[[Any, int, int], None],
     return lineno - first_line
 
 
-@record
+@struct
 class _Prepared:
     """A file's pending lines, read and parsed ahead of its transaction."""
 
@@ -5084,7 +4969,6 @@ def _ingest_todo(store: Store, todo: list, report: SyncReport, progress, writers
                  deadline: float | None = None) -> None:
     """Ingest the files sync picked, in groups, parsing the next one ahead (none after deadline)."""
     done = done_bytes = 0
-    from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=1) as parse_pool, ThreadPoolExecutor(max_workers=1) as sync_pool:
         durable = _Durable(sync_pool)
@@ -7121,7 +7005,7 @@ def _check_offset(offset: Any) -> int:
     return offset
 
 
-@record
+@struct
 class Query:
     """A parsed search query: words and quoted phrases, all of which must match.
 
@@ -7315,7 +7199,7 @@ def must_match(q: Query) -> Query:
     return Query(tuple(dict.fromkeys([*q.phrases, *content_words(q)])), q.phrases)
 
 
-@record
+@struct
 class ProjectMatch:
     """The projects a --project value names: names, and cwds for a path."""
 
@@ -7357,7 +7241,6 @@ def resolve_project(store: Store, value: Any) -> ProjectMatch | None:
                                                    or c.rstrip("/").casefold().endswith("/" + suffix.lstrip("/")))]
         if hits:
             return ProjectMatch(value, tuple(sorted({n for n, _ in hits})), tuple(sorted({c for _, c in hits})))
-    import difflib  # only for this message
 
     close = difflib.get_close_matches(want.casefold(), [n.casefold() for n in names], n=5, cutoff=0.5)
     inside = [n for n in names if len(want) >= 2 and want.casefold() in n.casefold()]
@@ -7443,7 +7326,7 @@ def _session_event(r: sqlite3.Row) -> dict:
     return d
 
 
-@record
+@struct
 class Concept:
     """One word of a query as the relaxed pass weighs it.
 
@@ -7458,7 +7341,7 @@ class Concept:
     weight: float = 1.0
 
 
-@record
+@struct
 class Relaxed:
     """How the relaxed pass of a search matches a query.
 
@@ -8105,7 +7988,7 @@ _SPAN_DAYS = {"day": 1, "days": 1, "week": 7, "weeks": 7, "month": 30, "months":
 _PROJECT_CUES = {"in", "for", "on", "of", "about", "at", "within", "inside", "project", "repo"}
 
 
-@record
+@struct
 class Question:
     """What a plain question asks, as ``read_question`` understood it."""
 
@@ -8811,7 +8694,7 @@ TOKEN_TOUCH_MS = 60_000
 TOKEN_SCOPES = ("device", "agent")
 
 
-@record
+@struct
 class Token:
     """A verified token: its row id, name, bound device (if any) and scope."""
 
@@ -9073,8 +8956,6 @@ def check_admin_password(password: Any) -> str:
 
 def generate_admin_password() -> str:
     """Return a new password: 20 random base32 characters (100 bits)."""
-    import base64
-
     return base64.b32encode(secrets.token_bytes(13)).decode("ascii")[:20]
 
 
@@ -9248,7 +9129,7 @@ def create_admin_session(store: Store) -> tuple[str, str]:
     return sid, csrf
 
 
-@record
+@struct
 class AdminSession:
     """A live admin session as a request sees it."""
 
@@ -9448,7 +9329,7 @@ def _check_meta(meta: Any) -> dict:
     return meta
 
 
-@record
+@struct
 class Chunk:
     """One validated ``POST /v1/ingest`` body."""
 
@@ -9469,9 +9350,6 @@ class Chunk:
 
 def parse_chunk(body: Any) -> Chunk:
     """Validate every field of an ingest body; raise UsageError or Refused."""
-    import base64
-    import binascii
-
     if not isinstance(body, dict):
         raise UsageError("the body must be a JSON object")
     unknown = sorted(set(body) - _CHUNK_FIELDS)
@@ -9865,7 +9743,7 @@ def accept_tombstones(store: Store, body: Any) -> dict:
 # -- device side ---------------------------------------------------------------
 
 
-@record
+@struct
 class HubConfig:
     """Where a device pushes: the hub's URL, its token and this device's name."""
 
@@ -9876,8 +9754,6 @@ class HubConfig:
 
 def check_hub_url(url: Any) -> str:
     """Return a normalised http(s) hub URL, else raise UsageError."""
-    import urllib.parse
-
     if not isinstance(url, str):
         raise UsageError("the hub URL must be http://HOST:PORT or https://HOST[:PORT]")
     u = urllib.parse.urlsplit(url.strip())
@@ -9892,8 +9768,6 @@ def check_hub_url(url: Any) -> str:
 
 def load_hub_config(home: Path, env: dict | None = None) -> HubConfig | None:
     """Return the hub connection: hub.json, overridden by the environment."""
-    import socket
-
     env = os.environ if env is None else env
     saved: dict = {}
     path = home / HUB_FILE
@@ -9936,8 +9810,6 @@ class HubClient:
     """A keep-alive HTTP client for one hub (stdlib ``http.client``)."""
 
     def __init__(self, cfg: HubConfig, timeout: float = HUB_TIMEOUT):
-        import urllib.parse
-
         self.cfg = cfg
         self.timeout = timeout
         u = urllib.parse.urlsplit(cfg.url)
@@ -9952,8 +9824,6 @@ class HubClient:
             self._conn = None
 
     def _connection(self):
-        import http.client
-
         if self._conn is None:
             cls = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
             # A hub that is down answers nothing at all: give up on connecting
@@ -9968,8 +9838,6 @@ class HubClient:
     def request(self, method: str, path: str, body: bytes | None = None, *, auth: bool = True,
                 encoding: str | None = None, extra: dict | None = None) -> tuple[int, Any]:
         """Send one request (a JSON body, already encoded); return (status, decoded JSON body)."""
-        import http.client
-
         headers = {"Accept": "application/json", "User-Agent": f"origin/{__version__}", **(extra or {})}
         if auth:
             headers["Authorization"] = f"Bearer {self.cfg.token}"
@@ -10008,8 +9876,6 @@ class HubClient:
         return resp.status, data
 
     def get(self, path: str, **query: Any) -> Any:
-        import urllib.parse
-
         q = ("?" + urllib.parse.urlencode(query)) if query else ""
         status, data = self.request("GET", path + q)
         if status != 200:
@@ -10025,7 +9891,7 @@ def _hub_error(status: int, data: Any) -> OriginError:
                           retryable=status >= 500 or status == 429)
 
 
-@record
+@struct
 class LocalFile:
     """One local mirror generation, as the device's store records it."""
 
@@ -10039,7 +9905,7 @@ class LocalFile:
     size: int
 
 
-@record
+@struct
 class PushItem:
     """What to send of one file: bytes [start, end) and where to flush."""
 
@@ -10139,9 +10005,6 @@ def _file_meta(store: Store, f: LocalFile, fresh: dict) -> dict:
 
 def _bodies(store: Store, client: HubClient, item: PushItem, start: int, meta: dict) -> Iterator[tuple]:
     """Yield (offset, bytes of data, gzip'ed request body) for each chunk."""
-    import base64
-    import gzip
-
     f = item.file
     mtime = _mtime_ms(f.path) if f.kind == "log" else None
     # Each chunk proves its bytes: the hash of the mirror's bytes before its
@@ -10249,8 +10112,6 @@ def push_tombstones(store: Store, client: HubClient) -> dict:
     the hub's epoch: a hub restored or rebuilt since answers with its new
     epoch, and every tombstone is sent again (idempotent by uid).
     """
-    import gzip
-
     key = _UP_CURSOR + client.cfg.url
     epoch, after = _hub_cursor(store, key)
     sent = applied = keys_added = 0
@@ -10307,8 +10168,6 @@ class _Ahead:
 
     def submit(self, fn, *args, **kwargs):
         if self.pool is None:
-            from concurrent.futures import ThreadPoolExecutor
-
             self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=self.name)
         return self.pool.submit(fn, *args, **kwargs)
 
@@ -10476,8 +10335,6 @@ def push(store: Store, cfg: HubConfig, *, progress: Callable[[dict], None] | Non
         fresh: dict = {}
         if plan and discover:
             fresh = {(a.name, sf.path): dict(sf.meta) for a, sf in discover_all()}
-        if plan:
-            from concurrent.futures import ThreadPoolExecutor
 
             with ThreadPoolExecutor(max_workers=1, thread_name_prefix="origin-push") as pool:
                 for item in plan:
@@ -10953,7 +10810,7 @@ def mcp_forget(store: Store, args: dict, author: str) -> dict:
     return {"done": True, **out}
 
 
-@record
+@struct
 class McpTool:
     """One MCP tool: its public description and schema, and how it runs."""
 
@@ -11092,8 +10949,6 @@ _VALIDATORS: dict = {}  # tool name -> its schema's jsonschema validator
 
 def check_tool_args(tool: McpTool, arguments: dict | None) -> dict:
     """Validate arguments against the tool's schema; raise UsageError."""
-    import jsonschema  # installed with mcp; only the MCP section needs it
-
     args = {} if arguments is None else arguments
     bad = _lone_surrogate_at(args)
     if bad is not None:
@@ -11297,10 +11152,6 @@ def build_mcp_server(call: Callable[[Any, str, dict | None], tuple[str, bool]], 
     loop serves every request), else in the request's own thread (the hub,
     where each connection's thread has its own loop).
     """
-    import anyio
-    import mcp.types as mt
-    from mcp.server import Server
-
     tools = [mt.Tool(name=t.name, description=t.description, input_schema=published_schema(t.schema),
                      annotations=mt.ToolAnnotations(**tool_hints(t))) for t in MCP_TOOLS.values()]
 
@@ -11320,8 +11171,8 @@ def build_mcp_server(call: Callable[[Any, str, dict | None], tuple[str, bool]], 
             text, is_error = f"internal error in Origin ({type(e).__name__})", True
         return mt.CallToolResult(content=[mt.TextContent(type="text", text=text)], is_error=is_error)
 
-    return Server("origin", version=__version__, title="Origin", instructions=MCP_INSTRUCTIONS,
-                  on_list_tools=list_tools, on_call_tool=call_tool)
+    return mcp_server.Server("origin", version=__version__, title="Origin", instructions=MCP_INSTRUCTIONS,
+                             on_list_tools=list_tools, on_call_tool=call_tool)
 
 
 class _SafeLines:
@@ -11381,18 +11232,13 @@ def serve_stdio(home: Path, sync_fn: Callable[..., Any], hub: HubConfig | None =
     the client's first request picks one.  With ``hub``, every tool call is
     forwarded to that hub (``McpProxy``).
     """
-    import io
-
-    import anyio
-    from mcp.server.stdio import stdio_server
-
     service = McpService(home, sync_fn) if hub is None else McpProxy(home, sync_fn, hub)
     server = build_mcp_server(lambda ctx, name, arguments: service.call(name, arguments, mcp_client_name(ctx)))
     service.start()
     stdin = _SafeLines(anyio.wrap_file(io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace")))
 
     async def run() -> None:
-        async with stdio_server(stdin=stdin) as (read, write):
+        async with mcp_stdio.stdio_server(stdin=stdin) as (read, write):
             # None, not create_initialization_options(): a snapshot taken here
             # would be what every later legacy `initialize` reports.
             await server.run(read, write, None)
@@ -11487,8 +11333,6 @@ class ToolWorker:
     """
 
     def __init__(self, home: Path):
-        import subprocess
-
         here = os.path.dirname(_module_file())
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([here, *(p for p in sys.path if p)])}
         try:
@@ -11527,8 +11371,6 @@ class ToolWorker:
 
     def close(self, timeout: float = 30) -> None:
         """Close its stdin (it finishes the call in hand and exits), then reap it."""
-        import subprocess
-
         try:
             self.proc.stdin.close()
         except OSError:
@@ -11548,8 +11390,6 @@ def tool_worker(home: str) -> int:
     this process's own store connection, and its result is read out
     (``mcp_json``) here, so the hub's process only moves bytes.
     """
-    import signal
-
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the hub stops its workers itself
     answers = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # whatever else writes to stdout lands in the hub's log, not in an answer
@@ -11652,7 +11492,7 @@ class ToolWorkers:
             worker.close()
 
 
-@record
+@struct
 class McpCaller:
     """Who calls the hub's /mcp: the store of the request's thread, the token, the headers."""
 
@@ -11710,17 +11550,13 @@ class _OneExchange:
     can_send_request = False
 
     def __init__(self, transport, request_id, metadata):
-        import anyio
-
         self.transport = transport
         self.request_id = request_id
         self.message_metadata = metadata
         self.cancel_requested = anyio.Event()
 
     async def send_raw_request(self, method, params, opts=None):
-        from mcp.shared.exceptions import NoBackChannelError
-
-        raise NoBackChannelError(method)
+        raise mcp_exceptions.NoBackChannelError(method)
 
     async def notify(self, method, params, opts=None):
         pass  # progress and log notifications have nowhere to go in a JSON reply
@@ -11741,15 +11577,6 @@ def mcp_http_exchange(server, body: bytes, headers: dict, caller: McpCaller,
     checks.  The SDK's kernel (``serve_one``) then runs the request.
     ``header_items`` are the headers as sent, so a repeated one is seen.
     """
-    from mcp.server.connection import Connection
-    from mcp.server.runner import modern_error_data, serve_one
-    from mcp.shared.inbound import (ERROR_CODE_HTTP_STATUS, InboundLadderRejection, classify_inbound_request,
-                                    find_duplicated_routing_header)
-    from mcp.shared.message import ServerMessageMetadata
-    from mcp.shared.transport_context import TransportContext
-    from mcp.types import DEFAULT_NEGOTIATED_VERSION, HEADER_MISMATCH, PROTOCOL_VERSION_META_KEY
-    from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS
-
     accept = {a.split(";")[0].strip().lower() for a in headers.get("accept", "").split(",")}
     if not accept & {"application/json", "application/*", "*/*"}:
         return 406, rpc_error(None, RPC_INVALID_REQUEST, "send Accept: application/json; this endpoint answers "
@@ -11775,29 +11602,32 @@ def mcp_http_exchange(server, body: bytes, headers: dict, caller: McpCaller,
         return 400, rpc_error(None, RPC_INVALID_REQUEST, "id must be a string or an integer and params an object")
     version = headers.get("mcp-protocol-version")
     modern_body = isinstance(params, dict) and isinstance(params.get("_meta"), dict) \
-        and PROTOCOL_VERSION_META_KEY in params["_meta"]
-    if (version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS) \
+        and mt.PROTOCOL_VERSION_META_KEY in params["_meta"]
+    if (version is not None and version not in mcp_versions.HANDSHAKE_PROTOCOL_VERSIONS) \
             or (version is None and modern_body and method != "initialize"):
-        dup = find_duplicated_routing_header(header_items)
-        verdict = (InboundLadderRejection(HEADER_MISMATCH, f"the {dup} header appears more than once") if dup
-                   else classify_inbound_request(msg, headers=headers))
-        if isinstance(verdict, InboundLadderRejection):
-            return ERROR_CODE_HTTP_STATUS.get(verdict.code, 400), rpc_error(rid, verdict.code, verdict.message,
-                                                                            verdict.data)
+        dup = mcp_inbound.find_duplicated_routing_header(header_items)
+        rejected = mcp_inbound.InboundLadderRejection
+        verdict = (rejected(mt.HEADER_MISMATCH, f"the {dup} header appears more than once") if dup
+                   else mcp_inbound.classify_inbound_request(msg, headers=headers))
+        if isinstance(verdict, rejected):
+            return mcp_inbound.ERROR_CODE_HTTP_STATUS.get(verdict.code, 400), rpc_error(
+                rid, verdict.code, verdict.message, verdict.data)
         envelope = (verdict.protocol_version, verdict.client_info, verdict.client_capabilities)
     else:
-        envelope = (version or DEFAULT_NEGOTIATED_VERSION, None, None)
+        envelope = (version or mt.DEFAULT_NEGOTIATED_VERSION, None, None)
 
     async def one() -> tuple[int, dict]:
-        dctx = _OneExchange(TransportContext(kind="streamable-http", can_send_request=False, headers=headers), rid,
-                            ServerMessageMetadata(request_context=caller, can_send_request=False))
+        dctx = _OneExchange(
+            mcp_transport.TransportContext(kind="streamable-http", can_send_request=False, headers=headers), rid,
+            mcp_message.ServerMessageMetadata(request_context=caller, can_send_request=False))
         try:
-            result = await serve_one(server, dctx, method, params, connection=Connection.from_envelope(*envelope),
-                                     lifespan_state=None)
+            connection = mcp_connection.Connection.from_envelope(*envelope)
+            result = await mcp_runner.serve_one(server, dctx, method, params, connection=connection,
+                                                lifespan_state=None)
             return 200, {"jsonrpc": "2.0", "id": rid, "result": result}
         except Exception as exc:
-            data = modern_error_data(exc)  # anything but an MCP error becomes a generic -32603
-            return ERROR_CODE_HTTP_STATUS.get(data.code, 200), {
+            data = mcp_runner.modern_error_data(exc)  # anything but an MCP error becomes a generic -32603
+            return mcp_inbound.ERROR_CODE_HTTP_STATUS.get(data.code, 200), {
                 "jsonrpc": "2.0", "id": rid, "error": data.model_dump(mode="json", exclude_none=True)}
 
     return thread_loop().run_until_complete(one())
@@ -11814,7 +11644,6 @@ def thread_loop():
     kept-alive connection, so it keeps one loop until ``close_thread_loop``.
     """
     global _LOOPS
-    import asyncio
 
     if _LOOPS is None:
         _LOOPS = threading.local()
@@ -11995,7 +11824,7 @@ ADMIN_HSTS = ("Strict-Transport-Security", "max-age=63072000; includeSubDomains"
 _CHART_DAYS = 90
 
 
-@record
+@struct
 class AdminReply:
     """What the admin page answers: status, headers and an encoded body."""
 
@@ -12013,8 +11842,6 @@ class Markup(str):
 
 def esc(value: Any) -> Markup:
     """Return value as HTML: Markup as it is, anything else escaped."""
-    import html
-
     if isinstance(value, Markup):
         return value
     return Markup(html.escape("" if value is None else str(value), quote=True))
@@ -12022,8 +11849,6 @@ def esc(value: Any) -> Markup:
 
 def tpl(template: str, **values: Any) -> Markup:
     """Fill a ``string.Template`` with every value escaped (esc)."""
-    import string
-
     return Markup(string.Template(template).substitute({k: esc(v) for k, v in values.items()}))
 
 
@@ -12034,8 +11859,6 @@ def html_join(parts: Iterable[Any]) -> Markup:
 
 def is_loopback_host(host: str | None) -> bool:
     """Is host (a name or address, IPv6 with or without brackets) a loopback one?"""
-    import ipaddress
-
     h = (host or "").strip().lower().rstrip(".")
     if h.startswith("[") and h.endswith("]"):
         h = h[1:-1]
@@ -12061,8 +11884,6 @@ def check_public_url(url: str | None, listen_host: str) -> str | None:
     On a non-loopback address the page needs a public URL that is https,
     or http on a loopback host (a container port published on 127.0.0.1).
     """
-    import urllib.parse
-
     if url:
         u = urllib.parse.urlsplit(url.strip())
         if u.scheme not in ("http", "https") or not u.hostname or u.query or u.fragment or u.username:
@@ -12202,8 +12023,6 @@ class AdminApp:
 
     def __init__(self, *, public_url: str | None = None, client_ip_header: str | None = None,
                  hub_url: str | None = None):
-        import urllib.parse
-
         self.public = public_url
         self.https = bool(public_url and public_url.startswith("https://"))
         self.public_netloc = urllib.parse.urlsplit(public_url).netloc.lower() if public_url else None
@@ -12267,8 +12086,6 @@ class AdminApp:
 
     def check_post(self, req: Any) -> dict:
         """Check a POST's origin and body; return its form fields."""
-        import urllib.parse
-
         if req.headers.get("sec-fetch-site", "").strip().lower() == "cross-site":
             raise AdminDenied(403, "refused: the request came from another site (Sec-Fetch-Site: cross-site)")
         origin = req.headers.get("origin")
@@ -12293,9 +12110,7 @@ class AdminApp:
         return out
 
     def cookie_value(self, req: Any, name: str | None = None) -> str | None:
-        from http.cookies import SimpleCookie
-
-        jar = SimpleCookie()
+        jar = http.cookies.SimpleCookie()
         try:
             jar.load(req.headers.get("cookie", ""))
         except Exception:  # a malformed Cookie header is no session
@@ -13082,8 +12897,6 @@ def _plural(n: int, one: str, many: str) -> str:
 
 
 def _qs(**values: Any) -> str:
-    import urllib.parse
-
     return urllib.parse.urlencode({k: v for k, v in values.items() if v not in (None, "")})
 
 
@@ -13160,10 +12973,9 @@ HUB_STORE_WAIT = 30.0
 def descriptor_limit() -> int | None:
     """This process's soft limit on open files, where the system has one."""
     try:
-        import resource
-    except ImportError:
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    except ImportError:  # no resource module on this system
         return None
-    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     return None if soft == resource.RLIM_INFINITY else soft
 
 
@@ -13236,7 +13048,7 @@ class StorePool:
             store.close()
 
 
-@record
+@struct
 class Response:
     """What a route returns: a status, a JSON-able body (or bytes of ctype) and extra headers."""
 
@@ -13247,7 +13059,7 @@ class Response:
     ctype: str = "application/json"
 
 
-@record
+@struct
 class Route:
     """One entry of the routes table."""
 
@@ -13378,7 +13190,7 @@ HUB_ROUTES: dict[tuple[str, str], Route] = {
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 
 
-@record
+@struct
 class Request:
     """One parsed request as the routes see it."""
 
@@ -13408,8 +13220,6 @@ def gunzip_capped(data: bytes, limit: int) -> bytes:
     Decompresses in bounded steps, so a gzip bomb costs at most limit bytes
     of memory before it is refused.
     """
-    import zlib
-
     d = zlib.decompressobj(16 + zlib.MAX_WBITS)
     out = []
     size = 0
@@ -13468,7 +13278,6 @@ class Hub:
         self.mounts: list[tuple[str, Callable[..., Response], bool, Callable | None]] = []
         self.closers: list[Callable[[], None]] = []
         self.index = IndexWriters(self.home, tidy=True) if index else None
-        from concurrent.futures import ThreadPoolExecutor
 
         self.pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="origin-fsync")
         self.tool_slots = Slots(hub_tool_slots())
@@ -13483,8 +13292,6 @@ class Hub:
 
     def add_name(self, url_or_host: str) -> None:
         """Answer MCP requests for this host name too (and its URL as a browser Origin)."""
-        import urllib.parse
-
         if "://" in url_or_host:
             u = urllib.parse.urlsplit(url_or_host)
             self.origins.add(f"{u.scheme}://{u.netloc}".lower())
@@ -13502,8 +13309,6 @@ class Hub:
         hub answers only for its own names, and a browser Origin only when it
         is the hub itself.
         """
-        import urllib.parse
-
         host = headers.get("host", "")
         name = host.rsplit("]", 1)[0].lstrip("[") if host.startswith("[") else host.rsplit(":", 1)[0]
         if name.lower() not in self.names:
@@ -13643,8 +13448,6 @@ class Hub:
 
         Pure apart from the store: tests call it without a socket.
         """
-        import urllib.parse
-
         store = store or self.default_store()
         headers = {k.lower(): v for k, v in headers.items()}
         split = urllib.parse.urlsplit(target)
@@ -13748,9 +13551,6 @@ def framing_refusal(headers, version: str) -> str | None:
 
 
 def _make_handler(hub: Hub):
-    import io
-    from http.server import BaseHTTPRequestHandler
-
     class _DeadlineReader(io.RawIOBase):
         """A connection's socket read under its handler's ``deadline`` (monotonic s)."""
 
@@ -13768,7 +13568,7 @@ def _make_handler(hub: Hub):
             self.sock.settimeout(min(left, HUB_READ_TIMEOUT))
             return self.sock.recv_into(b)
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(http.server.BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"  # keep-alive; every response sets Content-Length
         # A response goes out in one write (headers and body buffered, then
         # flushed by _send); Nagle is off all the same, so a body past the
@@ -13978,10 +13778,7 @@ def parse_listen(value: str) -> tuple[str, int]:
 
 def make_hub_server(hub: Hub, host: str, port: int):
     """Return a bound ThreadingHTTPServer for hub (not yet serving)."""
-    import socket
-    from http.server import ThreadingHTTPServer
-
-    class Server(ThreadingHTTPServer):
+    class Server(http.server.ThreadingHTTPServer):
         daemon_threads = False  # in-flight requests finish before exit
         block_on_close = True
         allow_reuse_address = True
@@ -14113,8 +13910,6 @@ def serve_hub(home: Path, listen: str = HUB_LISTEN, *, ready: Callable[[str], No
     to ``workers`` processes (default ``hub_tool_slots()``; 0 runs them in
     the request threads).
     """
-    import signal
-
     host, port = parse_listen(listen)
     admin = admin or admin_listen is not None
     app = None
@@ -14206,7 +14001,7 @@ class AgentConfigError(OriginError):
     exit_code = 7
 
 
-@record
+@struct
 class AgentTarget:
     """Where and how one agent reads its MCP servers.
 
@@ -14709,7 +14504,7 @@ def lines_to_add(target: AgentTarget, command: list[str], reg_env: dict) -> str:
 # shape, so it updates or removes only its own.
 
 
-@record
+@struct
 class HookTarget:
     """Where an agent reads its session-start hooks: a JSON settings file."""
 
@@ -14738,8 +14533,6 @@ def hook_command(command: list[str], reg_env: dict, target: HookTarget | None = 
     (about half a second for origin.py), so origin.py is imported instead,
     from its bytecode, as an installed `origin` does.
     """
-    import shlex
-
     program = command[:-1] if command[-1:] == ["mcp"] else command
     if len(program) == 2 and program[1].endswith(".py"):
         folder, module = os.path.split(program[1])
@@ -14752,8 +14545,6 @@ def hook_command(command: list[str], reg_env: dict, target: HookTarget | None = 
 
 def _is_our_hook(hook: Any, key: str = "command") -> bool:
     """Tell whether a hook entry runs `origin context --hook` (any install of it) in its key."""
-    import shlex
-
     if not isinstance(hook, dict) or not isinstance(hook.get(key), str):
         return False
     try:
@@ -14980,8 +14771,6 @@ def _apply_plans(plans: list[dict], dry_run: bool, stamp: str) -> list[dict]:
 
 def _diff(config: str, raw: bytes | None, new: str) -> str:
     """Return a unified diff from a file's bytes now to its new text."""
-    import difflib
-
     old = "" if raw is None else raw.decode("utf-8")
     lines = difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
                                  config if raw is not None else "/dev/null", config)
@@ -15916,7 +15705,6 @@ def cmd_forget(args) -> int:
         # hub holding what this device pushed; it has to happen on the hub.
         raise UsageError(f"this device pushes to the hub at {hub.url}, which keeps what it was sent: forget "
                          "there, without --local (the forget then reaches this device too)")
-    import contextlib
 
     with contextlib.ExitStack() as stack:
         store = stack.enter_context(_open(args)) if hub is None else None
@@ -16121,11 +15909,7 @@ def cmd_rebuild(args) -> int:
 
 def hub_health(url: str, timeout: float = HEALTHCHECK_TIMEOUT) -> dict:
     """GET a hub's /healthz; return its JSON answer, or raise OriginError saying why not."""
-    import urllib.error
-    import urllib.request
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(url)
+    parts = urllib.parse.urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise UsageError(f"{url!r} is not an http(s) URL; give the hub's /healthz, e.g. {HEALTHCHECK_URL}")
     req = urllib.request.Request(url, headers={"Accept": "application/json", "User-Agent": f"origin/{__version__}"})
@@ -16402,8 +16186,9 @@ def cmd_setup(args) -> int:
     return code
 
 
-def add_mcp_commands(sub, command, add_json) -> None:
-    """Add `mcp` and `setup` to the parser (build_parser's helpers)."""
+def add_mcp_commands(sub, command, add_json, run: str | None = None) -> None:
+    """Add `mcp` and `setup` to the parser (build_parser's helpers; run is
+    the command being run, None when all are built)."""
     command("mcp", cmd_mcp, "serve the archive to an agent over MCP (stdio)")
     sp = command("context", cmd_context, "what an agent should know as a session starts (a start hook)")
     sp.add_argument("--cwd", help="the session's folder (default: this one)")
@@ -16467,8 +16252,6 @@ def cmd_admin(args) -> int:
 
     Example: origin admin password --generate
     """
-    import getpass
-
     if args.generate:
         password = generate_admin_password()
     elif sys.stdin.isatty():
@@ -16591,8 +16374,6 @@ def cmd_hub(args) -> int:
 
     Example: origin hub connect http://hub.lan:7077 --token ogn_… --device laptop
     """
-    import socket
-
     home = resolve_home()
     if args.action == "connect":
         if not args.url or not args.token:
@@ -16718,8 +16499,6 @@ def cmd_watch(args) -> int:
 
     Example: origin watch --poll 5
     """
-    import signal
-
     stop = threading.Event()
     for s in (signal.SIGTERM, signal.SIGINT):
         signal.signal(s, lambda *_: stop.set())
@@ -16844,8 +16623,6 @@ _PARSER_CLASS: dict[str, type] = {}
 
 def _unknown_command(name: str, commands: list[str]) -> str:
     """Refuse a command that does not exist, naming the closest one."""
-    import difflib  # only on this error
-
     close = difflib.get_close_matches(name, commands, n=1)
     if close:
         return f"unknown command {name!r}; did you mean `origin {close[0]}`?"
@@ -16857,7 +16634,6 @@ def _unrecognized(extras: list[str], prog: str, options: list[str]) -> str:
     first = extras[0]
     if not (first.startswith("-") and len(first) > 1):
         return f"unrecognized arguments: {' '.join(extras)}"
-    import difflib  # only on this error
 
     name = first.partition("=")[0]
     close = difflib.get_close_matches(name, options, n=1)
@@ -17128,75 +16904,11 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     sp.add_argument("--check", action="store_true",
                     help="build a copy, compare it with the live store, and change nothing")
     add_json(sp)
-    add_mcp_commands(sub, command, add_json)
+    add_mcp_commands(sub, command, add_json, run)
     add_hub_commands(command, add_json)
     if run is not None and not built:
         return build_parser()
     return p
-
-
-#: The options of `origin search` as _search_args reads them (build_parser
-#: defines the same ones for --help and errors; tests keep the two equal):
-#: switches, then options that take one value, with the values allowed
-#: (choices, a range of whole numbers, or None for any text), then the
-#: defaults that are not False or None.
-_SEARCH_SWITCHES = ("--local", "--all", "--recent", "--strict", "--history", "--json", "--nl")
-_SEARCH_VALUES: dict[str, tuple | range | None] = {
-    "--source": SOURCES, "--project": None, "--since": None, "--until": None, "--session": None,
-    "--scope": SEARCH_SCOPES, "--kind": ENTRY_KINDS, "--limit": range(1, MAX_LIMIT + 1),
-    "--offset": range(MAX_OFFSET + 1)}
-_SEARCH_DEFAULTS = {"scope": "all", "limit": DEFAULT_LIMIT, "offset": 0}
-
-
-def _search_args(argv: list[str]) -> "types.SimpleNamespace | None":
-    """Read an `origin search …` command line as its parser would, or return None.
-
-    Most calls are a search, and importing and building argparse took about
-    a fifth of one.  This reads the lines it fully understands: query words
-    in one run, the search options above with a value that is allowed (as
-    the next argument, or after ``=``).  For anything else (--help, an
-    unknown option, a value that starts with "-" or is refused, words on
-    both sides of an option, "--") it returns None and the parser reads the
-    line, so usage errors and help are argparse's own.
-    """
-    if argv[:1] != ["search"]:
-        return None
-    values = {o[2:]: False for o in _SEARCH_SWITCHES} | {o[2:]: None for o in _SEARCH_VALUES}
-    values.update(_SEARCH_DEFAULTS, command="search", func=cmd_search, query=[])
-    words_ended = False  # words after an option that follows words: argparse refuses them
-    i = 1
-    while i < len(argv):
-        arg = argv[i]
-        i += 1
-        if not arg.startswith("-"):
-            if words_ended:
-                return None
-            values["query"].append(arg)
-            continue
-        if values["query"]:
-            words_ended = True
-        name, eq, value = arg.partition("=")
-        if not eq and name in _SEARCH_SWITCHES:
-            values[name[2:]] = True
-            continue
-        if name not in _SEARCH_VALUES:
-            return None
-        if not eq:
-            if i == len(argv) or argv[i].startswith("-"):
-                return None
-            value = argv[i]
-            i += 1
-        allowed = _SEARCH_VALUES[name]
-        if isinstance(allowed, range):
-            value = _whole_number(value)
-            if value is None:
-                return None
-        if allowed is not None and value not in allowed:
-            return None
-        values[name[2:]] = value
-    import types  # (loaded at start-up anyway; argparse.Namespace would load argparse)
-
-    return types.SimpleNamespace(**values)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -17216,13 +16928,11 @@ def main(argv: list[str] | None = None) -> int:
         _print_error(f"the argument '{shown}' is not valid UTF-8 text (the bytes shown as \\x..); "
                      "type it again in UTF-8", 2, as_json=_JSON_ERRORS["on"])
         return 2
-    args = _search_args(argv)
-    if args is None:
-        parser = build_parser(argv)
-        args = parser.parse_args(argv)
-        if not getattr(args, "func", None):
-            parser.print_help()
-            return 2
+    parser = build_parser(argv)
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
     as_json = bool(getattr(args, "json", False) or getattr(args, "nl", False))
     try:
         with private_umask():

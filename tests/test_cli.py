@@ -462,3 +462,56 @@ def test_the_catch_up_is_bounded_and_the_next_one_takes_the_rest(claude_root, cl
         assert not rest.cut_short
         total = s.conn.execute("SELECT count(*) FROM event WHERE text LIKE 'bulk line %'").fetchone()[0]
         assert total == n and origin.fresh_changes(s) is False
+
+
+def test_every_command_is_listed_by_help_and_each_runs_with_its_own_parser(capsys):
+    full = origin.build_parser()
+    commands = full._subparsers._group_actions[0].choices
+    assert {"sync", "status", "search", "timeline", "show", "remember", "forget", "mcp", "setup"} <= set(commands)
+    with pytest.raises(SystemExit):
+        origin.main(["--help"])
+    listed = capsys.readouterr().out
+    assert all(name in listed for name in commands)
+    for name in commands:
+        one = origin.build_parser([name])._subparsers._group_actions[0].choices
+        assert list(one) == [name]
+        # The command's own options are all there.
+        assert {a.dest for a in one[name]._actions} == {a.dest for a in commands[name]._actions}
+
+
+def test_a_mistyped_command_is_answered_with_the_closest_command_or_the_list_of_commands(capsys):
+    with pytest.raises(SystemExit) as exc:
+        origin.main(["serch", "x"])
+    assert exc.value.code == 2
+    assert "unknown command 'serch'; did you mean `origin search`?" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        origin.main(["xyzzy"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "unknown command 'xyzzy'" in err and "search" in err and "timeline" in err
+
+
+def test_the_cli_knows_every_adapter_by_name():
+    assert origin.SOURCES == tuple(sorted(adapters.ADAPTERS)), (
+        "origin.SOURCES is the registry's names, sorted, kept so a search need not import the adapters")
+
+
+@pytest.mark.parametrize("argv", [
+    ["search", "--limit", "0"], ["search", "--limit", "x"], ["search", "--limit=201"], ["search", "--offset", "-1"],
+    ["search", "--source", "nope"], ["search", "--scope", "some"], ["search", "--kind", "idea"], ["search", "--bogus"],
+    ["search", "a", "--json", "b"], ["search", "--project"],
+])
+def test_a_search_with_a_bad_option_is_refused_with_usage(argv, capsys, origin_home):
+    with pytest.raises(SystemExit) as exc:
+        origin.main(argv)
+    assert exc.value.code == 2
+    assert "origin search" in capsys.readouterr().err  # argparse's usage, or the JSON error naming --help
+
+
+def test_a_search_line_of_every_option_runs(claude_root, origin_home, cli):
+    assert cli("sync")[0] == 0
+    code, out = cli("search", "--project", "Demo", "--source", "claude-code", "--since", "3650d",
+                    "--until=2100-01-01", "Demo", "--all", "--scope", "events", "--offset=0", "--limit", "3")
+    assert code == 0 and "Demo" in out
+    code, out = cli("search", "--limit", "3", "--", "Demo")
+    assert code == 0 and "Demo" in out

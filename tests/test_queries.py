@@ -410,3 +410,37 @@ def test_a_term_in_nearly_every_message_is_ranked_without_failing(user_home, sto
     found = origin.search_events(store, "heron upstream", limit=100)
     assert len(found) == 50 and all("upstream" in e["snippet"] for e in found)
     assert len(origin.search_events(store, "heron nests", limit=100)) == 100
+
+
+def test_a_search_of_a_sound_store_opens_no_index_writer(claude_root, origin_home, monkeypatch):
+    with origin.open_store(origin_home) as s:
+        origin.sync(s)
+    # Each part of the index is checked on the reader itself; a writer
+    # (BEGIN IMMEDIATE on a part) is opened only to put a part right.
+    monkeypatch.setattr(origin, "_open_index", lambda *a: pytest.fail("a sound index was opened for writing"))
+    with origin.open_store(origin_home) as s:
+        hits = origin.search_events(s, "Demo", limit=5)
+        assert hits
+        origin.readout(hits)
+
+
+def test_a_damaged_index_part_is_still_reported_by_a_search(claude_root, origin_home):
+    with origin.open_store(origin_home) as s:
+        origin.sync(s)
+    (origin_home / origin.INDEX_DIR / origin.EVENT_INDEXES["tool"][0]).write_bytes(b"not a database" * 512)
+    with origin.open_store(origin_home) as s, pytest.raises(origin.StoreError, match="delete"):
+        origin.search_events(s, "Demo", limit=5)
+
+
+def test_index_uris_escape_what_sqlite_would_read_as_uri_syntax(tmp_path):
+    home = tmp_path / "a dir?#%&=x"
+    with origin.open_store(home) as s:
+        assert s.reader.execute("SELECT count(*) FROM ix_message.mark").fetchone()[0] >= 1
+    assert origin._uri("/x y/a?b#c%d", mode="ro") == "file:/x%20y/a%3Fb%23c%25d?mode=ro"
+
+
+def test_equal_structs_hash_alike_so_a_set_keeps_one():
+    a = origin.Concept("cache", ("cache", "caches"), weight=0.5)
+    b = origin.Concept("cache", ("cache", "caches"), weight=0.5)
+    assert a == b and hash(a) == hash(b) and len({a, b}) == 1
+    assert a != origin.Concept("cache", ("cache",), weight=0.5)

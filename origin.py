@@ -4217,9 +4217,12 @@ class _Arrivals:
             if r is not None:
                 return r[0]
         for evid in sorted(events):
-            tid = excluded_by(conn, evid)
-            if tid is not None:
-                return tid
+            r = conn.execute("SELECT tombstone_id FROM excluded_event WHERE event_id = ?", (evid,)).fetchone()
+            if r is not None:
+                return r[0]
+            k = self.keyed_ids.find(evid) if self.keyed else None  # named by the id a purge keyed
+            if k is not None:
+                return self.keyed[k]
         statement = echo_statement(text) if kind == "tool_call" else None
         return self._by_text(statement) if statement else None
 

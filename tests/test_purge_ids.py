@@ -1,9 +1,10 @@
 """Ids made from the text leave nothing to test guesses against after `origin purge` (issue 26).
 
-Cursor names a bubble by a hash of its text.  A short forgotten bubble
-("pin is 4417") hidden by its id could be found again from that id by
-hashing the 10,000 four-digit candidates.  Here real `origin` processes
-archive the real Cursor fixture with that bubble planted, forget it, purge,
+Cursor names a bubble, ZCode a text part, by a hash of its text.  A short
+forgotten message ("pin is 4417") hidden by its id could be found again
+from that id by hashing the 10,000 four-digit candidates.  Here real
+`origin` processes archive the agent's fixture with that message planted,
+forget it, purge,
 and then every byte under ORIGIN_HOME (database, WAL, journals, mirrors) is
 searched for the hash of every candidate; and the bubble stays hidden when
 Cursor rewrites it, after `origin rebuild`, and on a hub the device pushes to.
@@ -31,14 +32,22 @@ PIN = "pin is 4417"
 CURSOR_DB = Path("Cursor") / "User" / "globalStorage" / "state.vscdb"
 
 
-def _plant(dev: Device) -> None:
-    """Make one user bubble of the real Cursor fixture read PIN, and nothing else."""
-    db = sqlite3.connect(dev.home / CURSOR_DB)
+def _put_pin(db_path: Path, table: str, column: str, old: str) -> None:
+    db = sqlite3.connect(db_path)
     with db:
-        n = db.execute("UPDATE cursorDiskKV SET value = replace(value, 'how do I do 2', ?) "
-                       "WHERE instr(value, 'how do I do 2') > 0", (PIN,)).rowcount
+        n = db.execute(f"UPDATE {table} SET {column} = replace({column}, ?, ?) WHERE instr({column}, ?) > 0",
+                       (old, PIN, old)).rowcount
     db.close()
     assert n == 1
+
+
+def _plant(dev: Device, agent: str = "cursor") -> None:
+    """Make one message of the agent's real fixture read PIN, and nothing else."""
+    if agent == "cursor":  # a user bubble of the global state
+        _put_pin(dev.home / CURSOR_DB, "cursorDiskKV", "value", "how do I do 2")
+    else:  # a ZCode text part
+        _put_pin(dev.home / ".zcode" / "cli" / "db" / "db.sqlite", "part", "data",
+                 "Let me look at how totals are rounded.")
 
 
 def _cursor_rewrites_the_bubble(dev: Device) -> None:
@@ -51,22 +60,22 @@ def _cursor_rewrites_the_bubble(dev: Device) -> None:
     db.close()
 
 
-def _guess_hash(n: int) -> str:
-    """The hash the Cursor adapter puts in the id of a user bubble reading `pin is <n>`."""
-    return adapters._content_key("u", f"pin is {n:04d}").split(":")[1]
+def _guess(agent: str, n: int) -> str:
+    """The tail the agent's adapter puts in the id of a message reading `pin is <n>`."""
+    text = f"pin is {n:04d}"
+    if agent == "cursor":
+        return adapters._content_key("u", text)  # u:<12 hex>
+    return "m:" + adapters.short_hash(text, n=8)  # ZCode: <part id>:m:<8 hex>
 
 
 def _home_bytes(home: Path) -> bytes:
     return b"\0".join(p.read_bytes() for p in sorted(home.rglob("*")) if p.is_file())
 
 
-def _guesses_found(home: Path) -> list[int]:
-    """The four-digit candidates whose id hash some file under home holds (the attack, without the key)."""
-    windows = set()
-    for m in re.finditer(rb"[0-9a-f]{12,}", _home_bytes(home)):
-        run = m.group()
-        windows.update(run[i:i + 12] for i in range(len(run) - 11))
-    return [n for n in range(10_000) if _guess_hash(n).encode() in windows]
+def _guesses_found(home: Path, agent: str = "cursor") -> list[int]:
+    """The four-digit candidates whose id tail some file under home holds (the attack, without the key)."""
+    tails = {m.group(1) for m in re.finditer(rb":([a-z]:[0-9a-f]{8,12})(?![0-9a-f])", _home_bytes(home))}
+    return [n for n in range(10_000) if _guess(agent, n).encode() in tails]
 
 
 def _ok(p) -> dict:
@@ -108,33 +117,35 @@ def _forgotten_and_purged(tmp_path: Path) -> tuple[Device, str]:
     _plant(dev)
     _ok(dev.run("sync", "--json"))
     eid = _pin_event(dev.store)
-    assert _guess_hash(4417) in eid  # the id is the hash of the text the attack computes
+    assert _guess("cursor", 4417) in eid  # the id is the hash of the text the attack computes
     _ok(dev.run("forget", eid, "--yes", "--reason", "a pin", "--json"))
     res = _ok(dev.run("purge", "--yes", "--json"))
     assert res["complete"] and res["events"] == 1
     return dev, eid
 
 
-def _leaves_nothing(home: Path, eid: str) -> None:
+def _leaves_nothing(home: Path, eid: str, agent: str = "cursor") -> None:
     data = _home_bytes(home)
     assert eid.encode() not in data
     assert PIN.encode() not in data
-    assert _guesses_found(home) == []
+    assert _guesses_found(home, agent) == []
 
 
-def test_invariant_2_a_purged_cursor_bubble_leaves_no_id_a_guess_can_be_tested_against(tmp_path):
-    dev = Device(tmp_path, "laptop", ("cursor",))
-    _plant(dev)
+@pytest.mark.parametrize("agent", ["cursor", "zcode"])
+def test_invariant_2_a_purged_short_message_leaves_no_id_a_guess_can_be_tested_against(tmp_path, agent):
+    dev = Device(tmp_path, "laptop", (agent,))
+    _plant(dev, agent)
     _ok(dev.run("sync", "--json"))
     eid = _pin_event(dev.store)
+    assert eid.endswith(_guess(agent, 4417)) or f":{_guess(agent, 4417)}:" in eid
     _ok(dev.run("forget", eid, "--yes", "--reason", "a pin", "--json"))
     # Forgotten only: the bytes are still there, and so is the attack.
-    assert _guesses_found(dev.store) == [4417]
+    assert _guesses_found(dev.store, agent) == [4417]
     res = _ok(dev.run("purge", "--yes", "--json"))
     assert res["complete"] and res["events"] == 1
     # Every file under ORIGIN_HOME: origin.db after its VACUUM and
     # checkpoint, the index, tombstones.log, entries.log, the mirrors.
-    _leaves_nothing(dev.store, eid)
+    _leaves_nothing(dev.store, eid, agent)
     # What stays is the keyed id: a holder of the key can still test it.
     with origin.open_store(dev.store) as s:
         kid = origin._setting(s.conn, origin._OWN_KEY)

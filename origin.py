@@ -6220,6 +6220,8 @@ def plan_forget(store: Store, target: str, *, same_text: bool = False) -> dict:
     if not isinstance(target, str) or not target.strip():
         raise UsageError("forget needs an entry id (ent_…), an event id or a session id")
     target = target.strip()
+    if ":" in target and not target.startswith("ent_"):
+        target = stored_event_id(conn, target)  # an event a purge keyed, or one of its record's
     entries: list[str] = []
     events: list[str] = []
     if conn.execute("SELECT 1 FROM entry WHERE id = ?", (target,)).fetchone():

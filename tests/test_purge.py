@@ -158,6 +158,7 @@ def test_invariant_2_purge_leaves_no_forgotten_events_id_of_any_agent(planted, o
             with pytest.raises(origin.Forgotten):
                 origin.get_event(s, e)
         assert origin.get_event(s, "claude-code:purge-shared#1")["provenance"]["raw_withheld"]
+        assert origin.plan_forget(s, "claude-code:purge-shared#1")["events"]  # it can still be forgotten by it
         assert origin.sync(s).events_added == 0
 
 

@@ -205,3 +205,27 @@ def test_invariant_2_a_cursor_bubble_purged_on_a_device_stays_hidden_on_its_hub(
     hub.stop()
     _leaves_nothing(dev.store, eid)
     _leaves_nothing(hub.home, eid)
+
+
+def test_invariant_2_a_cursor_bubble_forgotten_and_purged_on_the_hub_stays_hidden_on_the_device(tmp_path):
+    hub = HubProcess(tmp_path / "hub")
+    dev = Device(tmp_path, "laptop", ("cursor",))
+    _plant(dev)
+    _ok(dev.run("sync", "--json"))
+    eid = _pin_event(dev.store)
+    connect(hub, dev)
+    dev.push()
+    # The hub forgets and purges before the device hears of it: the record
+    # the device pulls names the event by its keyed id only.
+    code, out = hub.cli("forget", eid, "--yes", "--json")
+    assert code == 0, out
+    code, out = hub.cli("purge", "--yes", "--json")
+    assert code == 0, out
+    assert eid.encode() not in (hub.home / origin.TOMBSTONE_LOG).read_bytes()
+    assert _visible_pins(dev.store) == 1
+    dev.push()
+    assert _visible_pins(dev.store) == 0 and _shown(dev.run, eid) == []
+    _ok(dev.run("purge", "--yes", "--json"))
+    hub.stop()
+    _leaves_nothing(dev.store, eid)
+    _leaves_nothing(hub.home, eid)

@@ -2060,6 +2060,72 @@ def keyed_excluded(conn: sqlite3.Connection) -> dict[str, int]:
                              _keyed_bounds()).fetchall())
 
 
+class _KeyedDigest:
+    """A row digest a purge keyed: equal to the digest it was made from, tested under the key."""
+
+    __slots__ = ("key", "kid", "mac")
+    __hash__ = None  # type: ignore[assignment]
+
+    def __init__(self, kid: str, key: bytes, mac: str):
+        self.kid, self.key, self.mac = kid, key, mac
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, str) and hmac.compare_digest(keyed_event_id(self.kid, self.key, other), self.mac)
+
+
+class KnownRows(dict):
+    """What an export knows of a database's rows (``export_state``), where a purge keyed some of them.
+
+    A purge keys the row whose export key ends in a forgotten event's id
+    (a Cursor prompt's holds the hash of its text) and its digest: a lookup
+    by the raw key finds the keyed row, and its digest compares equal to the
+    one it was made from, so an unchanged row is not exported again.
+    """
+
+    def __init__(self, rows: dict[str, str], ring: dict[str, bytes]):
+        super().__init__(rows)
+        self.ring = ring
+        kids = {k[len(KEYED_ID):].split(":", 1)[0] for k in rows if k.startswith(KEYED_ID)}
+        self.keys = {k: ring[k] for k in sorted(kids) if k in ring}
+
+    def _at(self, key: object) -> str | None:
+        if dict.__contains__(self, key):
+            return key  # type: ignore[return-value]
+        if isinstance(key, str):
+            for kid, k in self.keys.items():
+                keyed = keyed_event_id(kid, k, key)
+                if dict.__contains__(self, keyed):
+                    return keyed
+        return None
+
+    def get(self, key: object, default: Any = None) -> Any:
+        at = self._at(key)
+        if at is None:
+            return default
+        value = dict.__getitem__(self, at)
+        if isinstance(value, str) and value.startswith(KEYED_ID):
+            kid = value[len(KEYED_ID):].split(":", 1)[0]
+            if kid in self.ring:
+                return _KeyedDigest(kid, self.ring[kid], value)
+        return value
+
+    def __contains__(self, key: object) -> bool:
+        return self._at(key) is not None
+
+    def __getitem__(self, key: object) -> Any:
+        if self._at(key) is None:
+            raise KeyError(key)
+        return self.get(key)
+
+
+def known_rows(conn: sqlite3.Connection, raw_file_id: int) -> dict:
+    """Return export_state of one file, key -> digest, as a KnownRows when a purge keyed some of it."""
+    rows = dict(conn.execute("SELECT key, hash FROM export_state WHERE raw_file_id = ?", (raw_file_id,)).fetchall())
+    if any(k.startswith(KEYED_ID) for k in rows):
+        return KnownRows(rows, key_ring(conn))
+    return rows
+
+
 def stored_event_id(conn: sqlite3.Connection, event_id: str) -> str:
     """Return the id an event is stored under: its own, or the keyed id a purge gave it or its record."""
     if conn.execute("SELECT 1 FROM event WHERE id = ?", (event_id,)).fetchone():
@@ -4746,7 +4812,7 @@ def _ingest_export(store: Store, adapter, sf: SourceFile, row: sqlite3.Row, sig:
     writer = _EventWriter(conn, adapter.name, row["id"], arrivals(store))
     state = _load_state(adapter, sf, row)
     errors: list = []
-    known = {r[0]: r[1] for r in conn.execute("SELECT key, hash FROM export_state WHERE raw_file_id = ?", (row["id"],))}
+    known = known_rows(conn, row["id"])
     mirror = _open_mirror(store, row)
     edges = _Edges(row["bytes_ingested"])
     written = lines = 0
@@ -6984,7 +7050,8 @@ def _rekey_purged(store: Store, upto: int) -> int:
     Codex) would let a guess of a short forgotten text be tested against
     it.  Purge leaves in its place, in ``event``, ``excluded_event``,
     ``entry_source``, ``session_title_source``, the tombstones' targets,
-    the audit log, ``tombstones.log`` and ``entries.log``, its keyed
+    the audit log, an ``export_state`` key ending in it (with that row's
+    digest), ``tombstones.log`` and ``entries.log``, its keyed
     fingerprint under the store's own key (``keyed_event_id``); a visible
     ``<id>#<n>`` of the same record becomes ``<keyed id>#<n>``.  Arrivals
     are checked against the keyed ids (``_Arrivals.rekey``), so the event
@@ -7033,6 +7100,23 @@ def _rekey_purged(store: Store, upto: int) -> int:
         conn.execute(f"UPDATE OR IGNORE {t} SET event_id = {sub.format(c='event_id')} WHERE event_id IN {olds}")
         conn.execute(f"DELETE FROM {t} WHERE event_id IN {olds}")
     conn.execute(f"UPDATE tombstone SET target = {sub.format(c='target')} WHERE kind = 'event' AND target IN {olds}")
+    # An export key that ends in the event's id (a Cursor prompt's holds the
+    # hash of its text), and that row's digest (of the text and the times
+    # the event row keeps), are keyed too; KnownRows still matches them.
+    tails = {e.split(":", 1)[1] for e in old if ":" in e}
+    sources = sorted({e.split(":", 1)[0] for e in old})
+    for rid, xkey, digest in conn.execute(
+            "SELECT x.raw_file_id, x.key, x.hash FROM export_state x JOIN raw_file r ON r.id = x.raw_file_id "
+            f"WHERE r.source IN ({','.join('?' * len(sources))}) AND NOT (x.key >= ? AND x.key < ?)",
+            (*sources, *_keyed_bounds())).fetchall():
+        at = xkey.find(":")
+        while at >= 0 and xkey[at + 1:] not in tails:
+            at = xkey.find(":", at + 1)
+        if at >= 0:
+            nkey = keyed_event_id(kid, key, xkey)
+            conn.execute("DELETE FROM export_state WHERE raw_file_id = ? AND key IN (?, ?)", (rid, xkey, nkey))
+            conn.execute("INSERT INTO export_state (raw_file_id, key, hash) VALUES (?, ?, ?)",
+                         (rid, nkey, digest if digest.startswith(KEYED_ID) else keyed_event_id(kid, key, digest)))
     for aid, details in conn.execute("SELECT id, details FROM audit_log WHERE action = 'forget'").fetchall():
         try:
             d = json.loads(details)

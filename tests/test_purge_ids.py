@@ -24,7 +24,7 @@ import pytest
 import adapters
 import origin
 from helpers import Device, HubProcess, connect
-from reliability_tools import origin_argv, origin_env
+from reliability_tools import age_tree, origin_argv, origin_env
 
 pytestmark = pytest.mark.usefixtures("_no_hub_left_running")  # kill the hubs a test leaves running
 
@@ -229,3 +229,34 @@ def test_invariant_2_a_cursor_bubble_forgotten_and_purged_on_the_hub_stays_hidde
     hub.stop()
     _leaves_nothing(dev.store, eid)
     _leaves_nothing(hub.home, eid)
+
+
+def test_invariant_2_a_purged_cursor_prompt_leaves_no_export_key_a_guess_can_be_tested_against(tmp_path):
+    # Cursor's per-workspace prompt history: the row is known by a key that
+    # holds the hash of the prompt's text, and by a digest of its text and time.
+    dev = Device(tmp_path, "laptop", ("cursor",))
+    ws = dev.home / "Cursor" / "User" / "workspaceStorage" / "a1b2c3" / "state.vscdb"
+    db = sqlite3.connect(ws)
+    with db:
+        (value,) = db.execute("SELECT value FROM ItemTable WHERE key = 'aiService.prompts'").fetchone()
+        prompts = json.loads(value)
+        assert prompts[4]["text"] == "ion footer is not a known element"
+        prompts[4]["text"] = PIN
+        db.execute("UPDATE ItemTable SET value = ? WHERE key = 'aiService.prompts'", (json.dumps(prompts),))
+    db.close()
+    age_tree(dev.home, 7200)  # a quiet database: its prompts are exported
+    _ok(dev.run("sync", "--json"))
+    eid = _pin_event(dev.store)
+    with sqlite3.connect(dev.store / origin.DB_NAME) as c:
+        assert c.execute("SELECT count(*) FROM export_state WHERE instr(key, ?) > 0",
+                         (_guess("cursor", 4417),)).fetchone()[0] == 1
+    _ok(dev.run("forget", eid, "--yes", "--reason", "a pin", "--json"))
+    _ok(dev.run("purge", "--yes", "--json"))
+    _leaves_nothing(dev.store, eid)
+    # The keyed row still tells the export the prompt is unchanged: the
+    # next syncs copy nothing again, and the prompt stays hidden.
+    size = sum(p.stat().st_size for p in (dev.store / "raw").rglob("*") if p.is_file())
+    _ok(dev.run("sync", "--json"))
+    assert sum(p.stat().st_size for p in (dev.store / "raw").rglob("*") if p.is_file()) == size
+    assert _visible_pins(dev.store) == 0 and _shown(dev.run, eid) == []
+    _leaves_nothing(dev.store, eid)

@@ -1877,6 +1877,161 @@ def text_fingerprints(ring: dict[str, bytes], text: str) -> list[list[str]]:
     return [[kid, fingerprint(key, norm)] for kid, key in sorted(ring.items())]
 
 
+#: How an event id that purge replaced begins: ``keyed:<key id>:<hex>``.
+KEYED_ID = "keyed:"
+
+
+def keyed_event_id(key_id: str, key: bytes, event_id: str) -> str:
+    """Return the keyed fingerprint purge leaves in place of a forgotten event's id.
+
+    Some agents' ids are hashes of the text (a Cursor bubble's, a ZCode
+    part's): kept as they are, a short forgotten text could be found again
+    by hashing guesses.  HMAC-SHA-256 under a key of the ring cannot be
+    tested without the key; it is the same on every store holding the key.
+    """
+    mac = hmac.new(key, b"origin-id-1\x00" + event_id.encode("utf-8", "surrogatepass"), hashlib.sha256)
+    return f"{KEYED_ID}{key_id}:{mac.hexdigest()}"
+
+
+def _keyed_bounds() -> tuple[str, str]:
+    return KEYED_ID, KEYED_ID[:-1] + ";"
+
+
+class ExcludedIds:
+    """Event ids excluded, raw or keyed: membership of an arriving id in either form.
+
+    With no keyed id in the set a test is one set lookup; with some, one
+    HMAC per key they were made with.
+    """
+
+    def __init__(self, ids: Iterable[str], ring: dict[str, bytes]):
+        self.ids = set(ids)
+        kids = {i[len(KEYED_ID):].split(":", 1)[0] for i in self.ids if i.startswith(KEYED_ID)}
+        self.keys = {k: ring[k] for k in sorted(kids) if k in ring}
+
+    def find(self, event_id: str) -> str | None:
+        """Return the member event_id is known by (itself or its keyed id), None if not excluded."""
+        if event_id in self.ids:
+            return event_id
+        for kid, key in self.keys.items():
+            k = keyed_event_id(kid, key, event_id)
+            if k in self.ids:
+                return k
+        return None
+
+    def neighbour(self, event_id: str) -> str | None:
+        """Return the keyed id of ``<id>#<n>`` whose ``<id>`` is excluded by keyed id (a record's other events).
+
+        Such an event stays visible, but its id begins with the forgotten
+        one's (a hash of the whole record, for some agents): purge keys it too.
+        """
+        if not self.keys:
+            return None
+        at = event_id.find("#")
+        while at > 0:
+            k = self.find(event_id[:at])
+            if k is not None:
+                return k + event_id[at:]
+            at = event_id.find("#", at + 1)
+        return None
+
+    def __contains__(self, event_id: object) -> bool:
+        return isinstance(event_id, str) and self.find(event_id) is not None
+
+
+def keyed_excluded(conn: sqlite3.Connection) -> dict[str, int]:
+    """Return the keyed ids of the exclusion set (left by purge): id -> tombstone id."""
+    return dict(conn.execute("SELECT event_id, tombstone_id FROM excluded_event WHERE event_id >= ? AND event_id < ?",
+                             _keyed_bounds()).fetchall())
+
+
+class _KeyedDigest:
+    """A row digest a purge keyed: equal to the digest it was made from, tested under the key."""
+
+    __slots__ = ("key", "kid", "mac")
+    __hash__ = None  # type: ignore[assignment]
+
+    def __init__(self, kid: str, key: bytes, mac: str):
+        self.kid, self.key, self.mac = kid, key, mac
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, str) and hmac.compare_digest(keyed_event_id(self.kid, self.key, other), self.mac)
+
+
+class KnownRows(dict):
+    """What an export knows of a database's rows (``export_state``), where a purge keyed some of them.
+
+    A purge keys the row whose export key ends in a forgotten event's id
+    (a Cursor prompt's holds the hash of its text) and its digest: a lookup
+    by the raw key finds the keyed row, and its digest compares equal to the
+    one it was made from, so an unchanged row is not exported again.
+    """
+
+    def __init__(self, rows: dict[str, str], ring: dict[str, bytes]):
+        super().__init__(rows)
+        self.ring = ring
+        kids = {k[len(KEYED_ID):].split(":", 1)[0] for k in rows if k.startswith(KEYED_ID)}
+        self.keys = {k: ring[k] for k in sorted(kids) if k in ring}
+
+    def _at(self, key: object) -> str | None:
+        if dict.__contains__(self, key):
+            return key  # type: ignore[return-value]
+        if isinstance(key, str):
+            for kid, k in self.keys.items():
+                keyed = keyed_event_id(kid, k, key)
+                if dict.__contains__(self, keyed):
+                    return keyed
+        return None
+
+    def get(self, key: object, default: Any = None) -> Any:
+        at = self._at(key)
+        if at is None:
+            return default
+        value = dict.__getitem__(self, at)
+        if isinstance(value, str) and value.startswith(KEYED_ID):
+            kid = value[len(KEYED_ID):].split(":", 1)[0]
+            if kid in self.ring:
+                return _KeyedDigest(kid, self.ring[kid], value)
+        return value
+
+    def __contains__(self, key: object) -> bool:
+        return self._at(key) is not None
+
+    def __getitem__(self, key: object) -> Any:
+        if self._at(key) is None:
+            raise KeyError(key)
+        return self.get(key)
+
+
+def known_rows(conn: sqlite3.Connection, raw_file_id: int) -> dict:
+    """Return export_state of one file, key -> digest, as a KnownRows when a purge keyed some of it."""
+    rows = dict(conn.execute("SELECT key, hash FROM export_state WHERE raw_file_id = ?", (raw_file_id,)).fetchall())
+    if any(k.startswith(KEYED_ID) for k in rows):
+        return KnownRows(rows, key_ring(conn))
+    return rows
+
+
+def stored_event_id(conn: sqlite3.Connection, event_id: str) -> str:
+    """Return the id an event is stored under: its own, or the keyed id a purge gave it or its record."""
+    if conn.execute("SELECT 1 FROM event WHERE id = ?", (event_id,)).fetchone():
+        return event_id
+    keyed = keyed_excluded(conn)
+    if not keyed:
+        return event_id
+    ids = ExcludedIds(keyed, key_ring(conn))
+    return ids.find(event_id) or ids.neighbour(event_id) or event_id
+
+
+def excluded_by(conn: sqlite3.Connection, event_id: str) -> int | None:
+    """Return the tombstone that excludes an event id, by its raw or its keyed id (None: not excluded)."""
+    r = conn.execute("SELECT tombstone_id FROM excluded_event WHERE event_id = ?", (event_id,)).fetchone()
+    if r is not None:
+        return r[0]
+    keyed = keyed_excluded(conn)
+    found = ExcludedIds(keyed, key_ring(conn)).find(event_id) if keyed else None
+    return None if found is None else keyed[found]
+
+
 def _ring_add(conn: sqlite3.Connection, key_id: Any, key: Any) -> bool:
     """Put a key in the ring; True if it is new.  A different key under a known id is refused."""
     if not isinstance(key_id, str) or not _KEY_ID.match(key_id):
@@ -2017,6 +2172,29 @@ def _present(conn: sqlite3.Connection, sql: str, ids: Iterable[str]) -> list:
     return conn.execute(sql, (json.dumps(ids),)).fetchall()
 
 
+def _keyed_copies(conn: sqlite3.Connection, ids: list[str]) -> dict[str, list[str]]:
+    """Return, for keyed ids (left by a purge, here or in another store), the events here they stand for.
+
+    Invariant 2 (sticky forget): a record that names an event by its keyed
+    id excludes this store's copy of it too.  Only ids with no row of
+    their own, under a key of this store's ring, cost anything: one HMAC
+    per stored event, once per batch that holds such ids.
+    """
+    keyed = [e for e in dict.fromkeys(ids) if e.startswith(KEYED_ID)]
+    if not keyed:
+        return {}
+    have = {r[0] for r in _present(conn, "SELECT id FROM event WHERE id IN (SELECT value FROM json_each(?))", keyed)}
+    want = ExcludedIds([e for e in keyed if e not in have], key_ring(conn))
+    out: dict[str, list[str]] = {}
+    if not want.keys:
+        return out
+    for (evid,) in conn.execute("SELECT id FROM event WHERE NOT (id >= ? AND id < ?)", _keyed_bounds()):
+        k = want.find(evid)
+        if k is not None:
+            out.setdefault(k, []).append(evid)
+    return out
+
+
 def apply_tombstone_records(conn: sqlite3.Connection, recs: list[dict]) -> list[int | None]:
     """Record checked tombstones in the open transaction, in order; return each one's id (None if known).
 
@@ -2033,7 +2211,8 @@ def apply_tombstone_records(conn: sqlite3.Connection, recs: list[dict]) -> list[
     """
     known = {r[0] for r in _present(conn, "SELECT uid FROM tombstone WHERE uid IN (SELECT value FROM json_each(?))",
                                     (r["uid"] for r in recs))}
-    all_events = [e for r in recs for e in r["events"]]
+    copies = _keyed_copies(conn, [e for r in recs if r["uid"] not in known for e in r["events"]])
+    all_events = [e for r in recs for e in r["events"]] + [c for cs in copies.values() for c in cs]
     all_entries = [e for r in recs for e in r["entries"]]
     excluded = {r[0] for r in _present(
         conn, "SELECT event_id FROM excluded_event WHERE event_id IN (SELECT value FROM json_each(?))", all_events)}
@@ -2076,7 +2255,8 @@ def apply_tombstone_records(conn: sqlite3.Connection, recs: list[dict]) -> list[
             continue
         known.add(rec["uid"])
         entries = [e for e in rec["entries"] if e not in forgotten]
-        events = [e for e in rec["events"] if e not in excluded]
+        events = [e for e in rec["events"] + [c for k in rec["events"] for c in copies.get(k, ())]
+                  if e not in excluded]
         tid, next_id = next_id, next_id + 1
         rows_t.append((tid, rec["uid"], rec["kind"], rec["target"], rec["reason"], rec["created_at"],
                        len(rec["entries"]), len(rec["events"]), rec["device"]))
@@ -3935,12 +4115,38 @@ class _Arrivals:
         self.ring = key_ring(conn)
         self.fps = {(k, f): t for k, f, t in conn.execute("SELECT key_id, fp, tombstone_id FROM tombstone_fingerprint")}
         self.any = version[0] > 0
+        self.keyed = keyed_excluded(conn) if version[2] else {}
+        self.keyed_ids = ExcludedIds(self.keyed, self.ring)
 
     @staticmethod
     def version_of(conn: sqlite3.Connection) -> tuple:
+        # The keyed ids count too: a purge replaces ids without a new tombstone.
         return conn.execute(
-            "SELECT coalesce(max(id), 0), (SELECT count(*) FROM setting WHERE key > ? AND key < ?) FROM tombstone",
-            (_KEY_PREFIX, _KEY_PREFIX[:-1] + ";")).fetchone()
+            "SELECT coalesce(max(id), 0), (SELECT count(*) FROM setting WHERE key > ? AND key < ?), "
+            "(SELECT count(*) FROM excluded_event WHERE event_id >= ? AND event_id < ?) FROM tombstone",
+            (_KEY_PREFIX, _KEY_PREFIX[:-1] + ";", *_keyed_bounds())).fetchone()
+
+    def rekey(self, rows: list[tuple]) -> tuple[list[tuple], list[tuple]]:
+        """Split rows into (the others, those of events a purge left by keyed id, under that id).
+
+        Invariant 2 (sticky forget): an event whose id purge replaced by its
+        keyed fingerprint arrives again (a re-sync, a rewritten file, a
+        rebuild, a device's push) under that keyed id, so it is the excluded
+        event, and its own id never enters the store again.  With no keyed
+        id in the store this costs nothing; with some, one HMAC per key per
+        new event.
+        """
+        if not self.keyed:
+            return rows, []
+        plain, keyed = [], []
+        for row in rows:
+            k = self.keyed_ids.find(row[0])
+            if k is not None:
+                keyed.append((k, *row[1:]))
+                continue
+            k = self.keyed_ids.neighbour(row[0]) if "#" in row[0] else None
+            plain.append(row if k is None else (k, *row[1:]))  # visible, under the id purge gave it
+        return plain, keyed
 
     def _by_text(self, text: str) -> int | None:
         if not self.fps or len(text) < FP_MIN_CHARS:
@@ -3966,6 +4172,9 @@ class _Arrivals:
             r = conn.execute("SELECT tombstone_id FROM excluded_event WHERE event_id = ?", (evid,)).fetchone()
             if r is not None:
                 return r[0]
+            k = self.keyed_ids.find(evid) if self.keyed else None  # named by the id a purge keyed
+            if k is not None:
+                return self.keyed[k]
         statement = echo_statement(text) if kind == "tool_call" else None
         return self._by_text(statement) if statement else None
 
@@ -4067,6 +4276,9 @@ class _EventWriter:
     def flush(self) -> None:
         if not self.rows:
             return
+        if self.checks is not None and self.checks.keyed:
+            self.rows, keyed = self.checks.rekey(self.rows)
+            self.conn.executemany(self._SQL, keyed)  # excluded already: not counted as added
         hidden = self.checks.excluded(self.conn, self.rows) if self.checks is not None else []
         # rowcount sums the rows each INSERT really added, not ignored
         # duplicates.  The search index takes them in once they are
@@ -4486,7 +4698,7 @@ def _ingest_export(store: Store, adapter, sf: SourceFile, row: sqlite3.Row, sig:
     writer = _EventWriter(conn, adapter.name, row["id"], arrivals(store))
     state = _load_state(adapter, sf, row)
     errors: list = []
-    known = {r[0]: r[1] for r in conn.execute("SELECT key, hash FROM export_state WHERE raw_file_id = ?", (row["id"],))}
+    known = known_rows(conn, row["id"])
     mirror = _open_mirror(store, row)
     edges = _Edges(row["bytes_ingested"])
     written = lines = 0
@@ -5527,6 +5739,11 @@ def entry_status(conn: sqlite3.Connection, entry_id: str) -> str | None:
 
 def _visible_event(conn: sqlite3.Connection, event_id: str) -> sqlite3.Row:
     row = conn.execute("SELECT * FROM event WHERE id = ?", (event_id,)).fetchone()
+    if row is None and excluded_by(conn, event_id) is not None:  # purged: its row is under its keyed id
+        raise Forgotten(f"event {event_id} was forgotten and cannot be cited")
+    if row is None and stored_event_id(conn, event_id) != event_id:
+        event_id = stored_event_id(conn, event_id)  # a forgotten event's neighbour, keyed by purge
+        row = conn.execute("SELECT * FROM event WHERE id = ?", (event_id,)).fetchone()
     if row is None:
         raise NotFound(f"no event {event_id!r}; find event ids with `origin search`")
     if conn.execute("SELECT 1 FROM excluded_event WHERE event_id = ?", (event_id,)).fetchone():
@@ -6122,6 +6339,8 @@ def plan_forget(store: Store, target: str, *, same_text: bool = False) -> dict:
     if not isinstance(target, str) or not target.strip():
         raise UsageError("forget needs an entry id (ent_…), an event id or a session id")
     target = target.strip()
+    if ":" in target and not target.startswith("ent_"):
+        target = stored_event_id(conn, target)  # an event a purge keyed, or one of its record's
     entries: list[str] = []
     events: list[str] = []
     if conn.execute("SELECT 1 FROM entry WHERE id = ?", (target,)).fetchone():
@@ -6561,7 +6780,7 @@ def _purge_work(plan: dict) -> bool:
     return bool(plan["events"] or plan["entries"] or plan["quotes"] or plan["scan"] or plan["compaction_pending"])
 
 
-def _purge_scan_mirror(store: Store, m: dict, files: dict, excluded: set[str],
+def _purge_scan_mirror(store: Store, m: dict, files: dict, excluded: ExcludedIds,
                   title_gone: Callable[[str, str, str, int], bool]) -> dict:
     """Parse one mirror back with its adapter; say which lines a purge concerns.
 
@@ -6734,7 +6953,7 @@ def _find_copies(store: Store, plan: dict, upto: int, key: bytes) -> tuple[list,
     if not plan["scan"]:
         return [], _needles(texts)
     files = {(a.name, sf.path): sf for a, sf in discover_all()}
-    excluded = {r["id"] for r in rows}
+    excluded = ExcludedIds((r["id"] for r in rows), key_ring(conn))
     gone = _title_check(conn)
     parsed = [_purge_scan_mirror(store, m, files, excluded, gone) for m in plan["scan"]]
     for p in parsed:
@@ -6838,6 +7057,155 @@ def _compact(store: Store, parts: Iterable[str]) -> list[str]:
             if own:
                 conn.close()
     return problems
+
+
+def _rewrite_journal(store: Store, name: str, change: Callable[[dict], dict | None]) -> bool:
+    """Rewrite a journal's records through change (None: keep one as it is), by rename; True if any changed.
+
+    Runs inside purge's write transaction, so no writer appends meanwhile.
+    """
+    path = Path(store.home) / name
+    if not path.exists():
+        return False
+    records, _end = _log_records(store.home, 0, name)
+    out, changed = [], False
+    for r in records:
+        new = change(r)
+        changed |= new is not None
+        out.append(r if new is None else new)
+    if not changed:
+        return False
+    tmp = path.with_name(name + ".purging")
+    encode = _log_encoder().encode
+    with open(private_file(tmp), "wb") as fh:
+        fh.truncate(0)
+        fh.write("".join(encode(r) + "\n" for r in out).encode("utf-8"))
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    dfd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+    return True
+
+
+#: Tables whose event ids purge replaces by keyed ids, with their guards.
+_REKEY_GUARDED = ("event", "excluded_event", "entry_source", "tombstone", "audit_log")
+
+
+def _rekey_purged(store: Store, upto: int) -> int:
+    """Replace the ids of the events excluded by tombstones up to upto by keyed ids, everywhere; return how many.
+
+    Invariant 2 (sticky forget): an id made from the text (Cursor, ZCode,
+    Grok chat histories, Claude memory notes; a hash of the whole line for
+    Codex) would let a guess of a short forgotten text be tested against
+    it.  Purge leaves in its place, in ``event``, ``excluded_event``,
+    ``entry_source``, ``session_title_source``, the tombstones' targets,
+    the audit log, an ``export_state`` key ending in it (with that row's
+    digest), ``tombstones.log`` and ``entries.log``, its keyed
+    fingerprint under the store's own key (``keyed_event_id``); a visible
+    ``<id>#<n>`` of the same record becomes ``<keyed id>#<n>``.  Arrivals
+    are checked against the keyed ids (``_Arrivals.rekey``), so the event
+    stays excluded and its neighbours are not stored twice.  Runs inside
+    purge's write transaction; returns the forgotten events' count.
+    """
+    conn = store.conn
+    ring = key_ring(conn)
+    kid = _setting(conn, _OWN_KEY)
+    if kid not in ring:
+        if not ring:
+            return 0
+        kid = sorted(ring)[0]
+    key = ring[kid]
+    old = [r[0] for r in conn.execute(
+        "SELECT event_id FROM excluded_event WHERE tombstone_id <= ? AND NOT (event_id >= ? AND event_id < ?)",
+        (upto, *_keyed_bounds()))]
+    if not old:
+        return 0
+    new = {e: keyed_event_id(kid, key, e) for e in old}
+    # The other events of a forgotten event's record stay visible, but some
+    # agents' ids of them are its id and `#<n>` (a Grok chat record's hash
+    # covers every text in it, the forgotten one too): they are keyed alike.
+    for e in old:
+        for (nid,) in conn.execute("SELECT id FROM event WHERE id > ? AND id < ?", (e + "#", e + "$")).fetchall():
+            if nid not in new:
+                new[nid] = new[e] + nid[len(e):]
+    conn.execute("CREATE TEMP TABLE IF NOT EXISTS purge_rekey (old TEXT PRIMARY KEY, new TEXT NOT NULL) WITHOUT ROWID")
+    conn.execute("DELETE FROM temp.purge_rekey")
+    conn.executemany("INSERT INTO temp.purge_rekey (old, new) VALUES (?, ?)", new.items())
+    for t in _REKEY_GUARDED:
+        for op in ("update", "delete"):
+            conn.execute(f"DROP TRIGGER IF EXISTS {t}_no_{op}")
+    sub = "(SELECT k.new FROM temp.purge_rekey k WHERE k.old = {c})"
+    olds = "(SELECT old FROM temp.purge_rekey)"
+    # A row already under the keyed id (the same event arrived again after
+    # an earlier purge, or a keyed tombstone came from another store)
+    # stands for it: the raw one goes.
+    conn.execute(f"DELETE FROM excluded_event WHERE event_id IN {olds} AND EXISTS "
+                 f"(SELECT 1 FROM excluded_event x WHERE x.event_id = {sub.format(c='excluded_event.event_id')})")
+    conn.execute(f"UPDATE excluded_event SET event_id = {sub.format(c='event_id')} WHERE event_id IN {olds}")
+    conn.execute(f"DELETE FROM event WHERE id IN {olds} AND EXISTS "
+                 f"(SELECT 1 FROM event o WHERE o.id = {sub.format(c='event.id')})")
+    conn.execute(f"UPDATE event SET id = {sub.format(c='id')} WHERE id IN {olds}")
+    for t in ("entry_source", "session_title_source"):
+        conn.execute(f"UPDATE OR IGNORE {t} SET event_id = {sub.format(c='event_id')} WHERE event_id IN {olds}")
+        conn.execute(f"DELETE FROM {t} WHERE event_id IN {olds}")
+    conn.execute(f"UPDATE tombstone SET target = {sub.format(c='target')} WHERE kind = 'event' AND target IN {olds}")
+    # An export key that ends in the event's id (a Cursor prompt's holds the
+    # hash of its text), and that row's digest (of the text and the times
+    # the event row keeps), are keyed too; KnownRows still matches them.
+    tails = {e.split(":", 1)[1] for e in old if ":" in e}
+    sources = sorted({e.split(":", 1)[0] for e in old})
+    for rid, xkey, digest in conn.execute(
+            "SELECT x.raw_file_id, x.key, x.hash FROM export_state x JOIN raw_file r ON r.id = x.raw_file_id "
+            f"WHERE r.source IN ({','.join('?' * len(sources))}) AND NOT (x.key >= ? AND x.key < ?)",
+            (*sources, *_keyed_bounds())).fetchall():
+        at = xkey.find(":")
+        while at >= 0 and xkey[at + 1:] not in tails:
+            at = xkey.find(":", at + 1)
+        if at >= 0:
+            nkey = keyed_event_id(kid, key, xkey)
+            conn.execute("DELETE FROM export_state WHERE raw_file_id = ? AND key IN (?, ?)", (rid, xkey, nkey))
+            conn.execute("INSERT INTO export_state (raw_file_id, key, hash) VALUES (?, ?, ?)",
+                         (rid, nkey, digest if digest.startswith(KEYED_ID) else keyed_event_id(kid, key, digest)))
+    for aid, details in conn.execute("SELECT id, details FROM audit_log WHERE action = 'forget'").fetchall():
+        try:
+            d = json.loads(details)
+        except (TypeError, ValueError):
+            continue
+        if isinstance(d, dict) and d.get("target") in new:
+            conn.execute("UPDATE audit_log SET details = ? WHERE id = ?",
+                         (json.dumps({**d, "target": new[d["target"]]}), aid))
+    for stmt in _split_sql(SCHEMA_SQL + _append_only_sql()):
+        if re.match(rf"CREATE TRIGGER IF NOT EXISTS ({'|'.join(_REKEY_GUARDED)})_no_(update|delete)\b", stmt):
+            conn.execute(stmt)
+    conn.execute("DELETE FROM temp.purge_rekey")
+
+    def tombstone(r: dict) -> dict | None:
+        if r.get("type") != "tombstone":
+            return None
+        evs = r.get("events")
+        hit = isinstance(evs, list) and any(e in new for e in evs if isinstance(e, str))
+        target = r.get("kind") == "event" and r.get("target") in new
+        if not hit and not target:
+            return None
+        return {**r, "events": [new.get(e, e) if isinstance(e, str) else e for e in evs] if isinstance(evs, list)
+                else evs, "target": new[r["target"]] if target else r.get("target")}
+
+    def entry(r: dict) -> dict | None:
+        srcs = r.get("sources")
+        if r.get("type") != "entry" or not isinstance(srcs, list) or not any(
+                type(x) is list and x and x[0] in new for x in srcs):
+            return None
+        return {**r, "sources": [[new.get(x[0], x[0]), *x[1:]] if type(x) is list and x else x for x in srcs]}
+
+    if _rewrite_journal(store, TOMBSTONE_LOG, tombstone):
+        _put_setting(conn, _LOG_DONE, str(_tombstone_log_size(store.home)))
+    if _rewrite_journal(store, ENTRIES_LOG, entry):
+        _put_setting(conn, _ENTRIES_DONE, str(_journal_size(store.root, ENTRIES_LOG)))
+    return len(old)
 
 
 def purge(store: Store, *, actor: str = "user", channel: str = "cli") -> dict:
@@ -6953,6 +7321,7 @@ def purge(store: Store, *, actor: str = "user", channel: str = "cli") -> dict:
                          [(m["id"], m["bytes_ingested"], upto) for m, _i, _t in found if m["id"] is not None])
         details = {"events": len(blank), "entries": len(plan["entries"]), "quotes": quotes, "lines": purged_lines,
                    "mirrors": mirrors, "tombstones_upto": upto}
+        details["ids_keyed"] = _rekey_purged(store, upto)
         conn.execute("INSERT INTO audit_log (ts, actor, action, channel, details) VALUES (?, ?, 'purge', ?, ?)",
                      (started, actor, channel, json.dumps(details)))
         conn.execute("INSERT OR REPLACE INTO setting (key, value) VALUES (?, '1')", (PURGE_PENDING,))
@@ -8307,6 +8676,12 @@ def get_event(store: Store, event_id: str) -> dict:
         "SELECT e.*, f.path, f.mirror, f.generation FROM event e JOIN raw_file f ON f.id = e.raw_file_id WHERE e.id = ?",
         (event_id,),
     ).fetchone()
+    if r is None and excluded_by(conn, event_id) is not None:  # purged: its row is under its keyed id
+        raise Forgotten(f"event {event_id} was forgotten")
+    if r is None and stored_event_id(conn, event_id) != event_id:
+        event_id = stored_event_id(conn, event_id)  # a forgotten event's neighbour, keyed by purge
+        r = conn.execute("SELECT e.*, f.path, f.mirror, f.generation FROM event e JOIN raw_file f "
+                         "ON f.id = e.raw_file_id WHERE e.id = ?", (event_id,)).fetchone()
     if r is None:
         raise NotFound(f"no event {event_id!r}; find event ids with `origin search`")
     if conn.execute("SELECT 1 FROM excluded_event WHERE event_id = ?", (event_id,)).fetchone():
@@ -10127,7 +10502,10 @@ def push_tombstones(store: Store, client: HubClient) -> dict:
             batch.append(rec)
             size += line
         ring = fingerprint_keys(store)
-        used = sorted({kid for r in batch for kid, _fp in r["fingerprints"] if kid in ring})
+        # The keys of the fingerprints, and of the ids a purge left keyed.
+        used = sorted({kid for r in batch for kid, _fp in r["fingerprints"] if kid in ring}
+                      | {e[len(KEYED_ID):].split(":", 1)[0] for r in batch for e in r["events"] + [r["target"]]
+                         if e.startswith(KEYED_ID)} & set(ring))
         body = {"device": client.cfg.device, "epoch": epoch, "keys": [[k, ring[k].hex()] for k in used],
                 "tombstones": batch}
         status, data = client.request("POST", "/v1/tombstones", gzip.compress(json.dumps(body).encode("utf-8"), 6),

@@ -138,6 +138,30 @@ def test_grep_finds_a_purged_text_nowhere_under_origin_home(planted, origin_home
     assert not grep(origin_home, "I'll analyze the codebase")  # the line it shared with other words went too
 
 
+def test_invariant_2_purge_leaves_no_forgotten_events_id_of_any_agent(planted, origin_home, cli):
+    # Cursor's, ZCode's, Grok chat histories' and Claude memory notes' ids are
+    # hashes of the text, Codex's of the whole line: none may stay in any file.
+    gone = planted["gone"]
+    made_of_text = [e for e in gone if e.split(":", 1)[0] in ("cursor", "zcode", "grok", "claude-memory", "codex")]
+    assert {e.split(":", 1)[0] for e in made_of_text} == {"cursor", "zcode", "grok", "claude-memory", "codex"}
+    code, res = cli("purge", "--yes", "--json")
+    assert code == 0 and res["complete"]
+    data = b"\0".join(p.read_bytes() for p in sorted(origin_home.rglob("*")) if p.is_file())
+    assert [e for e in gone if e.encode() in data] == []
+    # A record's other events stay visible; their ids `<id>#<n>` begin
+    # with the forgotten one's (a Grok record's hash covers its every text),
+    # so they are keyed alike and still read back by the ids they had.
+    assert b"claude-code:purge-shared#1" not in data
+    with origin.open_store(origin_home) as s:
+        for e in gone:  # still forgotten, by the keyed id that stands for it
+            assert origin.excluded_by(s.conn, e) is not None
+            with pytest.raises(origin.Forgotten):
+                origin.get_event(s, e)
+        assert origin.get_event(s, "claude-code:purge-shared#1")["provenance"]["raw_withheld"]
+        assert origin.plan_forget(s, "claude-code:purge-shared#1")["events"]  # it can still be forgotten by it
+        assert origin.sync(s).events_added == 0
+
+
 def test_purge_preview_counts_and_changes_no_byte(planted, origin_home, cli):
     before = files_digest(origin_home)
     code, out = cli("purge")
@@ -208,8 +232,15 @@ def test_purge_is_audited_counts_only_and_a_second_run_has_nothing_to_do(planted
     log = (origin_home / origin.TOMBSTONE_LOG).read_bytes()
     code, res = cli("purge", "--yes", "--json")
     assert code == 0
-    assert (origin_home / origin.TOMBSTONE_LOG).read_bytes() == log  # it never held text: it stays as it was
     with origin.open_store(origin_home) as s:
+        # The log never held text: only the events' ids change, to their keyed ids.
+        ring = origin.key_ring(s.conn)
+        own = ring[origin._setting(s.conn, origin._OWN_KEY)]
+        keyed = {e: origin.keyed_event_id(origin._setting(s.conn, origin._OWN_KEY), own, e) for e in planted["gone"]}
+        before = [json.loads(line) for line in log.splitlines()]
+        after = [json.loads(line) for line in (origin_home / origin.TOMBSTONE_LOG).read_bytes().splitlines()]
+        assert after == [{**r, "events": [keyed[e] for e in r["events"]], "target": keyed[r["target"]]}
+                         if r.get("type") == "tombstone" else r for r in before]
         (row,) = s.conn.execute("SELECT actor, action, channel, details FROM audit_log WHERE action = 'purge'")
         details = json.loads(row["details"])
         assert (row["actor"], row["channel"]) == ("user", "cli")
@@ -218,9 +249,11 @@ def test_purge_is_audited_counts_only_and_a_second_run_has_nothing_to_do(planted
         # Purge empties text: the one exception to append-only; the guards
         # are back afterwards.
         with pytest.raises(sqlite3.IntegrityError):
-            s.conn.execute("UPDATE event SET text = 'x' WHERE id = ?", (planted["gone"][0],))
+            s.conn.execute("UPDATE event SET text = 'x' WHERE id = ?", (keyed[planted["gone"][0]],))
         with pytest.raises(sqlite3.IntegrityError):
-            s.conn.execute("DELETE FROM event WHERE id = ?", (planted["gone"][0],))
+            s.conn.execute("DELETE FROM event WHERE id = ?", (keyed[planted["gone"][0]],))
+        with pytest.raises(sqlite3.IntegrityError):
+            s.conn.execute("DELETE FROM excluded_event WHERE event_id = ?", (keyed[planted["gone"][0]],))
         assert s.conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         assert s.conn.execute("PRAGMA foreign_key_check").fetchall() == []
     code, out = cli("purge")

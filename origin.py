@@ -2329,6 +2329,7 @@ def _prepare_store(store: "Store") -> None:
                 # A store made before the log existed: its forgets go into
                 # the log now, with fingerprints of the texts they hid.
                 records += _legacy_tombstones(conn, {kid: key})
+                _journal_catch_up(store, TOMBSTONE_LOG, _LOG_DONE, replay_tombstone_log)
                 _put_setting(conn, _LOG_DONE, str(_log_append(store.home, records)))
         # Entries after forgets: an entry the log forgot never shows.
         replay_entries_log(store)
@@ -2417,6 +2418,28 @@ def _journal_size(home: Path | str, name: str) -> int:
         return os.stat(os.path.join(home, name)).st_size
     except FileNotFoundError:
         return 0
+
+
+def _journal_catch_up(store: "Store", name: str, done_key: str, replay: Callable[["Store"], int]) -> None:
+    """Apply what a journal holds past this store's offset, before appending to it, in the write transaction.
+
+    A writer records the journal's new size once its own records are in, so
+    whatever lies before them has to be applied first.  A last line that a
+    crashed writer left without its newline is ended here and read again, so
+    a whole record in it is applied like any other, not passed over.
+    """
+    conn = store.conn
+    if _setting(conn, done_key) == str(_journal_size(store.root, name)):
+        return
+    replay(store)
+    if _setting(conn, done_key) != str(_journal_size(store.root, name)):
+        fd = os.open(os.path.join(store.root, name), os.O_WRONLY | os.O_APPEND)
+        try:
+            os.write(fd, b"\n")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        replay(store)
 
 
 def _journal_device(home: Path | str) -> str | None:
@@ -2546,9 +2569,7 @@ def journal_entries(store: "Store", ids: list[str]) -> None:
     journal only; the next open applies it.
     """
     conn = store.conn
-    done = _setting(conn, _ENTRIES_DONE)
-    if done != str(_journal_size(store.root, ENTRIES_LOG)):
-        replay_entries_log(store)  # another writer's record a crash kept out of the tables
+    _journal_catch_up(store, ENTRIES_LOG, _ENTRIES_DONE, replay_entries_log)  # a crashed writer's records
     size = _log_append(store.home, entry_records(conn, ids, _journal_device(store.root)), ENTRIES_LOG)
     _put_setting(conn, _ENTRIES_DONE, str(size))
 
@@ -6234,8 +6255,10 @@ def _commit_tombstones(store: Store, records: list[dict]) -> list[int]:
 
     Invariant 2 (sticky forget): the log is fsynced before the transaction
     commits, so a forget the tables hold is always in the log too; one the
-    log holds but a crash kept out of the tables is applied at the next open.
+    log holds but a crash kept out of the tables is applied at the next open,
+    or here, before the size recorded below could pass over it.
     """
+    _journal_catch_up(store, TOMBSTONE_LOG, _LOG_DONE, replay_tombstone_log)
     size = _log_append(store.home, [{"type": "tombstone", **r} for r in records])
     tids = apply_tombstone_records(store.conn, records)
     _put_setting(store.conn, _LOG_DONE, str(size))
@@ -6338,6 +6361,7 @@ def add_fingerprint_key(store: Store, key_id: str, key: bytes) -> bool:
         replay_tombstone_log(store)
         if not _ring_add(conn, key_id, key):
             return False
+        _journal_catch_up(store, TOMBSTONE_LOG, _LOG_DONE, replay_tombstone_log)
         size = _log_append(store.home, [{"type": "key", "key_id": key_id, "key": key.hex(), "created_at": now_ms()}])
         _put_setting(conn, _LOG_DONE, str(size))
     return True

@@ -104,6 +104,48 @@ def test_the_entries_journal_replays_by_id_and_takes_a_record_a_crash_kept_out_o
         assert len(rows) == 4
 
 
+@pytest.mark.parametrize("ending", ["\n", ""], ids=["whole-line", "newline-not-written"])
+def test_invariant_2_a_forget_a_crashed_writer_left_in_the_log_is_applied_by_the_next_forget(
+        entries_home, origin_home, ending):
+    kept, fixed, gone = entries_home
+    with origin.open_store(origin_home) as store:
+        cited = {r[0] for r in store.conn.execute("SELECT event_id FROM entry_source")}
+        event = next(r[0] for r in store.conn.execute(
+            "SELECT id FROM event WHERE role = 'user' AND kind = 'message' AND id NOT IN "
+            "(SELECT event_id FROM excluded_event) ORDER BY id") if r[0] not in cited)
+        plan = origin.plan_forget(store, event)
+        rec = origin.check_tombstone_record({
+            "uid": origin.new_tombstone_uid(), "target": event, "kind": plan["kind"], "reason": None,
+            "created_at": origin.now_ms(), "device": None, "entries": plan["entries"], "events": plan["events"],
+            "fingerprints": plan["fingerprints"]})
+        # A forget whose record reached the log but whose commit did not,
+        # written while this store is open.
+        with open(origin_home / origin.TOMBSTONE_LOG, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps({"type": "tombstone", **rec}) + ending)
+        origin.forget(store, fixed, reason="another forget")
+        with pytest.raises(origin.Forgotten):
+            origin.get_event(store, event)
+    with origin.open_store(origin_home) as store:
+        with pytest.raises(origin.Forgotten):
+            origin.get_event(store, event)
+        assert store.conn.execute("SELECT 1 FROM tombstone WHERE uid = ?", (rec["uid"],)).fetchone()
+
+
+@pytest.mark.parametrize("ending", ["\n", ""], ids=["whole-line", "newline-not-written"])
+def test_invariant_2_an_entry_a_crashed_writer_left_in_the_journal_is_applied_by_the_next_remember(
+        entries_home, origin_home, ending):
+    kept, fixed, gone = entries_home
+    with origin.open_store(origin_home) as store:
+        orphan = {**origin.entry_records(store.conn, [fixed])[0], "id": "ent_0000000000000000ab", "supersedes": None,
+                  "text": "written before a crash"}
+        with open(origin_home / origin.ENTRIES_LOG, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(orphan) + ending)
+        origin.remember(store, kind="knowledge", text="remembered after the crash",
+                        sources=[{"quote": "Package.json Analysis Summary"}], author="user")
+        assert origin.get_entry(store, orphan["id"])["text"] == "written before a crash"
+    assert _entry_rows(origin_home)[orphan["id"]]["text"] == "written before a crash"
+
+
 def test_a_store_older_than_the_journal_writes_its_entries_into_it_once(entries_home, origin_home):
     (origin_home / origin.ENTRIES_LOG).unlink()
     with origin.open_store(origin_home) as store:

@@ -10875,12 +10875,24 @@ def _agent_message(e: OriginError) -> str:
     return f"{label}: {msg}" if label else msg
 
 
+#: Arguments a tool took in an older version, with what a call sending one does instead.
+_RETIRED_ARGS = {
+    ("forget", "preview"): (
+        "forget no longer takes 'preview': call it without 'preview' and without 'digest' to get the plan and its "
+        "digest, show the plan to the user, then call it again with that digest to forget; an `origin forget` "
+        "that sent this is older than this hub: upgrade Origin on that device to this hub's version"),
+}
+
+
 def _schema_error(tool: McpTool, err) -> str:
     """Turn a jsonschema error into one sentence the model can act on."""
     where = ".".join(str(p) for p in err.absolute_path)
     if err.validator == "additionalProperties":
         allowed = err.schema.get("properties", {})
         extra = sorted(set(err.instance) - set(allowed))
+        retired = [_RETIRED_ARGS[tool.name, x] for x in extra if not where and (tool.name, x) in _RETIRED_ARGS]
+        if retired:
+            return "; ".join(retired)
         return (f"unknown argument {', '.join(repr(x) for x in extra)}" + (f" in {where}" if where else "")
                 + f"; {tool.name} takes: {', '.join(allowed)}")
     if err.validator == "required":

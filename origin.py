@@ -12042,6 +12042,10 @@ class AdminDenied(Exception):
         self.headers = headers or []
 
 
+#: How the tokens page names each token scope.
+_TOKEN_SCOPE_SHOWN = {"device": "device (pushes, /mcp)", "agent": "agent (/mcp only)"}
+
+
 class AdminApp:
     """The admin page: handle(request) -> AdminReply, for the hub to mount."""
 
@@ -12497,6 +12501,7 @@ class AdminApp:
         return self.page("Overview", content, sess=sess, active="", used=used)
 
     def page_tokens(self, req, sess, args, *, created: tuple | None = None, status: int = 200) -> AdminReply:
+        """The tokens: each with its scope and bound device, as `origin token list`; a form creates one."""
         used: set = set()
         rows = []
         for t in list_tokens(req.store):
@@ -12504,38 +12509,53 @@ class AdminApp:
                 '<form method="post" action="$pre/tokens/revoke" class="inline">$h<input type="hidden" name="name" '
                 'value="$n">$pw<button class="danger small" type="submit">Revoke $n</button></form>',
                 pre=ADMIN_PREFIX, h=self.hidden(sess), n=t["name"], pw=self.password_field(sess))
-            rows.append(tpl('<tr><td>$n</td><td>$d</td><td>$c</td><td>$u</td><td>$a</td></tr>', n=t["name"],
-                            d=t["device"] or "-", c=_shown_at(t["created"]), u=_shown_at(t["last_used"]), a=action))
+            rows.append(tpl('<tr><td>$n</td><td>$s</td><td>$d</td><td>$c</td><td>$u</td><td>$a</td></tr>',
+                            n=t["name"], s=_TOKEN_SCOPE_SHOWN.get(t["scope"], t["scope"]), d=t["device"] or "-",
+                            c=_shown_at(t["created"]), u=_shown_at(t["last_used"]), a=action))
         shown = Markup("")
         if created:
-            name, token = created
+            name, token, scope, device = created
             url = self.hub_url or "http://127.0.0.1:7077"
-            lines = (f"origin hub connect {url} --token {token} --device {name}",
-                     "origin setup",
-                     f"claude mcp add --transport http origin {url}/mcp --header \"Authorization: Bearer {token}\"")
-            shown = tpl('<section class="card created" role="status"><h2>$ic Token $n created</h2>'
-                        '<p>It is shown only this once: the hub keeps just its hash. On the device run:</p>'
-                        '<pre class="copy">$l1\n$l2</pre><p>Or register the hub with an agent directly:</p>'
-                        '<pre class="copy">$l3</pre></section>', ic=self.icon("check", used), n=name,
-                        l1=lines[0], l2=lines[1], l3=lines[2])
+            mcp = f"claude mcp add --transport http origin {url}/mcp --header \"Authorization: Bearer {token}\""
+            if scope == "agent":
+                shown = tpl('<section class="card created" role="status"><h2>$ic Agent token $n created</h2>'
+                            '<p>It is shown only this once: the hub keeps just its hash. It reaches the hub\'s '
+                            '/mcp only, never pushes. Register the hub with an agent:</p><pre class="copy">$l3</pre>'
+                            '</section>', ic=self.icon("check", used), n=name, l3=mcp)
+            else:
+                shown = tpl('<section class="card created" role="status"><h2>$ic Token $n created</h2>'
+                            '<p>It is shown only this once: the hub keeps just its hash. On the device run:</p>'
+                            '<pre class="copy">$l1\n$l2</pre><p>Or register the hub with an agent directly:</p>'
+                            '<pre class="copy">$l3</pre></section>', ic=self.icon("check", used), n=name,
+                            l1=f"origin hub connect {url} --token {token} --device {device or name}",
+                            l2="origin setup", l3=mcp)
         content = tpl(
             '<h1>Tokens</h1>$shown<section class="card"><h2>Create a token</h2>'
             '<form method="post" action="$pre/tokens" class="row">$h<div><label for="tname">Name (usually the '
             'device\'s)</label><input id="tname" name="name" required pattern="[a-z0-9][a-z0-9._\\-]{0,62}" '
-            'placeholder="laptop"></div>$pw<button type="submit">$ic Create</button></form></section>'
-            '<section class="card"><h2>All tokens</h2><div class="scroll"><table><thead><tr><th>Name</th><th>Device</th>'
-            '<th>Created</th><th>Last used</th><th></th></tr></thead><tbody>$rows</tbody></table></div></section>',
+            'placeholder="laptop"></div><div><label for="tscope">Scope</label><select id="tscope" name="scope">'
+            '<option value="device">device: pushes and /mcp</option><option value="agent">agent: /mcp only</option>'
+            '</select></div><div><label for="tdevice">Device (optional; a device token only)</label><input '
+            'id="tdevice" name="device" pattern="[a-z0-9][a-z0-9._\\-]{0,62}" placeholder="its first push names it">'
+            '</div>$pw<button type="submit">$ic Create</button></form></section>'
+            '<section class="card"><h2>All tokens</h2><div class="scroll"><table><thead><tr><th>Name</th><th>Scope</th>'
+            '<th>Device</th><th>Created</th><th>Last used</th><th></th></tr></thead><tbody>$rows</tbody></table></div>'
+            '</section>',
             shown=shown, pre=ADMIN_PREFIX, h=self.hidden(sess), pw=self.password_field(sess),
             ic=self.icon("plus", used),
-            rows=html_join(rows) or Markup('<tr><td colspan="5" class="muted">No tokens yet.</td></tr>'))
+            rows=html_join(rows) or Markup('<tr><td colspan="6" class="muted">No tokens yet.</td></tr>'))
         return self.page("Tokens", content, sess=sess, active="tokens", used=used, status=status)
 
     def post_token_create(self, req, sess, f) -> AdminReply:
         self.recent_password(req, sess, f)
         name = f.get("name", "").strip()
-        token = create_token(req.store, name)
-        self.audit(req, "token_created", token=name)
-        return self.page_tokens(req, sess, {}, created=(name, token), status=201)
+        scope = f.get("scope", "").strip() or "device"
+        device = f.get("device", "").strip() or None
+        if scope == "agent" and device:
+            raise UsageError("an agent token has no device: leave Device empty, or pick the device scope")
+        token = create_token(req.store, name, scope=scope, device=device)
+        self.audit(req, "token_created", token=name, scope=scope, **({"device": device} if device else {}))
+        return self.page_tokens(req, sess, {}, created=(name, token, scope, device), status=201)
 
     def post_token_revoke(self, req, sess, f) -> AdminReply:
         self.recent_password(req, sess, f)

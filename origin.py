@@ -2043,12 +2043,23 @@ def _log_append(home: Path, records: list[dict], name: str = TOMBSTONE_LOG) -> i
     finally:
         os.close(fd)
     if new:
-        dfd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dfd)  # the new file's name is durable too
-        finally:
-            os.close(dfd)
+        _fsync_dir(path.parent)  # the new file's name is durable too
     return size + len(data)
+
+
+def _fsync_dir(path: Path | str) -> None:
+    """Make what was just created, renamed or removed in a folder durable."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _replace_durably(tmp: Path, path: Path) -> None:
+    """Put a written and fsynced copy in the place of path by rename, and make the rename durable."""
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
 
 
 def _log_records(home: Path, start: int, name: str = TOMBSTONE_LOG) -> tuple[list[dict], int]:
@@ -2620,12 +2631,7 @@ def purge_entries_log(store: "Store", upto: int | None = None) -> int:
         fh.write("".join(encode(r) + "\n" for r in out).encode("utf-8"))
         fh.flush()
         os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    dfd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
+    _replace_durably(tmp, path)
     _put_setting(conn, _ENTRIES_DONE, str(_journal_size(store.root, ENTRIES_LOG)))
     return changed
 
@@ -3509,11 +3515,7 @@ def _copy_prefix(src: Path, dst: Path, size: int | None = None) -> tuple[int, st
 
 def _fsync_dirs(root: Path) -> None:
     for d in [root, *(p for p in root.rglob("*") if p.is_dir())]:
-        fd = os.open(d, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        _fsync_dir(d)
 
 
 def _inside(root: Path, rel: str) -> Path:
@@ -5457,21 +5459,13 @@ def rebuild(home: Path, *, check: bool = False,
         for src, dst in zip(_db_files(target), _db_files(live)):
             if src.exists():
                 os.replace(src, dst)
-        _fsync_dirs_top(home)
+        _fsync_dir(home)
         out["old"] = str(aside) if aside else None
         with open_store(home) as store:
             update_index(store)
     out["problems"] = problems
     out["seconds"] = round(time.monotonic() - started, 3)
     return out
-
-
-def _fsync_dirs_top(home: Path) -> None:
-    fd = os.open(home, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 ###############################################################################
@@ -6754,12 +6748,7 @@ def _rewrite_mirror(store: Store, mirror: str, size: int, lines: set[int], key: 
             out.write(raw)
         out.flush()
         os.fsync(out.fileno())
-    os.replace(tmp, path)
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    _replace_durably(tmp, path)
     return hashes
 
 

@@ -2083,12 +2083,23 @@ def _log_append(home: Path, records: list[dict], name: str = TOMBSTONE_LOG) -> i
     finally:
         os.close(fd)
     if new:
-        dfd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dfd)  # the new file's name is durable too
-        finally:
-            os.close(dfd)
+        _fsync_dir(path.parent)  # the new file's name is durable too
     return size + len(data)
+
+
+def _fsync_dir(path: Path | str) -> None:
+    """Make what was just created, renamed or removed in a folder durable."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _replace_durably(tmp: Path, path: Path) -> None:
+    """Put a written and fsynced copy in the place of path by rename, and make the rename durable."""
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
 
 
 def _log_records(home: Path, start: int, name: str = TOMBSTONE_LOG) -> tuple[list[dict], int]:
@@ -2394,6 +2405,7 @@ def _prepare_store(store: "Store") -> None:
                 # A store made before the log existed: its forgets go into
                 # the log now, with fingerprints of the texts they hid.
                 records += _legacy_tombstones(conn, {kid: key})
+                _journal_catch_up(store, TOMBSTONE_LOG, _LOG_DONE, replay_tombstone_log)
                 _put_setting(conn, _LOG_DONE, str(_log_append(store.home, records)))
         # Entries after forgets: an entry the log forgot never shows.
         replay_entries_log(store)
@@ -2482,6 +2494,28 @@ def _journal_size(home: Path | str, name: str) -> int:
         return os.stat(os.path.join(home, name)).st_size
     except FileNotFoundError:
         return 0
+
+
+def _journal_catch_up(store: "Store", name: str, done_key: str, replay: Callable[["Store"], int]) -> None:
+    """Apply what a journal holds past this store's offset, before appending to it, in the write transaction.
+
+    A writer records the journal's new size once its own records are in, so
+    whatever lies before them has to be applied first.  A last line that a
+    crashed writer left without its newline is ended here and read again, so
+    a whole record in it is applied like any other, not passed over.
+    """
+    conn = store.conn
+    if _setting(conn, done_key) == str(_journal_size(store.root, name)):
+        return
+    replay(store)
+    if _setting(conn, done_key) != str(_journal_size(store.root, name)):
+        fd = os.open(os.path.join(store.root, name), os.O_WRONLY | os.O_APPEND)
+        try:
+            os.write(fd, b"\n")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        replay(store)
 
 
 def _journal_device(home: Path | str) -> str | None:
@@ -2611,9 +2645,7 @@ def journal_entries(store: "Store", ids: list[str]) -> None:
     journal only; the next open applies it.
     """
     conn = store.conn
-    done = _setting(conn, _ENTRIES_DONE)
-    if done != str(_journal_size(store.root, ENTRIES_LOG)):
-        replay_entries_log(store)  # another writer's record a crash kept out of the tables
+    _journal_catch_up(store, ENTRIES_LOG, _ENTRIES_DONE, replay_entries_log)  # a crashed writer's records
     size = _log_append(store.home, entry_records(conn, ids, _journal_device(store.root)), ENTRIES_LOG)
     _put_setting(conn, _ENTRIES_DONE, str(size))
 
@@ -2664,12 +2696,7 @@ def purge_entries_log(store: "Store", upto: int | None = None) -> int:
         fh.write("".join(encode(r) + "\n" for r in out).encode("utf-8"))
         fh.flush()
         os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    dfd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
+    _replace_durably(tmp, path)
     _put_setting(conn, _ENTRIES_DONE, str(_journal_size(store.root, ENTRIES_LOG)))
     return changed
 
@@ -3553,11 +3580,7 @@ def _copy_prefix(src: Path, dst: Path, size: int | None = None) -> tuple[int, st
 
 def _fsync_dirs(root: Path) -> None:
     for d in [root, *(p for p in root.rglob("*") if p.is_dir())]:
-        fd = os.open(d, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        _fsync_dir(d)
 
 
 def _inside(root: Path, rel: str) -> Path:
@@ -5701,21 +5724,13 @@ def rebuild(home: Path, *, check: bool = False,
         for src, dst in zip(_db_files(target), _db_files(live)):
             if src.exists():
                 os.replace(src, dst)
-        _fsync_dirs_top(home)
+        _fsync_dir(home)
         out["old"] = str(aside) if aside else None
         with open_store(home) as store:
             update_index(store)
     out["problems"] = problems
     out["seconds"] = round(time.monotonic() - started, 3)
     return out
-
-
-def _fsync_dirs_top(home: Path) -> None:
-    fd = os.open(home, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 ###############################################################################
@@ -6506,8 +6521,10 @@ def _commit_tombstones(store: Store, records: list[dict]) -> list[int]:
 
     Invariant 2 (sticky forget): the log is fsynced before the transaction
     commits, so a forget the tables hold is always in the log too; one the
-    log holds but a crash kept out of the tables is applied at the next open.
+    log holds but a crash kept out of the tables is applied at the next open,
+    or here, before the size recorded below could pass over it.
     """
+    _journal_catch_up(store, TOMBSTONE_LOG, _LOG_DONE, replay_tombstone_log)
     size = _log_append(store.home, [{"type": "tombstone", **r} for r in records])
     tids = apply_tombstone_records(store.conn, records)
     _put_setting(store.conn, _LOG_DONE, str(size))
@@ -6610,6 +6627,7 @@ def add_fingerprint_key(store: Store, key_id: str, key: bytes) -> bool:
         replay_tombstone_log(store)
         if not _ring_add(conn, key_id, key):
             return False
+        _journal_catch_up(store, TOMBSTONE_LOG, _LOG_DONE, replay_tombstone_log)
         size = _log_append(store.home, [{"type": "key", "key_id": key_id, "key": key.hex(), "created_at": now_ms()}])
         _put_setting(conn, _LOG_DONE, str(size))
     return True
@@ -7002,12 +7020,7 @@ def _rewrite_mirror(store: Store, mirror: str, size: int, lines: set[int], key: 
             out.write(raw)
         out.flush()
         os.fsync(out.fileno())
-    os.replace(tmp, path)
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    _replace_durably(tmp, path)
     return hashes
 
 
@@ -11277,12 +11290,24 @@ def _agent_message(e: OriginError) -> str:
     return f"{label}: {msg}" if label else msg
 
 
+#: Arguments a tool took in an older version, with what a call sending one does instead.
+_RETIRED_ARGS = {
+    ("forget", "preview"): (
+        "forget no longer takes 'preview': call it without 'preview' and without 'digest' to get the plan and its "
+        "digest, show the plan to the user, then call it again with that digest to forget; an `origin forget` "
+        "that sent this is older than this hub: upgrade Origin on that device to this hub's version"),
+}
+
+
 def _schema_error(tool: McpTool, err) -> str:
     """Turn a jsonschema error into one sentence the model can act on."""
     where = ".".join(str(p) for p in err.absolute_path)
     if err.validator == "additionalProperties":
         allowed = err.schema.get("properties", {})
         extra = sorted(set(err.instance) - set(allowed))
+        retired = [_RETIRED_ARGS[tool.name, x] for x in extra if not where and (tool.name, x) in _RETIRED_ARGS]
+        if retired:
+            return "; ".join(retired)
         return (f"unknown argument {', '.join(repr(x) for x in extra)}" + (f" in {where}" if where else "")
                 + f"; {tool.name} takes: {', '.join(allowed)}")
     if err.validator == "required":
@@ -12396,6 +12421,10 @@ class AdminDenied(Exception):
         self.headers = headers or []
 
 
+#: How the tokens page names each token scope.
+_TOKEN_SCOPE_SHOWN = {"device": "device (pushes, /mcp)", "agent": "agent (/mcp only)"}
+
+
 class AdminApp:
     """The admin page: handle(request) -> AdminReply, for the hub to mount."""
 
@@ -12845,6 +12874,7 @@ class AdminApp:
         return self.page("Overview", content, sess=sess, active="", used=used)
 
     def page_tokens(self, req, sess, args, *, created: tuple | None = None, status: int = 200) -> AdminReply:
+        """The tokens: each with its scope and bound device, as `origin token list`; a form creates one."""
         used: set = set()
         rows = []
         for t in list_tokens(req.store):
@@ -12852,38 +12882,53 @@ class AdminApp:
                 '<form method="post" action="$pre/tokens/revoke" class="inline">$h<input type="hidden" name="name" '
                 'value="$n">$pw<button class="danger small" type="submit">Revoke $n</button></form>',
                 pre=ADMIN_PREFIX, h=self.hidden(sess), n=t["name"], pw=self.password_field(sess))
-            rows.append(tpl('<tr><td>$n</td><td>$d</td><td>$c</td><td>$u</td><td>$a</td></tr>', n=t["name"],
-                            d=t["device"] or "-", c=_shown_at(t["created"]), u=_shown_at(t["last_used"]), a=action))
+            rows.append(tpl('<tr><td>$n</td><td>$s</td><td>$d</td><td>$c</td><td>$u</td><td>$a</td></tr>',
+                            n=t["name"], s=_TOKEN_SCOPE_SHOWN.get(t["scope"], t["scope"]), d=t["device"] or "-",
+                            c=_shown_at(t["created"]), u=_shown_at(t["last_used"]), a=action))
         shown = Markup("")
         if created:
-            name, token = created
+            name, token, scope, device = created
             url = self.hub_url or "http://127.0.0.1:7077"
-            lines = (f"origin hub connect {url} --token {token} --device {name}",
-                     "origin setup",
-                     f"claude mcp add --transport http origin {url}/mcp --header \"Authorization: Bearer {token}\"")
-            shown = tpl('<section class="card created" role="status"><h2>$ic Token $n created</h2>'
-                        '<p>It is shown only this once: the hub keeps just its hash. On the device run:</p>'
-                        '<pre class="copy">$l1\n$l2</pre><p>Or register the hub with an agent directly:</p>'
-                        '<pre class="copy">$l3</pre></section>', ic=self.icon("check", used), n=name,
-                        l1=lines[0], l2=lines[1], l3=lines[2])
+            mcp = f"claude mcp add --transport http origin {url}/mcp --header \"Authorization: Bearer {token}\""
+            if scope == "agent":
+                shown = tpl('<section class="card created" role="status"><h2>$ic Agent token $n created</h2>'
+                            '<p>It is shown only this once: the hub keeps just its hash. It reaches the hub\'s '
+                            '/mcp only, never pushes. Register the hub with an agent:</p><pre class="copy">$l3</pre>'
+                            '</section>', ic=self.icon("check", used), n=name, l3=mcp)
+            else:
+                shown = tpl('<section class="card created" role="status"><h2>$ic Token $n created</h2>'
+                            '<p>It is shown only this once: the hub keeps just its hash. On the device run:</p>'
+                            '<pre class="copy">$l1\n$l2</pre><p>Or register the hub with an agent directly:</p>'
+                            '<pre class="copy">$l3</pre></section>', ic=self.icon("check", used), n=name,
+                            l1=f"origin hub connect {url} --token {token} --device {device or name}",
+                            l2="origin setup", l3=mcp)
         content = tpl(
             '<h1>Tokens</h1>$shown<section class="card"><h2>Create a token</h2>'
             '<form method="post" action="$pre/tokens" class="row">$h<div><label for="tname">Name (usually the '
             'device\'s)</label><input id="tname" name="name" required pattern="[a-z0-9][a-z0-9._\\-]{0,62}" '
-            'placeholder="laptop"></div>$pw<button type="submit">$ic Create</button></form></section>'
-            '<section class="card"><h2>All tokens</h2><div class="scroll"><table><thead><tr><th>Name</th><th>Device</th>'
-            '<th>Created</th><th>Last used</th><th></th></tr></thead><tbody>$rows</tbody></table></div></section>',
+            'placeholder="laptop"></div><div><label for="tscope">Scope</label><select id="tscope" name="scope">'
+            '<option value="device">device: pushes and /mcp</option><option value="agent">agent: /mcp only</option>'
+            '</select></div><div><label for="tdevice">Device (optional; a device token only)</label><input '
+            'id="tdevice" name="device" pattern="[a-z0-9][a-z0-9._\\-]{0,62}" placeholder="its first push names it">'
+            '</div>$pw<button type="submit">$ic Create</button></form></section>'
+            '<section class="card"><h2>All tokens</h2><div class="scroll"><table><thead><tr><th>Name</th><th>Scope</th>'
+            '<th>Device</th><th>Created</th><th>Last used</th><th></th></tr></thead><tbody>$rows</tbody></table></div>'
+            '</section>',
             shown=shown, pre=ADMIN_PREFIX, h=self.hidden(sess), pw=self.password_field(sess),
             ic=self.icon("plus", used),
-            rows=html_join(rows) or Markup('<tr><td colspan="5" class="muted">No tokens yet.</td></tr>'))
+            rows=html_join(rows) or Markup('<tr><td colspan="6" class="muted">No tokens yet.</td></tr>'))
         return self.page("Tokens", content, sess=sess, active="tokens", used=used, status=status)
 
     def post_token_create(self, req, sess, f) -> AdminReply:
         self.recent_password(req, sess, f)
         name = f.get("name", "").strip()
-        token = create_token(req.store, name)
-        self.audit(req, "token_created", token=name)
-        return self.page_tokens(req, sess, {}, created=(name, token), status=201)
+        scope = f.get("scope", "").strip() or "device"
+        device = f.get("device", "").strip() or None
+        if scope == "agent" and device:
+            raise UsageError("an agent token has no device: leave Device empty, or pick the device scope")
+        token = create_token(req.store, name, scope=scope, device=device)
+        self.audit(req, "token_created", token=name, scope=scope, **({"device": device} if device else {}))
+        return self.page_tokens(req, sess, {}, created=(name, token, scope, device), status=201)
 
     def post_token_revoke(self, req, sess, f) -> AdminReply:
         self.recent_password(req, sess, f)

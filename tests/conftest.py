@@ -166,18 +166,10 @@ def run_at_once(target, n: int, timeout: float) -> None:
 @pytest.fixture
 def served(tmp_path):
     """A hub on a loopback port in this process, and a device store."""
-    hub = origin.Hub(tmp_path / "hubhome")
-    server = origin.make_hub_server(hub, "127.0.0.1", 0)
-    t = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    t.start()
-    token = origin.create_token(hub.default_store(), "laptop")
-    cfg = origin.HubConfig(f"http://127.0.0.1:{server.server_address[1]}", token, "laptop")
-    dev = origin.open_store(tmp_path / "device")
-    yield hub, cfg, dev
-    dev.close()
-    server.shutdown()
-    server.server_close()
-    hub.close()
+    from helpers import served_hub
+
+    with served_hub(tmp_path) as hub_cfg_dev:
+        yield hub_cfg_dev
 
 
 @pytest.fixture

@@ -1161,6 +1161,21 @@ def _turn_texts(rng: random.Random, cwd: str) -> tuple[str, dict, str, str]:
     return _text(rng, rng.randint(8, 40)), args, _tool_output(rng), _text(rng, rng.randint(20, 120))
 
 
+def _session_start(rng: random.Random, start: dt.datetime, i: int, projects: int) -> tuple[str, dt.datetime, str]:
+    """Session i's folder, first time and id, drawn from rng in the order the generators always drew them."""
+    cwd = f"/home/dev/src/proj{i % projects}"
+    t = start + dt.timedelta(hours=rng.randint(0, SPAN_HOURS), seconds=rng.randrange(3600))
+    return cwd, t, _uuid(rng)
+
+
+def _write_log(p: Path, lines: list[str], t: dt.datetime) -> Path:
+    """Write a JSONL log's lines to p (folders made), last written at t; return p."""
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    _age(p, t)
+    return p
+
+
 def write_copilot_corpus(root: Path, *, sessions: int, turns: int | tuple[int, int], seed: int = 7,
                          projects: int = 5, start: dt.datetime | None = None) -> list[Path]:
     """Write sessions under root (a COPILOT_HOME): ``session-state/<id>/events.jsonl``."""
@@ -1168,9 +1183,7 @@ def write_copilot_corpus(root: Path, *, sessions: int, turns: int | tuple[int, i
     start = start or dt.datetime(2026, 6, 1, tzinfo=dt.timezone.utc)
     out = []
     for i in range(sessions):
-        cwd = f"/home/dev/src/proj{i % projects}"
-        t = start + dt.timedelta(hours=rng.randint(0, SPAN_HOURS), seconds=rng.randrange(3600))
-        sid = _uuid(rng)
+        cwd, t, sid = _session_start(rng, start, i, projects)
         lines = []
 
         def event(kind: str, data: dict) -> None:
@@ -1199,11 +1212,7 @@ def write_copilot_corpus(root: Path, *, sessions: int, turns: int | tuple[int, i
                                         "toolRequests": []})
             event("assistant.turn_end", {"turnId": str(n)})
         event("session.shutdown", {"shutdownType": "routine"})
-        p = root / "session-state" / sid / "events.jsonl"
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        _age(p, t)
-        out.append(p)
+        out.append(_write_log(root / "session-state" / sid / "events.jsonl", lines, t))
     return out
 
 
@@ -1214,9 +1223,7 @@ def write_qwen_corpus(root: Path, *, sessions: int, turns: int | tuple[int, int]
     start = start or dt.datetime(2026, 6, 1, tzinfo=dt.timezone.utc)
     out = []
     for i in range(sessions):
-        cwd = f"/home/dev/src/proj{i % projects}"
-        t = start + dt.timedelta(hours=rng.randint(0, SPAN_HOURS), seconds=rng.randrange(3600))
-        sid = _uuid(rng)
+        cwd, t, sid = _session_start(rng, start, i, projects)
         lines, parent = [], None
 
         def record(kind: str, **fields) -> None:
@@ -1241,11 +1248,7 @@ def write_qwen_corpus(root: Path, *, sessions: int, turns: int | tuple[int, int]
                 {"functionResponse": {"id": call, "name": "run_shell_command", "response": {"output": output}}}]},
                 toolCallResult={"callId": call, "status": "success", "resultDisplay": output})
             record("assistant", model="qwen3-coder-plus", message={"role": "model", "parts": [{"text": reply}]})
-        p = root / "projects" / cwd.replace("/", "-") / "chats" / f"{sid}.jsonl"
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        _age(p, t)
-        out.append(p)
+        out.append(_write_log(root / "projects" / cwd.replace("/", "-") / "chats" / f"{sid}.jsonl", lines, t))
     return out
 
 
@@ -1256,9 +1259,7 @@ def write_pi_corpus(root: Path, *, sessions: int, turns: int | tuple[int, int], 
     start = start or dt.datetime(2026, 6, 1, tzinfo=dt.timezone.utc)
     out = []
     for i in range(sessions):
-        cwd = f"/home/dev/src/proj{i % projects}"
-        t = start + dt.timedelta(hours=rng.randint(0, SPAN_HOURS), seconds=rng.randrange(3600))
-        sid = _uuid(rng)
+        cwd, t, sid = _session_start(rng, start, i, projects)
         lines = [json.dumps({"type": "session", "version": 3, "id": sid, "timestamp": _iso_ms(t), "cwd": cwd})]
         name = f"{t.strftime('%Y-%m-%dT%H-%M-%S-')}{t.microsecond // 1000:03d}Z_{sid}.jsonl"
         parent = None
@@ -1286,11 +1287,7 @@ def write_pi_corpus(root: Path, *, sessions: int, turns: int | tuple[int, int], 
                                       "timestamp": _epoch_ms(t)})
             entry("message", message={"role": "assistant", "content": [{"type": "text", "text": reply}],
                                       "model": "claude-sonnet-4-5", "stopReason": "stop", "timestamp": _epoch_ms(t)})
-        p = root / "sessions" / f"-{cwd.replace('/', '-')}--" / name
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        _age(p, t)
-        out.append(p)
+        out.append(_write_log(root / "sessions" / f"-{cwd.replace('/', '-')}--" / name, lines, t))
     return out
 
 

@@ -6,6 +6,7 @@ and the other tools in tests/, never from another test module.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import http.client
 import io
@@ -355,6 +356,39 @@ class ClaudeLog:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.path.write_text("".join(line + "\n" for line in self.lines(compact)), encoding="utf-8")
         return self.path
+
+
+class OriginToolLog(ClaudeLog):
+    """A Claude Code transcript that also logs the agent's calls of Origin's tools and their results."""
+
+    def origin_call(self, uuid: str, tool: str, args: dict) -> str:
+        return self.tool_call(uuid, f"mcp__origin__{tool}", args)
+
+    def origin_result(self, uuid: str, result: str | dict) -> str:
+        """Log a tool's result: a text as it is, a result object as the tool sends it (origin.mcp_json)."""
+        text = result if isinstance(result, str) else origin.mcp_json(result)
+        self._emit("user", uuid, "user", [{"type": "tool_result", "tool_use_id": f"toolu_{uuid}",
+                                           "content": [{"type": "text", "text": text}]}])
+        return f"claude-code:{uuid}#0"
+
+
+@contextlib.contextmanager
+def served_hub(tmp_path: Path):
+    """A hub on a loopback port in this process, and a device store: (hub, config, device); closed after."""
+    hub = origin.Hub(tmp_path / "hubhome")
+    server = origin.make_hub_server(hub, "127.0.0.1", 0)
+    t = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    t.start()
+    token = origin.create_token(hub.default_store(), "laptop")
+    cfg = origin.HubConfig(f"http://127.0.0.1:{server.server_address[1]}", token, "laptop")
+    dev = origin.open_store(tmp_path / "device")
+    try:
+        yield hub, cfg, dev
+    finally:
+        dev.close()
+        server.shutdown()
+        server.server_close()
+        hub.close()
 
 
 def counts(store) -> dict:

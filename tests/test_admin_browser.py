@@ -68,7 +68,7 @@ def test_owner_walks_every_page_in_chromium(browser, tmp_path):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
     from selenium.webdriver.support import expected_conditions as EC
-    from selenium.webdriver.support.ui import WebDriverWait
+    from selenium.webdriver.support.ui import Select, WebDriverWait
 
     home = _hub_home(tmp_path)
     hub = Hub(home, "--listen", "127.0.0.1:0", "--admin")
@@ -154,6 +154,13 @@ def test_owner_walks_every_page_in_chromium(browser, tmp_path):
     b.find_element(By.XPATH, "//button[contains(., 'Revoke laptop')]").click()
     wait.until(EC.presence_of_element_located((By.XPATH, "//td/span[contains(., 'revoked')]")))
     walk.check("token-revoked")
+    # An agent token: /mcp only, so no connect line; the list names its scope.
+    Select(b.find_element(By.ID, "tscope")).select_by_value("agent")
+    b.find_element(By.ID, "tname").send_keys("helper" + Keys.ENTER)
+    wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, ".created pre")))
+    assert "origin hub connect" not in b.find_element(By.CSS_SELECTOR, ".created").text
+    walk.check("token-agent-created")
+    assert b.find_element(By.XPATH, "//tr[td[1][.='helper']]/td[2]").text == "agent (/mcp only)"
 
     # Every other page.
     for path, name in (("/admin/devices", "devices"), ("/admin/timeline?since=5000d", "timeline"),

@@ -710,6 +710,41 @@ def test_a_token_is_shown_once(hub, owner):
         assert token not in json.dumps([list(r) for r in conn.execute("SELECT * FROM audit_log")])
 
 
+def test_the_owner_creates_agent_and_bound_device_tokens_and_sees_each_scope_and_device(hub, owner):
+    r = owner.post("/admin/tokens", {"name": "helper", "scope": "agent"})
+    assert r.status == 201 and "Agent token helper created" in r.text
+    agent = re.search(r"(ogn_[A-Za-z0-9_-]+)", r.text).group(1)
+    assert "origin hub connect" not in r.text and f"http://127.0.0.1:{hub.port}/mcp" in r.text
+    r = owner.post("/admin/tokens", {"name": "desk-2", "scope": "device", "device": "desk"})
+    assert r.status == 201
+    device = re.search(r"(ogn_[A-Za-z0-9_-]+)", r.text).group(1)
+    assert f"--token {device} --device desk" in r.text
+    with db(hub.home) as conn:
+        assert dict(conn.execute("SELECT t.name, s.scope FROM api_token t JOIN token_scope s ON s.token_id = t.id "
+                                 "WHERE t.name IN ('helper', 'desk-2')")) == {"helper": "agent", "desk-2": "device"}
+        assert conn.execute("SELECT d.device FROM token_device d JOIN api_token t ON t.id = d.token_id "
+                            "WHERE t.name = 'desk-2'").fetchone()[0] == "desk"
+    rows = {m[0]: m[1:] for m in re.findall(r"<tr><td>([a-z0-9-]+)</td><td>([^<]*)</td><td>([^<]*)</td>",
+                                           owner.get("/admin/tokens").text)}
+    assert rows["helper"] == ("agent (/mcp only)", "-") and rows["desk-2"] == ("device (pushes, /mcp)", "desk")
+    # The scopes hold: the agent token reaches /mcp and nothing of replication.
+    plain = Browser(hub.port)
+    assert plain.get("/v1/cursors?device=helper", headers={"Authorization": f"Bearer {agent}"}).status == 403
+    rpc = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).encode()
+    r = plain.request("POST", "/mcp", rpc, {"Content-Type": "application/json", "Authorization": f"Bearer {agent}",
+                                            "Accept": "application/json, text/event-stream"})
+    assert r.status == 200
+    # Refused with the reason, nothing created, nothing echoed as markup.
+    r = owner.post("/admin/tokens", {"name": "helper-2", "scope": "agent", "device": "desk"})
+    assert r.status == 400 and "leave Device empty" in r.text
+    r = owner.post("/admin/tokens", {"name": "odd", "device": "<b>desk</b>"})
+    assert r.status == 400 and "<b>desk</b>" not in r.text
+    r = owner.post("/admin/tokens", {"name": "odd", "scope": "root"})
+    assert r.status == 400 and "scope is one of device, agent" in r.text
+    with db(hub.home) as conn:
+        assert not conn.execute("SELECT name FROM api_token WHERE name IN ('helper-2', 'odd')").fetchall()
+
+
 def test_revoke_needs_a_recent_password(hub, owner):
     owner.post("/admin/tokens", {"name": "tablet"})
     h = origin._session_hash(owner.cookies["origin-admin"])

@@ -12,21 +12,9 @@ import json
 import pytest
 
 import origin
-from helpers import ClaudeLog, HubDevice, Serve
+from helpers import ClaudeLog, HubDevice, OriginToolLog, Serve
 
 SECRET = "The heron deploy key sits in the vault under ops/heron/deploy, rotated each March."
-
-
-class AgentLog(ClaudeLog):
-    """A Claude Code transcript that also logs the agent's calls of Origin's tools."""
-
-    def origin_call(self, uuid: str, tool: str, args: dict) -> str:
-        return self.tool_call(uuid, f"mcp__origin__{tool}", args)
-
-    def origin_result(self, uuid: str, text: str) -> str:
-        self._emit("user", uuid, "user", [{"type": "tool_result", "tool_use_id": f"toolu_{uuid}",
-                                           "content": [{"type": "text", "text": text}]}])
-        return f"claude-code:{uuid}#0"
 
 
 def tombstones(store) -> int:
@@ -64,7 +52,7 @@ def test_invariant_2_a_copy_arriving_between_preview_and_yes_changes_the_plan(st
 
 
 def test_plan_digest_covers_copies_but_not_echoes(store, user_home):
-    log = AgentLog(user_home, session="sess-heron", cwd="/home/dev/heron")
+    log = OriginToolLog(user_home, session="sess-heron", cwd="/home/dev/heron")
     secret = log.assistant("a-2", SECRET)
     log.write()
     origin.sync(store)
@@ -82,7 +70,7 @@ def test_plan_digest_covers_copies_but_not_echoes(store, user_home):
 
 def test_invariant_2_an_agents_preview_and_confirm_hold_still_while_its_own_calls_arrive(store, user_home,
                                                                                          origin_home):
-    log = AgentLog(user_home, session="sess-agent", cwd="/home/dev/heron")
+    log = OriginToolLog(user_home, session="sess-agent", cwd="/home/dev/heron")
     log.user("u-1", "Forget what I said about the heron key, please.")
     secret = log.assistant("a-2", SECRET)
     log.write()

@@ -16,7 +16,7 @@ import pytest
 
 import origin
 from conftest import expected_rows, index_rows
-from helpers import ClaudeLog, GROK_ID, _cursor, _grok, counts, grep
+from helpers import ClaudeLog, GROK_ID, OriginToolLog, _cursor, _grok, counts, grep
 
 # ---------------------------------------------------------------------------
 # Helpers: every read route, counted
@@ -379,21 +379,9 @@ def test_a_short_text_is_excluded_by_id_only(store, user_home):
 STATEMENT = "The gannet service keeps its queue in SQLite because one file is easy to back up."
 
 
-class EchoLog(ClaudeLog):
-    """A Claude Code transcript with the agent's calls of Origin's tools and their results."""
-
-    def origin_call(self, uuid: str, tool: str, args: dict) -> str:
-        return self.tool_call(uuid, f"mcp__origin__{tool}", args)
-
-    def origin_result(self, uuid: str, result: dict) -> str:
-        self._emit("user", uuid, "user", [{"type": "tool_result", "tool_use_id": f"toolu_{uuid}",
-                                           "content": [{"type": "text", "text": origin.mcp_json(result)}]}])
-        return f"claude-code:{uuid}#0"
-
-
 @pytest.fixture
 def echo(user_home, store):
-    log = EchoLog(user_home, session="sess-echo", cwd="/home/dev/gannet")
+    log = OriginToolLog(user_home, session="sess-echo", cwd="/home/dev/gannet")
     said = log.user("u-1", "Keep the gannet queue in SQLite: one file is easy to back up.")
     log.tool_call("c-todo", "TodoWrite", {"todos": [{"content": f"Write down: {STATEMENT}", "status": "pending"}]})
     log.tool_call("c-bash", "Bash", {"command": "grep -r 'gannet service keeps its queue in SQLite' docs"})

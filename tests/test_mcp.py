@@ -160,6 +160,18 @@ def test_every_error_is_a_tool_error_with_a_reason(archive, mode):
         assert "Traceback" not in result.content[0].text
 
 
+def test_a_forget_with_the_retired_preview_argument_is_refused_with_what_to_do(archive, origin_home):
+    async def body(c):
+        return await c.call_tool("forget", {"id": archive["id"], "preview": True})
+
+    said = failed(run_client("auto", body))
+    assert said.startswith("invalid arguments: forget no longer takes 'preview'")
+    assert "without 'preview' and without 'digest' to get the plan and its digest" in said
+    assert "upgrade Origin on that device" in said
+    with origin.open_store(origin_home) as store:
+        assert origin.entry_status(store.conn, archive["id"]) == "active"
+
+
 def test_remember_cites_a_line_written_after_the_server_started(archive, claude_root):
     log = claude_root / "projects" / "-path-to-Demo" / f"{SESSION}.jsonl"
     said = "Let us keep port 3000 for the dev server, since every script already assumes it."

@@ -16,6 +16,7 @@ import pytest
 
 import origin
 from conftest import expected_rows, index_rows
+from helpers import served_hub
 
 
 def _journal(home: Path) -> list[dict]:
@@ -42,18 +43,23 @@ def _drop_db(home: Path) -> None:
         Path(str(home / origin.DB_NAME) + suffix).unlink(missing_ok=True)
 
 
+def _synced_with_entries(store) -> tuple[str, str, str]:
+    """Sync, remember an entry, correct it, remember another and forget it; return the three ids."""
+    origin.sync(store)
+    kept = origin.remember(store, kind="knowledge", text="the build runs on two cores",
+                           sources=[{"quote": "Package.json Analysis Summary"}], author="user", project="demo")
+    fixed = origin.correct(store, kept["id"], text="the build runs on four cores", author="user")
+    gone = origin.remember(store, kind="memory", text="a private detail nobody should read again",
+                           sources=[{"quote": "The directory appears to be empty"}], author="user")
+    origin.forget(store, gone["id"], reason="private")
+    return kept["id"], fixed["id"], gone["id"]
+
+
 @pytest.fixture
 def entries_home(claude_root, origin_home):
     """A synced fixture store with an entry, its correction and a forgotten entry; return their ids."""
     with origin.open_store(origin_home) as store:
-        origin.sync(store)
-        kept = origin.remember(store, kind="knowledge", text="the build runs on two cores",
-                               sources=[{"quote": "Package.json Analysis Summary"}], author="user", project="demo")
-        fixed = origin.correct(store, kept["id"], text="the build runs on four cores", author="user")
-        gone = origin.remember(store, kind="memory", text="a private detail nobody should read again",
-                               sources=[{"quote": "The directory appears to be empty"}], author="user")
-        origin.forget(store, gone["id"], reason="private")
-    return kept["id"], fixed["id"], gone["id"]
+        return _synced_with_entries(store)
 
 
 def test_every_remember_and_correct_is_in_the_entries_journal(entries_home, origin_home):
@@ -102,6 +108,48 @@ def test_the_entries_journal_replays_by_id_and_takes_a_record_a_crash_kept_out_o
         rows = _entry_rows(origin_home)
         assert rows[orphan["id"]]["text"] == "written before a crash"
         assert len(rows) == 4
+
+
+@pytest.mark.parametrize("ending", ["\n", ""], ids=["whole-line", "newline-not-written"])
+def test_invariant_2_a_forget_a_crashed_writer_left_in_the_log_is_applied_by_the_next_forget(
+        entries_home, origin_home, ending):
+    kept, fixed, gone = entries_home
+    with origin.open_store(origin_home) as store:
+        cited = {r[0] for r in store.conn.execute("SELECT event_id FROM entry_source")}
+        event = next(r[0] for r in store.conn.execute(
+            "SELECT id FROM event WHERE role = 'user' AND kind = 'message' AND id NOT IN "
+            "(SELECT event_id FROM excluded_event) ORDER BY id") if r[0] not in cited)
+        plan = origin.plan_forget(store, event)
+        rec = origin.check_tombstone_record({
+            "uid": origin.new_tombstone_uid(), "target": event, "kind": plan["kind"], "reason": None,
+            "created_at": origin.now_ms(), "device": None, "entries": plan["entries"], "events": plan["events"],
+            "fingerprints": plan["fingerprints"]})
+        # A forget whose record reached the log but whose commit did not,
+        # written while this store is open.
+        with open(origin_home / origin.TOMBSTONE_LOG, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps({"type": "tombstone", **rec}) + ending)
+        origin.forget(store, fixed, reason="another forget")
+        with pytest.raises(origin.Forgotten):
+            origin.get_event(store, event)
+    with origin.open_store(origin_home) as store:
+        with pytest.raises(origin.Forgotten):
+            origin.get_event(store, event)
+        assert store.conn.execute("SELECT 1 FROM tombstone WHERE uid = ?", (rec["uid"],)).fetchone()
+
+
+@pytest.mark.parametrize("ending", ["\n", ""], ids=["whole-line", "newline-not-written"])
+def test_invariant_2_an_entry_a_crashed_writer_left_in_the_journal_is_applied_by_the_next_remember(
+        entries_home, origin_home, ending):
+    kept, fixed, gone = entries_home
+    with origin.open_store(origin_home) as store:
+        orphan = {**origin.entry_records(store.conn, [fixed])[0], "id": "ent_0000000000000000ab", "supersedes": None,
+                  "text": "written before a crash"}
+        with open(origin_home / origin.ENTRIES_LOG, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(orphan) + ending)
+        origin.remember(store, kind="knowledge", text="remembered after the crash",
+                        sources=[{"quote": "Package.json Analysis Summary"}], author="user")
+        assert origin.get_entry(store, orphan["id"])["text"] == "written before a crash"
+    assert _entry_rows(origin_home)[orphan["id"]]["text"] == "written before a crash"
 
 
 def test_a_store_older_than_the_journal_writes_its_entries_into_it_once(entries_home, origin_home):
@@ -185,13 +233,7 @@ def _raw_files(home: Path) -> dict[str, bytes]:
 def rich_home(all_agents, origin_home):
     """A store of every agent's real fixture logs with entries, a correction and forgets of both kinds."""
     with origin.open_store(origin_home) as store:
-        origin.sync(store)
-        kept = origin.remember(store, kind="knowledge", text="the build runs on two cores",
-                               sources=[{"quote": "Package.json Analysis Summary"}], author="user", project="demo")
-        origin.correct(store, kept["id"], text="the build runs on four cores", author="user")
-        gone = origin.remember(store, kind="memory", text="a private detail nobody should read again",
-                               sources=[{"quote": "The directory appears to be empty"}], author="user")
-        origin.forget(store, gone["id"], reason="private")
+        _synced_with_entries(store)
         codex = store.conn.execute("SELECT id FROM event WHERE source = 'codex' AND kind = 'message' "
                                    "ORDER BY seq LIMIT 1").fetchone()[0]
         origin.forget(store, codex, reason="not for the archive")
@@ -301,15 +343,6 @@ def test_a_rebuild_moves_the_old_store_aside_and_keeps_a_hubs_tokens(rich_home, 
 
 
 def test_a_hub_rebuilds_every_devices_mirrors_with_their_flush_points(tmp_path, user_home, claude_root):
-    import threading
-
-    hub = origin.Hub(tmp_path / "hubhome")
-    server = origin.make_hub_server(hub, "127.0.0.1", 0)
-    t = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    t.start()
-    token = origin.create_token(hub.default_store(), "laptop")
-    cfg = origin.HubConfig(f"http://127.0.0.1:{server.server_address[1]}", token, "laptop")
-    dev = origin.open_store(tmp_path / "device")
     # A Grok session whose open block the device closes once the file is quiet:
     # the hub must close it at the same byte when it parses the mirror again.
     session = user_home / ".grok" / "sessions" / "%2Fsrv%2Fq" / "019f7000-0000-7000-8000-0000000000ee"
@@ -324,7 +357,7 @@ def test_a_hub_rebuilds_every_devices_mirrors_with_their_flush_points(tmp_path, 
         old = origin.time.time() - 2 * origin.QUIET_MS / 1000
         os.utime(f, (old, old))
 
-    try:
+    with served_hub(tmp_path) as (hub, cfg, dev):
         f.write_text(update("user_message_chunk", "how are open blocks replicated?", 1767225600) + "\n"
                      + update("agent_message_chunk", "The hub closes them ", 1767225601) + "\n")
         origin.sync(dev)
@@ -340,11 +373,6 @@ def test_a_hub_rebuilds_every_devices_mirrors_with_their_flush_points(tmp_path, 
         hs = hub.default_store()
         origin.forget(hs, "grok:" + hs.conn.execute(
             "SELECT id FROM event WHERE source = 'grok' ORDER BY seq LIMIT 1").fetchone()[0].split(":", 1)[1])
-    finally:
-        dev.close()
-        server.shutdown()
-        server.server_close()
-        hub.close()
     home = tmp_path / "hubhome"
     before = _snapshot(home, tmp_path / "before.db")
     assert {r[13].split("/")[1] for r in before["events"]} == {"devices"}  # every event came from a device

@@ -7095,12 +7095,7 @@ def _rewrite_journal(store: Store, name: str, change: Callable[[dict], dict | No
         fh.write("".join(encode(r) + "\n" for r in out).encode("utf-8"))
         fh.flush()
         os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    dfd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
+    _replace_durably(tmp, path)
     return True
 
 

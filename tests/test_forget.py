@@ -1483,7 +1483,7 @@ def test_invariant_2_forgets_travel_between_devices_and_a_hub_scripted():
 def test_invariant_2_forgets_travel_between_devices_and_a_hub_state_machine():
     # Small and fixed for CI, as the machine above; the soak tier runs more.
     run_state_machine_as_test(ForgetAcrossStores, settings=settings(
-        max_examples=8, stateful_step_count=12, deadline=None, derandomize=True, database=None,
+        max_examples=10, stateful_step_count=15, deadline=None, derandomize=True, database=None,
         phases=[Phase.explicit, Phase.generate],
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]))
 

@@ -4440,8 +4440,10 @@ def _finish_file(store: Store, adapter, sf: SourceFile, row: sqlite3.Row, sig: s
         # A purged mirror holds placeholders where the source still has the
         # forgotten lines: the cursor's hashes must come from the source, or
         # the next sync would take the file for rewritten and mirror the
-        # forgotten bytes again in a new generation.
-        purged = sf if sf.kind == "log" and conn.execute(
+        # forgotten bytes again in a new generation.  A hub's copy of a
+        # device's file ("@device:path") has no source here to read and is
+        # never synced: its hashes come from the mirror.
+        purged = sf if sf.kind == "log" and not row["path"].startswith("@") and conn.execute(
             "SELECT 1 FROM purged_line WHERE raw_file_id = ? LIMIT 1", (row["id"],)).fetchone() else None
         if edges is not None:
             head, tail = edges.hashes(store, row["mirror"], total, row["head_hash"], purged)

@@ -13736,9 +13736,12 @@ def _make_handler(hub: Hub):
                     self._send(error_response(408, "the request was not sent in time"), "-")
                 except OSError:
                     pass
-            except OSError:
+            except ConnectionError:  # the client went away: nobody to answer
                 self.close_connection = True
             except Exception:
+                # Anything else (an OSError of the store too: a missing
+                # file, a full disk) is answered and logged, never a
+                # connection dropped without a word.
                 hub_log(hub, "internal error:\n" + traceback.format_exc())
                 self.close_connection = True
                 try:

@@ -8,6 +8,7 @@ excluded event again.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import re
 import shutil
@@ -1553,3 +1554,22 @@ def test_invariant_2_forgets_travel_between_devices_and_a_hub_state_machine_soak
     run_state_machine_as_test(ForgetAcrossStores, settings=settings(
         max_examples=200, stateful_step_count=30, deadline=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]))
+
+
+def test_a_hub_answers_an_error_of_its_store_instead_of_dropping_the_connection(served, user_home, monkeypatch):
+    # The machine above found a hub store's FileNotFoundError ending the
+    # request with no answer and nothing in the hub's log.
+    hub, cfg, dev = served
+    hub.log = io.StringIO()
+    log = ClaudeLog(user_home, session="sess-err")
+    log.user("u-1", "A line the hub cannot take just now.")
+    log.write()
+    origin.sync(dev)
+
+    def broken(*a, **k):
+        raise FileNotFoundError(2, "No such file or directory", "/nowhere")
+
+    monkeypatch.setattr(origin, "accept_chunk", broken)
+    with pytest.raises(origin.HubUnavailable, match="internal error"):
+        origin.push(dev, cfg, discover=False)
+    assert "FileNotFoundError" in hub.log.getvalue(), hub.log.getvalue()

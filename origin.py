@@ -4561,8 +4561,10 @@ def _finish_file(store: Store, adapter, sf: SourceFile, row: sqlite3.Row, sig: s
         # A purged mirror holds placeholders where the source still has the
         # forgotten lines: the cursor's hashes must come from the source, or
         # the next sync would take the file for rewritten and mirror the
-        # forgotten bytes again in a new generation.
-        purged = sf if sf.kind == "log" and conn.execute(
+        # forgotten bytes again in a new generation.  A hub's copy of a
+        # device's file ("@device:path") has no source here to read and is
+        # never synced: its hashes come from the mirror.
+        purged = sf if sf.kind == "log" and not row["path"].startswith("@") and conn.execute(
             "SELECT 1 FROM purged_line WHERE raw_file_id = ? LIMIT 1", (row["id"],)).fetchone() else None
         if edges is not None:
             head, tail = edges.hashes(store, row["mirror"], total, row["head_hash"], purged)
@@ -14143,9 +14145,12 @@ def _make_handler(hub: Hub):
                     self._send(error_response(408, "the request was not sent in time"), "-")
                 except OSError:
                     pass
-            except OSError:
+            except ConnectionError:  # the client went away: nobody to answer
                 self.close_connection = True
             except Exception:
+                # Anything else (an OSError of the store too: a missing
+                # file, a full disk) is answered and logged, never a
+                # connection dropped without a word.
                 hub_log(hub, "internal error:\n" + traceback.format_exc())
                 self.close_connection = True
                 try:

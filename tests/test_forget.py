@@ -7,10 +7,13 @@ excluded event again.
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
 import re
 import shutil
 import tempfile
+import threading
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -1053,3 +1056,520 @@ def test_invariant_2_forgetting_an_entry_hides_the_agents_own_remember_call(user
     assert origin.search_events(store, "zebrafish", include_tools=True) == []
     origin.sync(store)
     assert origin.search_events(store, "zebrafish", include_tools=True) == []
+
+
+# ---------------------------------------------------------------------------
+# State machine: two devices and a hub, with backups, restores and purges
+# ---------------------------------------------------------------------------
+
+
+def _token_for(word: str) -> str:
+    """A GitHub-shaped key that only the message holding word carries (the store masks it)."""
+    return "ghp_" + hashlib.sha256(word.encode()).hexdigest()[:36]
+
+
+def _holding(home: Path, needles: set[str]) -> dict[str, list[str]]:
+    """Which needles the bytes of any file under home hold (a byte grep, JSON escapes included)."""
+    found: dict[str, list[str]] = {}
+    for p in sorted(home.rglob("*")):
+        if p.is_file():
+            data = p.read_bytes()
+            for n in needles:
+                if n.encode() in data:
+                    found.setdefault(n, []).append(str(p.relative_to(home)))
+    return found
+
+
+#: How a read refuses an event a store hides: forgotten, or never held (a
+#: device that purged before its first push sends placeholders, not the line).
+GONE = (origin.Forgotten, origin.NotFound)
+
+
+class ForgetAcrossStores(RuleBasedStateMachine):
+    """Two devices and a hub on loopback: forgets, pushes, pulls, backups, restores and purges at random.
+
+    The model is a set of forgets, each with the event and entry ids it
+    must hide, and for every store the forgets it has learnt: its own, and
+    through a push (both ways) or a pull the hub's.  A store must hide every
+    event a forget it knows names, every entry a forget names, every entry
+    citing an event an event's or a session's forget names, and every entry
+    left with no visible source; on every read route, after every step.
+    Events whose text no forget ever touched must stay readable, and the
+    entries the model keeps must be exactly the ones listed.  Right after a
+    purge, no file under that store's ORIGIN_HOME holds the text or the key
+    of an event it hides, nor an entry's it hides, unless an event it shows
+    still holds the same words.
+
+    What the model leaves open: a copy of a forgotten text written under a
+    new id may be hidden on arrival (the forget fingerprinted the text), so
+    such copies are neither required to show nor to hide.
+    """
+
+    DEVICES = ("laptop", "desktop")
+
+    def __init__(self):
+        super().__init__()
+        self.tmp = Path(tempfile.mkdtemp(prefix="travels-"))
+        self.port = 0
+        self._start_hub()
+        hs = self.hub.default_store()
+        self.cfg = {d: origin.HubConfig(self.url, origin.create_token(hs, d), d) for d in self.DEVICES}
+        self.dev: dict[str, origin.Store] = {}
+        self.homes: dict[str, Path] = {}
+        self.logs: dict[str, ClaudeLog] = {}
+        self.connected: dict[str, bool] = {d: False for d in self.DEVICES}
+        self.n = 0
+        self.events: dict[str, dict] = {}  # id -> {"device", "session", "kind", "word"}
+        self.held: dict[str, set[str]] = {s: set() for s in (*self.DEVICES, "hub")}
+        self.entries: dict[str, dict] = {}  # id -> {"store", "sources", "word"}
+        self.ops: list[dict] = []  # each forget: {"kind", "events" (hidden where made), "travel", "entries"}
+        self.known: dict[str, set[int]] = {s: set() for s in (*self.DEVICES, "hub")}
+        self.backup: dict | None = None
+        self.purged = False
+        for d in self.DEVICES:
+            self.homes[d] = self.tmp / d / "home"
+            self.dev[d] = origin.open_store(self.tmp / d / "origin")
+            for s in ("a", "b"):
+                sid = f"{d}-{s}"
+                self.logs[sid] = ClaudeLog(self.homes[d], session=sid, cwd=f"/home/dev/src/{sid}")
+                for kind in ("message", "message", "tool_result", "tool_call"):
+                    self._add_event(sid, kind)
+            self._sync(d)
+
+    def _start_hub(self):
+        self.hub = origin.Hub(self.tmp / "hub")
+        self.server = origin.make_hub_server(self.hub, "127.0.0.1", self.port)
+        self.port = self.server.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self.thread.start()
+
+    def _stop_hub(self):
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(30)
+        self.hub.close()
+
+    def teardown(self):
+        for s in self.dev.values():
+            s.close()
+        self._stop_hub()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def store(self, name: str) -> origin.Store:
+        return self.hub.default_store() if name == "hub" else self.dev[name]
+
+    # -- the model -----------------------------------------------------------
+
+    def _add_event(self, sid: str, kind: str, word: str | None = None) -> None:
+        self.n += 1
+        w = word or f"t{self.n:04d}z"
+        log, uid = self.logs[sid], f"{sid}-{self.n}"
+        if kind == "message":
+            evid = (log.user if self.n % 2 else log.assistant)(uid, f"Line {w} of the talk, key {_token_for(w)} here.")
+        elif kind == "tool_call":
+            evid = log.tool_call(uid, "Bash", {"command": f"echo {w}"})
+        else:
+            evid = log.tool_result(uid, f"output {w} done")
+        log.write()
+        self.events[evid] = {"device": sid.split("-")[0], "session": sid, "kind": kind, "word": w}
+
+    def _sync(self, d: str) -> None:
+        origin.sync(self.dev[d], env={"HOME": str(self.homes[d])}, home=self.homes[d], sources=["claude-code"])
+        self.held[d] = {e for e, ev in self.events.items() if ev["device"] == d}
+
+    def hidden_events(self, s: str) -> set[str]:
+        own = set().union(*(self.ops[i]["events"] for i in self.known[s] if self.ops[i]["where"] == s))
+        learnt = set().union(*(self.ops[i]["travel"] for i in self.known[s]))
+        return (own | learnt) & self.held[s]
+
+    def hidden_entries(self, s: str) -> set[str]:
+        gone = self.hidden_events(s)
+        direct = set().union(*(self.ops[i]["travel"] | (self.ops[i]["events"] if self.ops[i]["where"] == s else set())
+                               for i in self.known[s] if self.ops[i]["kind"] != "entry"))
+        named = set().union(*(self.ops[i]["entries"] for i in self.known[s]))
+        return {e for e, x in self.entries.items() if x["store"] == s
+                and (e in named or x["sources"] & direct or not x["sources"] - gone)}
+
+    def touched(self, evid: str) -> bool:
+        """Whether a forget ever named an event with this event's text (a copy may then hide on arrival)."""
+        key = (self.events[evid]["kind"], self.events[evid]["word"])
+        return any((self.events[e]["kind"], self.events[e]["word"]) == key for op in self.ops for e in op["events"])
+
+    def _forgotten(self, s: str, planned: set[str], res: dict, kind: str, entries=frozenset()) -> None:
+        excluded = set(res["excluded_events"])
+        # The code may have hidden a planned copy before (on arrival): only
+        # a copy of a text some forget touched.
+        assert all(self.touched(e) for e in planned - excluded), planned - excluded
+        self.ops.append({"kind": kind, "where": s, "events": planned, "travel": planned & excluded,
+                         "entries": set(entries)})
+        self.known[s].add(len(self.ops) - 1)
+
+    # -- rules ---------------------------------------------------------------
+
+    @rule(sid=st.sampled_from([f"{d}-{s}" for d in DEVICES for s in "ab"]),
+          kind=st.sampled_from(["message", "tool_result", "tool_call"]))
+    def new_line(self, sid, kind):
+        self._add_event(sid, kind)
+        self._sync(sid.split("-")[0])
+
+    @rule(data=st.data(), sid=st.sampled_from([f"{d}-{s}" for d in DEVICES for s in "ab"]))
+    def same_text_under_a_new_id(self, data, sid):
+        evid = data.draw(st.sampled_from(sorted(self.events)), label="copy of")
+        self._add_event(sid, self.events[evid]["kind"], self.events[evid]["word"])
+        self._sync(sid.split("-")[0])
+
+    @rule(data=st.data(), where=st.sampled_from([*DEVICES, "hub"]))
+    def remember(self, data, where):
+        held = sorted(self.held[where])
+        if not held:
+            return
+        cited = set(data.draw(st.lists(st.sampled_from(held), min_size=1, max_size=2, unique=True), label="cite"))
+        self.n += 1
+        word = f"n{self.n:04d}v"
+        src = [{"event": e} for e in sorted(cited)]
+        if cited & self.hidden_events(where):
+            with pytest.raises(GONE):
+                origin.remember(self.store(where), kind="memory", text=f"Entry {word}.", author="m", sources=src)
+            return
+        try:
+            e = origin.remember(self.store(where), kind="memory", text=f"Entry {word}.", author="m", sources=src)
+        except origin.Forgotten:
+            assert all(self.touched(x) for x in cited)  # a copy hidden on arrival
+            return
+        self.entries[e["id"]] = {"store": where, "sources": cited, "word": word}
+
+    @rule(data=st.data(), where=st.sampled_from([*DEVICES, "hub"]), same_text=st.booleans())
+    def forget_event(self, data, where, same_text):
+        held = sorted(self.held[where])
+        if not held:
+            return
+        evid = data.draw(st.sampled_from(held), label="event")
+        if evid in self.hidden_events(where):
+            with pytest.raises(GONE):
+                origin.forget(self.store(where), evid, same_text=same_text)
+            return
+        ev = self.events[evid]
+        planned = {evid}
+        if same_text:
+            planned |= {e for e in self.held[where] - self.hidden_events(where)
+                        if (self.events[e]["kind"], self.events[e]["word"]) == (ev["kind"], ev["word"])}
+        try:
+            res = origin.forget(self.store(where), evid, same_text=same_text)
+        except origin.Forgotten:
+            assert self.touched(evid)
+            return
+        self._forgotten(where, planned, res, "event")
+
+    @rule(data=st.data(), where=st.sampled_from([*DEVICES, "hub"]))
+    def forget_session(self, data, where):
+        sessions = sorted({self.events[e]["session"] for e in self.held[where]})
+        if not sessions:
+            return
+        sid = data.draw(st.sampled_from(sessions), label="session")
+        planned = {e for e in self.held[where] - self.hidden_events(where) if self.events[e]["session"] == sid}
+        if not planned:
+            with pytest.raises(GONE):
+                origin.forget(self.store(where), f"claude-code:{sid}")
+            return
+        try:
+            res = origin.forget(self.store(where), f"claude-code:{sid}")
+        except origin.Forgotten:
+            assert all(self.touched(e) for e in planned)
+            return
+        self._forgotten(where, planned, res, "session")
+
+    @rule(data=st.data(), where=st.sampled_from([*DEVICES, "hub"]))
+    def forget_entry(self, data, where):
+        mine = sorted(e for e, x in self.entries.items() if x["store"] == where)
+        if not mine:
+            return
+        eid = data.draw(st.sampled_from(mine), label="entry")
+        if eid in self.hidden_entries(where):
+            with pytest.raises(origin.Forgotten):
+                origin.forget(self.store(where), eid)
+            return
+        planned = self.entries[eid]["sources"] - self.hidden_events(where)
+        res = origin.forget(self.store(where), eid)
+        assert eid in res["forgotten_entries"]
+        self._forgotten(where, planned, res, "entry", {eid})
+
+    @precondition(lambda self: any(self.connected.values()))
+    @rule(data=st.data())
+    def disconnect(self, data):
+        d = data.draw(st.sampled_from([d for d in self.DEVICES if self.connected[d]]), label="device")
+        (self.dev[d].home / origin.HUB_FILE).unlink()
+        self.connected[d] = False
+
+    def _cfg(self, d: str) -> origin.HubConfig:
+        """The device's saved connection; a device not connected connects first (`origin hub connect`)."""
+        if not self.connected[d]:
+            origin.save_hub_config(self.dev[d].home, self.cfg[d])
+            self.connected[d] = True
+        cfg = origin.load_hub_config(self.dev[d].home, env={})
+        assert cfg is not None and (cfg.url, cfg.device) == (self.url, d)
+        return cfg
+
+    @rule(d=st.sampled_from(DEVICES))
+    def push(self, d):
+        report = origin.push(self.dev[d], self._cfg(d), discover=False)
+        for r in report["refused"]:
+            # Known (the xfail test above): a line purged on one side only
+            # fails the proof of the bytes before the file's next chunk.
+            assert self.purged and "differs from this device's in the bytes before offset" in r["error"], r
+        self.known["hub"] |= self.known[d]
+        self.known[d] |= self.known["hub"]
+        arrived = self.held[d]
+        if report["refused"]:
+            arrived &= {r[0] for r in self.hub.default_store().conn.execute("SELECT id FROM event")}
+        self.held["hub"] |= arrived
+
+    @rule(d=st.sampled_from(DEVICES))
+    def pull_tombstones(self, d):
+        client = origin.HubClient(self._cfg(d))
+        try:
+            origin.pull_tombstones(self.dev[d], client)
+        finally:
+            client.close()
+        self.known[d] |= self.known["hub"]
+
+    @rule()
+    def back_up_the_hub(self):
+        dest = Path(tempfile.mkdtemp(prefix="hub-backup-", dir=self.tmp))
+        origin.backup(self.hub.default_store(), dest)
+        self.backup = {"dest": dest, "held": set(self.held["hub"]), "known": set(self.known["hub"]),
+                       "entries": {e for e, x in self.entries.items() if x["store"] == "hub"}}
+
+    @precondition(lambda self: self.backup is not None)
+    @rule(keep_log=st.booleans())
+    def restore_the_hub(self, keep_log):
+        # The hub's home is lost (but for its tombstone log, when kept) and
+        # the last backup is restored into it; the hub starts on the same port.
+        b, home = self.backup, self.hub.home
+        self._stop_hub()
+        for p in home.iterdir():
+            if not (keep_log and p.name == origin.TOMBSTONE_LOG):
+                shutil.rmtree(p) if p.is_dir() else p.unlink()
+        origin.restore(b["dest"], home)
+        self._start_hub()
+        self.held["hub"] = set(b["held"])
+        self.known["hub"] = set(b["known"]) | (self.known["hub"] if keep_log else set())
+        self.entries = {e: x for e, x in self.entries.items() if x["store"] != "hub" or e in b["entries"]}
+
+    @rule(where=st.sampled_from([*DEVICES, "hub"]))
+    def purge(self, where):
+        res = origin.purge(self.store(where))
+        assert res["complete"], res
+        self.purged = True
+        shown = {self.events[e]["word"] for e in self.held[where] - self.hidden_events(where)}
+        words = {self.events[e]["word"] for e in self.hidden_events(where)} - shown
+        needles = words | {_token_for(w) for w in words}
+        needles |= {x["word"] for e, x in self.entries.items() if e in self.hidden_entries(where)}
+        assert _holding(self.store(where).home, needles) == {}
+
+    # -- the invariant -------------------------------------------------------
+
+    @invariant()
+    def nothing_forgotten_is_visible_anywhere(self):
+        for name in (*self.DEVICES, "hub"):
+            self._check(name)
+
+    def _check(self, name: str) -> None:
+        s = self.store(name)
+        gone, gone_entries = self.hidden_events(name), self.hidden_entries(name)
+        mine = {e for e, x in self.entries.items() if x["store"] == name}
+        assert set(ids(origin.list_entries(s, history=True, limit=200))) == mine - gone_entries, name
+        assert set(ids(origin.search(s, history=True, limit=200)["entries"])) == mine - gone_entries, name
+        for eid in mine:
+            if eid in gone_entries:
+                with pytest.raises(origin.Forgotten):
+                    origin.get_item(s, eid)
+                assert origin.search_entries(s, self.entries[eid]["word"], history=True) == []
+            else:
+                assert not set(shown(origin.get_entry(s, eid))) & gone, (name, eid)
+        for evid in gone:
+            with pytest.raises(GONE):
+                origin.get_item(s, evid)
+        shown_words = {self.events[e]["word"] for e in self.held[name] - gone}
+        words = {self.events[e]["word"] for e in gone} - shown_words
+        for w in sorted(words):
+            res = origin.search(s, w, include_tools=True, history=True, limit=200)
+            assert (res["entries"], res["events"]) == ([], []), (name, w)
+        sessions = origin.timeline(s, since=0, limit=200)["sessions"]
+        dump = json.dumps(sessions)
+        for x in sessions:
+            tl = origin.timeline(s, session=x["session"], include_tools=True, limit=200)
+            assert not set(ids(tl["events"])) & gone, (name, x["session"])
+            dump += json.dumps(tl)
+        for w in words:
+            assert w not in dump and _token_for(w) not in dump, (name, w)
+        # What no forget touched stays: a sample of reads.
+        for evid in sorted(e for e in self.held[name] if not self.touched(e))[:6]:
+            assert origin.get_event(s, evid)["id"] == evid
+            assert evid in ids(origin.search_events(s, self.events[evid]["word"], include_tools=True, limit=200))
+        if name == "hub":
+            self._check_hub_over_http(gone | gone_entries, words)
+
+    def _check_hub_over_http(self, gone: set[str], words: set[str]) -> None:
+        """The hub's tools over /mcp (what a device's reads and its agents get) show none of it either."""
+        tools = origin.HubTools(self.cfg["laptop"], client="user")
+        try:
+            asked = sorted(gone)[:12]
+            if asked:
+                text, failed = tools.call("get", {"ids": asked})
+                items = [] if failed else json.loads(text)["items"]
+                assert not {(i.get("event") or i.get("entry"))["id"] for i in items} & gone, text
+            for w in sorted(words)[:4]:
+                text, failed = tools.call("search", {"query": w, "include_tools": True, "history": True})
+                res = json.loads(text)
+                assert not failed and (res["entries"], res["events"]) == ([], []), (w, text)
+            text, failed = tools.call("timeline", {"include_tools": True, "limit": 200})
+            assert not failed and not [w for w in words if w in text], text
+        finally:
+            tools.close()
+
+
+def _pushed_then_forgotten(served, user_home):
+    """A device pushes a session, forgets its first line and pushes again (the hub learns the forget)."""
+    hub, cfg, dev = served
+    log = ClaudeLog(user_home, session="sess-both")
+    secret = log.user("u-1", "The hangar code is pelicanvault, keep it out of the notes.")
+    log.assistant("a-1", "Understood, nothing written down.")
+    log.write()
+    origin.sync(dev)
+    assert origin.push(dev, cfg, discover=False)["refused"] == []
+    origin.forget(dev, secret)
+    assert origin.push(dev, cfg, discover=False)["tombstones_sent"]["applied"] == 1
+    return log, secret
+
+
+def _push_a_new_line(served, log) -> tuple[str, dict]:
+    hub, cfg, dev = served
+    later = log.assistant("a-2", "Anything else before the freeze?")
+    log.write()
+    origin.sync(dev)
+    return later, origin.push(dev, cfg, discover=False)
+
+
+def test_invariant_2_a_hub_and_a_device_that_both_purged_a_file_take_its_next_lines(served, user_home):
+    # Found by the machine below: the hub read the hashes of a purged copy
+    # from the device's path, which it does not have, and closed the
+    # connection without an answer at every later push of the file.
+    hub, cfg, dev = served
+    log, secret = _pushed_then_forgotten(served, user_home)
+    for s in (dev, hub.default_store()):
+        assert origin.purge(s)["complete"]
+    later, report = _push_a_new_line(served, log)
+    assert report["refused"] == [] and report["events_added_on_hub"] == 1
+    hs = hub.default_store()
+    assert origin.get_event(hs, later)["id"] == later
+    with pytest.raises(GONE):
+        origin.get_item(hs, secret)
+    assert _holding(hub.home, {"pelicanvault"}) == {} and _holding(dev.home, {"pelicanvault"}) == {}
+
+
+@pytest.mark.xfail(strict=True, reason="known: the proof of the bytes before a chunk compares the hub's copy "
+                   "with the device's byte for byte, so a line purged on one side only refuses the file's next "
+                   "lines as if another machine pushed it")
+@pytest.mark.parametrize("side", ["hub", "device"])
+def test_invariant_2_a_file_purged_on_one_side_only_still_pushes_its_next_lines(served, user_home, side):
+    hub, cfg, dev = served
+    log, _secret = _pushed_then_forgotten(served, user_home)
+    assert origin.purge(hub.default_store() if side == "hub" else dev)["complete"]
+    later, report = _push_a_new_line(served, log)
+    assert report["refused"] == []
+    assert origin.get_event(hub.default_store(), later)["id"] == later
+
+
+class _Picks:
+    """Stands in for ``st.data()`` in a scripted run: each draw returns the next value given."""
+
+    def __init__(self, *values):
+        self.values = list(values)
+
+    def draw(self, strategy, label=None):
+        return self.values.pop(0)
+
+
+def test_invariant_2_forgets_travel_between_devices_and_a_hub_scripted():
+    """The machine's steps in one fixed order that every run takes, the invariant checked after each.
+
+    A forget made before the hub was connected and one made while
+    disconnected go up; the hub's forgets come down; the hub is restored
+    from a backup older than some of them with none of its own log, and
+    learns them again from the devices; its forget after the restore
+    reaches a device; then every store is purged.
+    """
+    m = ForgetAcrossStores()
+
+    def step(name, *args, **kw):
+        getattr(m, name)(*args, **kw)
+        m.nothing_forgotten_is_visible_anywhere()
+
+    try:
+        m.nothing_forgotten_is_visible_anywhere()
+        step("forget_event", _Picks("claude-code:laptop-a-1"), "laptop", False)  # before any hub
+        step("remember", _Picks(["claude-code:laptop-a-3#0"]), "laptop")
+        step("same_text_under_a_new_id", _Picks("claude-code:desktop-a-9"), "laptop-b")
+        step("push", "laptop")
+        assert "claude-code:laptop-a-1" in m.hidden_events("hub")
+        step("remember", _Picks(["claude-code:laptop-b-5"]), "hub")
+        step("push", "desktop")
+        step("forget_event", _Picks("claude-code:desktop-a-9"), "desktop", True)
+        step("disconnect", _Picks("laptop"))
+        step("forget_event", _Picks("claude-code:laptop-a-4#0"), "laptop", False)  # while disconnected
+        step("back_up_the_hub")
+        step("forget_session", _Picks("laptop-b"), "hub")
+        step("forget_event", _Picks("claude-code:desktop-b-13"), "hub", True)
+        step("pull_tombstones", "laptop")  # reconnects
+        step("restore_the_hub", False)  # the hub's own log is lost too
+        assert "claude-code:laptop-b-5" not in m.hidden_events("hub")
+        step("push", "laptop")
+        assert {"claude-code:laptop-b-5", "claude-code:laptop-a-4#0"} <= m.hidden_events("hub")
+        step("push", "desktop")
+        step("forget_event", _Picks("claude-code:laptop-a-2"), "hub", False)
+        step("pull_tombstones", "laptop")
+        assert "claude-code:laptop-a-2" in m.hidden_events("laptop")
+        (mine,) = [e for e, x in m.entries.items() if x["store"] == "laptop"]
+        step("forget_entry", _Picks(mine), "laptop")
+        step("push", "laptop")
+        for where in ("hub", "laptop", "desktop"):
+            step("purge", where)
+        step("push", "desktop")
+        step("push", "laptop")
+    finally:
+        m.teardown()
+
+
+def test_invariant_2_forgets_travel_between_devices_and_a_hub_state_machine():
+    # Small and fixed for CI, as the machine above; the soak tier runs more.
+    run_state_machine_as_test(ForgetAcrossStores, settings=settings(
+        max_examples=10, stateful_step_count=15, deadline=None, derandomize=True, database=None,
+        phases=[Phase.explicit, Phase.generate],
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]))
+
+
+@pytest.mark.soak
+def test_invariant_2_forgets_travel_between_devices_and_a_hub_state_machine_soak():
+    run_state_machine_as_test(ForgetAcrossStores, settings=settings(
+        max_examples=200, stateful_step_count=30, deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]))
+
+
+def test_a_hub_answers_an_error_of_its_store_instead_of_dropping_the_connection(served, user_home, monkeypatch):
+    # The machine above found a hub store's FileNotFoundError ending the
+    # request with no answer and nothing in the hub's log.
+    hub, cfg, dev = served
+    hub.log = io.StringIO()
+    log = ClaudeLog(user_home, session="sess-err")
+    log.user("u-1", "A line the hub cannot take just now.")
+    log.write()
+    origin.sync(dev)
+
+    def broken(*a, **k):
+        raise FileNotFoundError(2, "No such file or directory", "/nowhere")
+
+    monkeypatch.setattr(origin, "accept_chunk", broken)
+    with pytest.raises(origin.HubUnavailable, match="internal error"):
+        origin.push(dev, cfg, discover=False)
+    assert "FileNotFoundError" in hub.log.getvalue(), hub.log.getvalue()

@@ -406,6 +406,13 @@ def test_adapters_sections_start_with_the_shared_parts_and_end_with_the_registry
     assert not problems, "\n".join(problems)
 
 
+def test_the_section_order_is_the_table_of_architecture_md():
+    doc = (ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    table = re.findall(r"^\| ([A-Z][A-Za-z]*(?: [a-z]+)*) \|", doc.split("\n## ", 1)[0], flags=re.M)
+    assert tuple(table) == ORDER
+    assert "## The layout rule" in doc
+
+
 def test_the_checks_see_every_section_and_most_module_names():
     source = SOURCE.read_text(encoding="utf-8")
     names = [n for n, _ in banners(source.splitlines())]

@@ -44,6 +44,7 @@ from __future__ import annotations
 ###############################################################################
 
 import errno
+import importlib  # the stand-ins below import through it
 import io
 import math
 import os
@@ -73,8 +74,7 @@ class _OnFirstUse:
         self._module, self._name, self._attr = module, name or attr or module, attr
 
     def _load(self):
-        __import__(self._module)
-        found = sys.modules[self._module]
+        found = importlib.import_module(self._module)
         if self._attr is not None:
             found = getattr(found, self._attr)
         globals()[self._name] = found

@@ -29,9 +29,9 @@ Invariants (the only place they are defined; code cites them by number):
 
 Section map (a section calls only sections above it):
 
-    Imports and constants   Errors   Helpers   Storage   Ingest   Entries
-    Forget   Queries   Access   Replication   MCP   Admin   Hub server
-    Agent setup   CLI
+    Imports and constants   Errors   Helpers   Secrets   Storage   Journals
+    Index   Store   Ingest   Entries   Forget   Backup   Queries   Access
+    Replication   MCP   Admin   Hub server   Agent setup   CLI
 
 Quick start:  ``make run`` archives this machine's agent logs and prints the
 status; ``make test`` runs the suite.
@@ -167,8 +167,6 @@ DEFAULT_HOME = "~/.origin"
 DB_NAME = "origin.db"
 #: How long a writer waits for the lock before giving up (ms).
 BUSY_TIMEOUT_MS = 60_000
-#: Bytes hashed at the head and the tail of the ingested part of a file.
-HASH_WINDOW = 4096
 #: Read size when streaming a source file.
 READ_CHUNK = 1 << 20
 #: WAL pages between automatic checkpoints, and the size the WAL is cut to.
@@ -192,13 +190,6 @@ EVENT_INDEXES = {
     "tool": ("tools.db", "tool_fts", ("tool_call", "tool_result")),
     "tool2": ("tools2.db", "tool2_fts", ("tool_call", "tool_result")),
 }
-#: Parts that hold one slice of their kinds: part -> (slice, slices).  An
-#: event belongs to slice ((seq * INDEX_HASH) >> 16) % slices, so calls and
-#: outputs, which alternate in seq, spread evenly over the slices.
-INDEX_SLICES = {"tool": (0, 2), "tool2": (1, 2)}
-INDEX_HASH = 2654435761
-#: Most events one index transaction takes in (a range of event seq).
-INDEX_BATCH = 50_000
 #: A long-lived process merges the index's segments once its writer has had
 #: nothing to take in for this many seconds, this many pages a step (a
 #: tenth of a second or so), stopping at once when new events arrive.
@@ -206,32 +197,9 @@ INDEX_BATCH = 50_000
 #: segment, about twice the time for a rare word on a large archive.
 INDEX_TIDY_IDLE = 2.0
 INDEX_TIDY_PAGES = 500
-#: Page cache of each index part on the read connection, in KiB (the store
-#: itself gets half).
-READER_CACHE_KIB = 16_384
 #: A ranked search reads the best limit + (excluded events) rows from the
 #: index alone while at most this many events were ever excluded.
 RANK_FIRST_MAX = 5_000
-#: Order "newest" of ``match_events`` reads from the index at most this
-#: many times its limit of the newest matches (plus the events ever
-#: excluded), and keeps those that pass its filters.
-NEWEST_WINDOW = 20
-#: A ranked search of two terms or more whose hits in a part are at most
-#: this many is ranked here, by BM25 with each term's document frequency
-#: estimated (see ``bm25_rows``), rather than by FTS5, which counts, over
-#: the whole index, the rows holding each term on every query.
-OWN_RANK_MAX = 1_000
-#: ... and whose texts together hold at most this many characters (each is
-#: read and case-folded to count the terms).
-OWN_RANK_TEXT = 4_000_000
-#: Files ingested in one write transaction: up to this many new bytes or
-#: this many files.
-GROUP_BYTES = 8 << 20
-GROUP_FILES = 256
-#: Largest pending part of a file that is parsed ahead on a second thread.
-PREFETCH_MAX = 4 << 20
-#: Events are inserted in batches of this many rows.
-INSERT_BATCH = 2000
 #: Parse errors kept with their reason per file (all are counted).
 PARSE_ERRORS_KEPT = 50
 #: Default and maximum list sizes.
@@ -240,50 +208,22 @@ MAX_LIMIT = 200
 #: Longest query accepted, in characters and in words.
 MAX_QUERY = 1000
 MAX_TERMS = 32
-#: Characters of context around a search hit.
-SNIPPET_CHARS = 160
 #: Most events one session's timeline lists.
 SESSION_EVENTS_MAX = 1000
 #: Deepest page a listing serves (offset), and most events of context around one.
 MAX_OFFSET = 10_000
 MAX_CONTEXT = 50
-#: Default timeline window in days.
-TIMELINE_DAYS = 7
 #: Entry kinds.
 ENTRY_KINDS = ("memory", "knowledge", "cognition")
-#: What a search covers: entries, events or both.
-SEARCH_SCOPES = ("all", "entries", "events")
 #: Largest entry text and quote accepted (characters).
 MAX_ENTRY_TEXT = 20_000
 MAX_QUOTE = 2_000
-#: Newest events compared one by one when the index finds no candidate for
-#: a quote (its words were split by whitespace).
-QUOTE_SCAN = 20_000
-#: A quote's candidates are looked up by its rarest word, then its two and
-#: three rarest (each word more costs the index a pass over its rows),
-#: until at most this many events hold them all; past three, by six words.
-QUOTE_FEW = 200
-#: Newest index matches of a word whose spread estimates how common it is.
-RARITY_PROBE = 64
 #: Longest project name and author accepted (characters).
 MAX_NAME = 200
 #: Longest forget reason accepted (characters).
 MAX_REASON = 500
-#: Shortest quote that can identify an event (non-space characters).
-MIN_QUOTE = 3
-#: A source written to more recently than this (ms) may still be holding
-#: back rows or an open block, so its signature is not recorded and the next
-#: sync looks at it again.
-QUIET_MS = 60_000
 #: An agent database still being written is read again at most this often.
 DB_REVISIT_MS = 30_000
-#: Crash points for the reliability tests: ORIGIN_CRASH_AT=<label>:<n>.
-ENV_CRASH = "ORIGIN_CRASH_AT"
-#: What `origin healthcheck` asks unless told otherwise: the hub's default
-#: port on loopback (the container's HEALTHCHECK runs beside the hub).
-ENV_HEALTHCHECK_URL = "ORIGIN_HEALTHCHECK_URL"
-HEALTHCHECK_URL = "http://127.0.0.1:7077/healthz"
-HEALTHCHECK_TIMEOUT = 5.0
 #: Every forget is also appended to this file beside the database (ids,
 #: fingerprints and reasons, never text); opening a store replays it.
 TOMBSTONE_LOG = "tombstones.log"
@@ -297,15 +237,10 @@ ENTRIES_LOG = "entries.log"
 MIRRORS_LOG = "mirrors.log"
 #: A device's connection to its hub under ORIGIN_HOME (mode 0600: it holds the token).
 HUB_FILE = "hub.json"
-#: Content fingerprints: HMAC-SHA-256 of the normalised text under a key of
-#: the store's key ring, cut to this many bytes (hex in the store).
-FP_BYTES = 16
 #: Texts shorter than this (normalised characters) get no fingerprint: "ok",
 #: "yes" or "Done." said again must not vanish because one was forgotten,
 #: and a short text is the easiest to guess from its fingerprint.
 FP_MIN_CHARS = 16
-#: Most events with the same text a forget preview lists.
-SAME_TEXT_MAX = 50
 
 
 ###############################################################################
@@ -395,6 +330,16 @@ class HubUnavailable(OriginError):
 ###############################################################################
 # Helpers #####################################################################
 ###############################################################################
+
+#: A source written to more recently than this (ms) may still be holding
+#: back rows or an open block, so its signature is not recorded and the next
+#: sync looks at it again.
+QUIET_MS = 60_000
+#: Crash points for the reliability tests: ORIGIN_CRASH_AT=<label>:<n>.
+ENV_CRASH = "ORIGIN_CRASH_AT"
+#: Content fingerprints: HMAC-SHA-256 of the normalised text under a key of
+#: the store's key ring, cut to this many bytes (hex in the store).
+FP_BYTES = 16
 
 
 class LazyRegex:
@@ -569,19 +514,6 @@ def excerpt(text: str, limit: int, at: int | None = None, lead: int = 3) -> str:
     start = max(0, min(at - limit // lead, len(text) - limit))
     end = start + limit
     return ("…" if start else "") + text[start:end] + ("…" if end < len(text) else "")
-
-
-def snippet(text: str, terms: list[str], width: int = SNIPPET_CHARS) -> str:
-    """Return a short one-line excerpt of text around the first term found.
-
-    Secrets are masked first, so a cut never leaves part of one.
-    """
-    flat = " ".join(mask_secrets(text).split())
-    if len(flat) <= width:
-        return flat
-    low = flat.casefold()
-    found = [p for p in (low.find(t.casefold()) for t in terms) if p >= 0]
-    return excerpt(flat, width, min(found, default=None))
 
 
 def _check_limit(limit: Any, most: int = MAX_LIMIT) -> int:
@@ -772,6 +704,31 @@ class FileStat:
 
     def __repr__(self) -> str:
         return f"FileStat({self.key!r})"
+
+
+###############################################################################
+# Secrets #####################################################################
+###############################################################################
+# Owns: the secret and instruction scanner: the table of secret shapes, masking
+# a secret out of every event's text before it is stored, flagging text that
+# reads like an instruction to an agent, and ``readout``, which every read-out
+# passes through.  Upholds: Invariant 3 (the raw mirror keeps the bytes).
+
+#: Characters of context around a search hit.
+SNIPPET_CHARS = 160
+
+
+def snippet(text: str, terms: list[str], width: int = SNIPPET_CHARS) -> str:
+    """Return a short one-line excerpt of text around the first term found.
+
+    Secrets are masked first, so a cut never leaves part of one.
+    """
+    flat = " ".join(mask_secrets(text).split())
+    if len(flat) <= width:
+        return flat
+    low = flat.casefold()
+    found = [p for p in (low.find(t.casefold()) for t in terms) if p >= 0]
+    return excerpt(flat, width, min(found, default=None))
 
 
 # --- Secrets and quoted text ------------------------------------------------
@@ -1078,7 +1035,8 @@ def readout(obj: Any, *, reveal: bool = False) -> Any:
 ###############################################################################
 # Storage #####################################################################
 ###############################################################################
-# Owns: schema, connections, transactions, backup and restore.  Upholds: Invariant 3, 4.
+# Owns: the schema, private files and folders, connections and transactions,
+# settings, file: URIs.  Upholds: Invariant 3, 4.
 
 #: Every table of the store, created by idempotent statements on each open.
 #: Before the first release there are no versioned migrations: a schema
@@ -1466,63 +1424,6 @@ def tighten_store(home: Path) -> int:
     return count
 
 
-@struct
-class Store:
-    """An open ORIGIN_HOME: the directory and one SQLite connection.
-
-    ``tightened`` counts the paths of an older store that other users could
-    read when it was opened (they are owner-only now); the CLI says so once.
-    """
-
-    root: str  # ORIGIN_HOME as a string: opening a store and searching it never import pathlib
-    conn: sqlite3.Connection
-    _reader: sqlite3.Connection | None = None
-    tightened: int = 0
-    _names: tuple | None = None  # (what it was read at, the names queries may use): see metadata_words
-    _freq: dict = Fresh(dict)  # term frequencies in the index, while it stays as it is: see term_frequency
-    pending: list = Fresh(list)  # mirrors journal records of the open write transaction, appended before COMMIT
-    read_only: dict | None = None  # the URI parameters a store that cannot be written here is read with
-
-    @property
-    def home(self) -> Path:
-        """ORIGIN_HOME as a Path."""
-        return Path(self.root)
-
-    @property
-    def raw_dir(self) -> Path:
-        return self.home / "raw"
-
-    @property
-    def reader(self) -> sqlite3.Connection:
-        """A read-only connection that also sees the event index's parts.
-
-        Kept apart from ``conn``: a BEGIN IMMEDIATE on a connection takes the
-        write lock of every database attached to it, so attaching the index
-        to ``conn`` would stall the index writers during every ingest.
-        """
-        if self._reader is None:
-            self._reader = _open_reader(self.root, self.read_only)
-        return self._reader
-
-    def close_reader(self) -> None:
-        """Close the read connection (it is opened again when next needed)."""
-        if self._reader is not None:
-            self._reader.close()
-            self._reader = None
-
-    def close(self) -> None:
-        if self._reader is not None:
-            self._reader.close()
-            self._reader = None
-        self.conn.close()
-
-    def __enter__(self) -> "Store":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-
 def resolve_home(env: dict | None = None) -> Path:
     """Return ORIGIN_HOME from the environment, else ~/.origin."""
     return Path(_home_dir(env))
@@ -1532,19 +1433,6 @@ def _home_dir(env: dict | None = None) -> str:
     """resolve_home as a string (the path a CLI call opens without pathlib)."""
     env = os.environ if env is None else env
     return os.path.abspath(os.path.expanduser(env.get(ENV_HOME) or DEFAULT_HOME))
-
-
-def check_sqlite(conn: sqlite3.Connection) -> None:
-    """Fail with a clear message when SQLite lacks FTS5 with trigram."""
-    try:
-        conn.execute("CREATE VIRTUAL TABLE temp._origin_probe USING fts5(x, tokenize='trigram')")
-        conn.execute("DROP TABLE temp._origin_probe")
-    except sqlite3.OperationalError as e:
-        raise StoreError(
-            f"this Python's SQLite ({sqlite3.sqlite_version}) lacks FTS5 with the trigram "
-            f"tokenizer ({e}); Origin needs SQLite 3.34 or newer built with FTS5: use a "
-            "Python linked against a newer SQLite (python.org builds, or pyenv on a current distro)"
-        ) from None
 
 
 def tightened_notice(store: Store) -> str:
@@ -1567,158 +1455,6 @@ def out_of_files() -> str | None:
             return (f"this process has too many open files ({e.strerror}); nothing is damaged: close some, or "
                     "raise the limit (`ulimit -n`), and try again")
     return None
-
-
-def open_store(home: Path | None = None, db_name: str = DB_NAME) -> Store:
-    """Open (creating if needed) the store under home and apply the schema.
-
-    ``db_name`` names another database file under home (`origin rebuild`
-    builds its new store beside the live one).
-    """
-    home = _home_dir() if home is None else os.fspath(home)
-    db = os.path.join(home, db_name)
-    if os.path.exists(db) and not (os.access(db, os.W_OK) and os.access(home, os.W_OK)):
-        return _open_read_only(home, db)
-    # Invariant 4 (local data): the store and every mirror live under
-    # ORIGIN_HOME on this machine; nothing here opens a network connection.
-    try:
-        existed = os.path.exists(db)
-        os.makedirs(home, mode=PRIVATE_DIR_MODE, exist_ok=True)
-        # A store made before its files were private is tightened once: its
-        # home is then owner-only, so later opens cost one stat here.
-        tightened = 0
-        if os.stat(home).st_mode & 0o077:
-            tightened = tighten_store(Path(home)) if existed else 0
-            _tighten(home, PRIVATE_DIR_MODE)
-        private_dir(os.path.join(home, "raw"))
-        private_file(db)
-    except OSError as e:
-        raise StoreError(f"cannot create {home}: {e.strerror}; set {ENV_HOME} to a writable directory") from None
-    try:
-        conn = sqlite3.connect(
-            db, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
-            check_same_thread=False,
-        )
-    except sqlite3.Error as e:
-        raise StoreError(out_of_files() or f"cannot open {db}: {e}") from None
-    conn.row_factory = sqlite3.Row
-    try:
-        # busy_timeout first, so a crowd of new connections waits rather than
-        # failing while another one switches the file to WAL.
-        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-        if mode != "wal":
-            raise StoreError(f"{db} could not be put in WAL mode (got {mode}); keep ORIGIN_HOME on a local disk")
-        # NORMAL in WAL mode may lose the last commits on power loss but never
-        # corrupts; ingest writes and fsyncs mirror bytes before the commit
-        # that records them, so a lost commit is re-derived on the next sync.
-        conn.execute("PRAGMA synchronous = NORMAL")
-        # Checkpoint every ~40 MB of WAL instead of 4 MB: a bulk ingest then
-        # copies each page to the database far fewer times.  The size limit
-        # cuts the WAL file back once it restarts after a checkpoint.
-        conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_CHECKPOINT_PAGES}")
-        conn.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT}")
-        conn.execute("PRAGMA foreign_keys = ON")
-        conn.execute("PRAGMA recursive_triggers = ON")
-        check_sqlite(conn)
-        _apply_schema(conn)
-        _mark_masking(conn)
-        store = Store(root=home, conn=conn, tightened=tightened)
-        # Invariant 2 (sticky forget): forgets in the tombstone log are
-        # applied before the store serves a single read.
-        _prepare_store(store)
-    except sqlite3.DatabaseError as e:
-        busy = out_of_files()  # asked first: closing frees a descriptor
-        conn.close()
-        if busy:
-            raise StoreError(f"cannot open {db}: {busy}") from None
-        raise StoreError(
-            f"{db} is not a usable Origin store ({e}); run `origin rebuild`: it moves the file aside (keep it "
-            f"until you are sure) and builds a new store from raw/, {TOMBSTONE_LOG} and {ENTRIES_LOG}, so "
-            "every event, entry and forget comes back") from None
-    except BaseException:
-        conn.close()
-        raise
-    return store
-
-
-def _read_only_why(home: str, db: str) -> str:
-    try:
-        return "a read-only file system" if os.statvfs(home).f_flag & os.ST_RDONLY else "its files are not yours to write"
-    except OSError:
-        return "its files are not yours to write"
-
-
-def _read_only_connection(home: str, uri: str, why: str) -> sqlite3.Connection:
-    class ReadOnlyConnection(sqlite3.Connection):
-        """A connection to a store that cannot be written here; transaction() refuses it with the reason."""
-
-    conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
-                           check_same_thread=False, factory=ReadOnlyConnection)
-    conn.origin_read_only = (home, why)
-    return conn
-
-
-#: The tables every read needs: a read-only store made by an older version
-#: lacks some later additions, and is read all the same.
-READ_TABLES = ("raw_file", "event", "session", "entry", "entry_source", "entry_fts", "tombstone", "forgotten_entry",
-               "excluded_event", "tombstone_fingerprint", "setting")
-
-
-def _open_read_only(home: str, db: str) -> Store:
-    """Open a store whose files this process cannot write: reads work, writes are refused with the reason.
-
-    Read with ``mode=ro``; where SQLite cannot even make its shared-memory
-    file beside the database (a read-only folder), as ``immutable``, which
-    nothing can change under a read-only mount.  A permissions problem is
-    never reported as damage.
-    """
-    why = _read_only_why(home, db)
-    if not os.access(db, os.R_OK):
-        raise StoreError(f"cannot read {db} (permission denied): run Origin as the user who owns {home}, or set "
-                         f"{ENV_HOME} to a store you can read") from None
-    conn = None
-    for params in ({"mode": "ro"}, {"mode": "ro", "immutable": "1"}):
-        try:
-            conn = _read_only_connection(home, _uri(db, **params), why)
-            conn.row_factory = sqlite3.Row
-            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            have = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-            break
-        except sqlite3.OperationalError:
-            if conn is not None:
-                conn.close()
-            conn = None
-        except sqlite3.DatabaseError as e:
-            if conn is not None:
-                conn.close()
-            raise StoreError(f"{db} is not a usable Origin store ({e}); it is read-only here ({why}), so copy "
-                             f"{home} to a folder you can write and run `origin rebuild` there") from None
-    if conn is None:
-        raise StoreError(f"cannot open {db} read-only ({why}): run Origin as the user who owns {home}, or copy it "
-                         "to a folder you can write") from None
-    store = Store(root=home, conn=conn, read_only=params)
-    try:
-        if not set(READ_TABLES) <= have:
-            raise StoreError(f"{db} is read-only here ({why}) and was made by another version of Origin: open it "
-                             "once where it can be written, or copy it to a folder you can write")
-        check_sqlite(conn)  # (its probe table is a temporary one)
-        conn.execute("PRAGMA query_only = ON")
-        # Invariant 2 (sticky forget): a forget the tombstone log holds and
-        # the tables lack cannot be applied without writing, so such a store
-        # is not served at all.
-        done = _setting(conn, _LOG_DONE)
-        records, _end = _log_records(home, int(done) if done and done.isdigit() else 0)
-        uids = [r.get("uid") for r in records if r.get("type") == "tombstone" and isinstance(r.get("uid"), str)]
-        known = {r[0] for r in _present(conn, "SELECT uid FROM tombstone WHERE uid IN (SELECT value FROM "
-                                              "json_each(?))", uids)}
-        if set(uids) - known:
-            raise StoreError(f"{TOMBSTONE_LOG} holds forgets {db} has not applied, and the store is read-only here "
-                             f"({why}); copy {home} to a folder you can write and open it there")
-    except BaseException:
-        conn.close()
-        raise
-    return store
 
 
 #: The setting naming the first event seq whose text was masked on ingest.
@@ -1828,32 +1564,6 @@ class transaction:
                 self.conn.execute("PRAGMA synchronous = NORMAL")
 
 
-# -- What forget keeps outside the tables: key ring, tombstone log, replay ---
-#
-# A forget is recorded three times: in the tables, in ORIGIN_HOME/tombstones.log
-# (fsynced before the forget commits) and, for a hub, in what tombstones_after
-# hands out.  The log holds ids, keyed fingerprints, reasons and the keys of
-# the ring, never text; opening a store replays what it has not applied yet,
-# so a store rebuilt after `rm origin.db`, or restored from an old backup,
-# forgets everything again before anything can be read.
-
-#: setting rows: the key ring (``fpkey:<id>`` -> hex), the id of this store's
-#: own key, the store id (also written into each index file), the store
-#: epoch (made with the database, renewed by a restore: a hub sends it with
-#: its tombstones, so a device notices a hub that is not the one it knew)
-#: and how many bytes of the tombstone log are applied.
-_KEY_PREFIX = "fpkey:"
-_OWN_KEY = "fpkey_own"
-_STORE_ID = "store_id"
-_EPOCH = "store_epoch"
-_LOG_DONE = "tombstone_log_bytes"
-_KEY_ID = LazyRegex(r"[A-Za-z0-9_-]{1,32}\Z")
-_TOMB_UID = LazyRegex(r"tmb_[0-9a-f]{8,64}\Z")
-_FP_HEX = LazyRegex(r"[0-9a-f]{8,64}\Z")
-#: Kinds of tombstone target.
-TOMBSTONE_KINDS = ("entry", "event", "session")
-
-
 def _setting(conn: sqlite3.Connection, key: str) -> str | None:
     r = conn.execute("SELECT value FROM setting WHERE key = ?", (key,)).fetchone()
     return None if r is None else r[0]
@@ -1861,20 +1571,6 @@ def _setting(conn: sqlite3.Connection, key: str) -> str | None:
 
 def _put_setting(conn: sqlite3.Connection, key: str, value: str) -> None:
     conn.execute("INSERT OR REPLACE INTO setting (key, value) VALUES (?, ?)", (key, value))
-
-
-def key_ring(conn: sqlite3.Connection) -> dict[str, bytes]:
-    """Return the fingerprint keys this store checks arrivals against: id -> key."""
-    return {k[len(_KEY_PREFIX):]: bytes.fromhex(v) for k, v in conn.execute(
-        "SELECT key, value FROM setting WHERE key > ? AND key < ?", (_KEY_PREFIX, _KEY_PREFIX[:-1] + ";"))}
-
-
-def text_fingerprints(ring: dict[str, bytes], text: str) -> list[list[str]]:
-    """Return [key id, fingerprint] of a text under every key of the ring ([] when too short)."""
-    norm = normalise_text(text)
-    if len(norm) < FP_MIN_CHARS:
-        return []
-    return [[kid, fingerprint(key, norm)] for kid, key in sorted(ring.items())]
 
 
 #: How an event id that purge replaced begins: ``keyed:<key id>:<hex>``.
@@ -2003,6 +1699,90 @@ class KnownRows(dict):
         return self.get(key)
 
 
+def _fsync_dir(path: Path | str) -> None:
+    """Make what was just created, renamed or removed in a folder durable."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _replace_durably(tmp: Path, path: Path) -> None:
+    """Put a written and fsynced copy in the place of path by rename, and make the rename durable."""
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+
+#: Bytes a file: URI carries as they are; every other byte is %-escaped.
+_URI_SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~/")
+
+
+def _uri_quote(text: str) -> str:
+    return "".join(chr(b) if b in _URI_SAFE else f"%{b:02X}" for b in os.fsencode(text))
+
+
+def _uri(path: Path | str, **params: str) -> str:
+    """Return a file: URI for path (SQLite's URI syntax) with query params.
+
+    (Quoted here rather than with urllib.parse, whose import, with
+    ipaddress, would be a tenth of the start-up of every search.)
+    """
+    query = "&".join(f"{_uri_quote(k)}={_uri_quote(v)}" for k, v in params.items())
+    return f"file:{_uri_quote(str(path))}" + (f"?{query}" if query else "")
+
+
+###############################################################################
+# Journals ####################################################################
+###############################################################################
+# Owns: the journals beside origin.db (``## Journals`` in ARCHITECTURE.md): the
+# key ring and tombstones.log, entries.log, mirrors.log; their records, their
+# checks, their replay on open, the store id and epoch, and the derived
+# sessions a replayed forget refreshes.  Upholds: Invariant 2 (what the
+# tombstone log holds is applied before anything is read).
+
+
+# -- What forget keeps outside the tables: key ring, tombstone log, replay ---
+#
+# A forget is recorded three times: in the tables, in ORIGIN_HOME/tombstones.log
+# (fsynced before the forget commits) and, for a hub, in what tombstones_after
+# hands out.  The log holds ids, keyed fingerprints, reasons and the keys of
+# the ring, never text; opening a store replays what it has not applied yet,
+# so a store rebuilt after `rm origin.db`, or restored from an old backup,
+# forgets everything again before anything can be read.
+
+#: setting rows: the key ring (``fpkey:<id>`` -> hex), the id of this store's
+#: own key, the store id (also written into each index file), the store
+#: epoch (made with the database, renewed by a restore: a hub sends it with
+#: its tombstones, so a device notices a hub that is not the one it knew)
+#: and how many bytes of the tombstone log are applied.
+_KEY_PREFIX = "fpkey:"
+_OWN_KEY = "fpkey_own"
+_STORE_ID = "store_id"
+_EPOCH = "store_epoch"
+_LOG_DONE = "tombstone_log_bytes"
+_KEY_ID = LazyRegex(r"[A-Za-z0-9_-]{1,32}\Z")
+_TOMB_UID = LazyRegex(r"tmb_[0-9a-f]{8,64}\Z")
+_FP_HEX = LazyRegex(r"[0-9a-f]{8,64}\Z")
+#: Kinds of tombstone target.
+TOMBSTONE_KINDS = ("entry", "event", "session")
+
+
+def key_ring(conn: sqlite3.Connection) -> dict[str, bytes]:
+    """Return the fingerprint keys this store checks arrivals against: id -> key."""
+    return {k[len(_KEY_PREFIX):]: bytes.fromhex(v) for k, v in conn.execute(
+        "SELECT key, value FROM setting WHERE key > ? AND key < ?", (_KEY_PREFIX, _KEY_PREFIX[:-1] + ";"))}
+
+
+def text_fingerprints(ring: dict[str, bytes], text: str) -> list[list[str]]:
+    """Return [key id, fingerprint] of a text under every key of the ring ([] when too short)."""
+    norm = normalise_text(text)
+    if len(norm) < FP_MIN_CHARS:
+        return []
+    return [[kid, fingerprint(key, norm)] for kid, key in sorted(ring.items())]
+
+
 def known_rows(conn: sqlite3.Connection, raw_file_id: int) -> dict:
     """Return export_state of one file, key -> digest, as a KnownRows when a purge keyed some of it."""
     rows = dict(conn.execute("SELECT key, hash FROM export_state WHERE raw_file_id = ?", (raw_file_id,)).fetchall())
@@ -2085,21 +1865,6 @@ def _log_append(home: Path, records: list[dict], name: str = TOMBSTONE_LOG) -> i
     if new:
         _fsync_dir(path.parent)  # the new file's name is durable too
     return size + len(data)
-
-
-def _fsync_dir(path: Path | str) -> None:
-    """Make what was just created, renamed or removed in a folder durable."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _replace_durably(tmp: Path, path: Path) -> None:
-    """Put a written and fsynced copy in the place of path by rename, and make the rename durable."""
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
 
 
 def _log_records(home: Path, start: int, name: str = TOMBSTONE_LOG) -> tuple[list[dict], int]:
@@ -2740,6 +2505,8 @@ def _legacy_mirrors(store: "Store") -> None:
     _put_setting(conn, _MIRRORS_LOGGED, "1")
 
 
+# -- Sessions, refreshed here when a replayed forget hides their events -------
+
 _MARKUP = LazyRegex(r"</?[A-Za-z][\w:-]*(?:\s[^<>]*)?>")
 
 
@@ -2845,23 +2612,38 @@ def refresh_sessions(conn: sqlite3.Connection, source: str, sessions: Iterable[s
         )
 
 
+###############################################################################
+# Index #######################################################################
+###############################################################################
+# Owns: the event index under ORIGIN_HOME/index: its parts and their files,
+# the read connection that attaches them, catch-up after each commit, matching
+# (FTS5 and LIKE), word rarity and BM25 ranking, the steps that tidy (merge)
+# its segments.
 
-#: Bytes a file: URI carries as they are; every other byte is %-escaped.
-_URI_SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~/")
-
-
-def _uri_quote(text: str) -> str:
-    return "".join(chr(b) if b in _URI_SAFE else f"%{b:02X}" for b in os.fsencode(text))
-
-
-def _uri(path: Path | str, **params: str) -> str:
-    """Return a file: URI for path (SQLite's URI syntax) with query params.
-
-    (Quoted here rather than with urllib.parse, whose import, with
-    ipaddress, would be a tenth of the start-up of every search.)
-    """
-    query = "&".join(f"{_uri_quote(k)}={_uri_quote(v)}" for k, v in params.items())
-    return f"file:{_uri_quote(str(path))}" + (f"?{query}" if query else "")
+#: Parts that hold one slice of their kinds: part -> (slice, slices).  An
+#: event belongs to slice ((seq * INDEX_HASH) >> 16) % slices, so calls and
+#: outputs, which alternate in seq, spread evenly over the slices.
+INDEX_SLICES = {"tool": (0, 2), "tool2": (1, 2)}
+INDEX_HASH = 2654435761
+#: Most events one index transaction takes in (a range of event seq).
+INDEX_BATCH = 50_000
+#: Page cache of each index part on the read connection, in KiB (the store
+#: itself gets half).
+READER_CACHE_KIB = 16_384
+#: Order "newest" of ``match_events`` reads from the index at most this
+#: many times its limit of the newest matches (plus the events ever
+#: excluded), and keeps those that pass its filters.
+NEWEST_WINDOW = 20
+#: A ranked search of two terms or more whose hits in a part are at most
+#: this many is ranked here, by BM25 with each term's document frequency
+#: estimated (see ``bm25_rows``), rather than by FTS5, which counts, over
+#: the whole index, the rows holding each term on every query.
+OWN_RANK_MAX = 1_000
+#: ... and whose texts together hold at most this many characters (each is
+#: read and case-folded to count the terms).
+OWN_RANK_TEXT = 4_000_000
+#: Newest index matches of a word whose spread estimates how common it is.
+RARITY_PROBE = 64
 
 
 def _index_path(home: Path | str, part: str) -> str:
@@ -3428,6 +3210,237 @@ def entry_index_state(conn: sqlite3.Connection) -> tuple:
                               "(SELECT count(*) FROM forgotten_entry)").fetchone())
 
 
+###############################################################################
+# Store #######################################################################
+###############################################################################
+# Owns: opening ORIGIN_HOME: the ``Store`` object, ``open_store`` (schema, WAL,
+# the journals replayed before the first read) and the read-only open of a
+# store this process cannot write; what opens a store of its own beside it:
+# ``tidy_index`` and the index writer threads.  Upholds: Invariant 2, 4.
+
+
+@struct
+class Store:
+    """An open ORIGIN_HOME: the directory and one SQLite connection.
+
+    ``tightened`` counts the paths of an older store that other users could
+    read when it was opened (they are owner-only now); the CLI says so once.
+    """
+
+    root: str  # ORIGIN_HOME as a string: opening a store and searching it never import pathlib
+    conn: sqlite3.Connection
+    _reader: sqlite3.Connection | None = None
+    tightened: int = 0
+    _names: tuple | None = None  # (what it was read at, the names queries may use): see metadata_words
+    _freq: dict = Fresh(dict)  # term frequencies in the index, while it stays as it is: see term_frequency
+    pending: list = Fresh(list)  # mirrors journal records of the open write transaction, appended before COMMIT
+    read_only: dict | None = None  # the URI parameters a store that cannot be written here is read with
+
+    @property
+    def home(self) -> Path:
+        """ORIGIN_HOME as a Path."""
+        return Path(self.root)
+
+    @property
+    def raw_dir(self) -> Path:
+        return self.home / "raw"
+
+    @property
+    def reader(self) -> sqlite3.Connection:
+        """A read-only connection that also sees the event index's parts.
+
+        Kept apart from ``conn``: a BEGIN IMMEDIATE on a connection takes the
+        write lock of every database attached to it, so attaching the index
+        to ``conn`` would stall the index writers during every ingest.
+        """
+        if self._reader is None:
+            self._reader = _open_reader(self.root, self.read_only)
+        return self._reader
+
+    def close_reader(self) -> None:
+        """Close the read connection (it is opened again when next needed)."""
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+
+    def close(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+        self.conn.close()
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def check_sqlite(conn: sqlite3.Connection) -> None:
+    """Fail with a clear message when SQLite lacks FTS5 with trigram."""
+    try:
+        conn.execute("CREATE VIRTUAL TABLE temp._origin_probe USING fts5(x, tokenize='trigram')")
+        conn.execute("DROP TABLE temp._origin_probe")
+    except sqlite3.OperationalError as e:
+        raise StoreError(
+            f"this Python's SQLite ({sqlite3.sqlite_version}) lacks FTS5 with the trigram "
+            f"tokenizer ({e}); Origin needs SQLite 3.34 or newer built with FTS5: use a "
+            "Python linked against a newer SQLite (python.org builds, or pyenv on a current distro)"
+        ) from None
+
+
+def open_store(home: Path | None = None, db_name: str = DB_NAME) -> Store:
+    """Open (creating if needed) the store under home and apply the schema.
+
+    ``db_name`` names another database file under home (`origin rebuild`
+    builds its new store beside the live one).
+    """
+    home = _home_dir() if home is None else os.fspath(home)
+    db = os.path.join(home, db_name)
+    if os.path.exists(db) and not (os.access(db, os.W_OK) and os.access(home, os.W_OK)):
+        return _open_read_only(home, db)
+    # Invariant 4 (local data): the store and every mirror live under
+    # ORIGIN_HOME on this machine; nothing here opens a network connection.
+    try:
+        existed = os.path.exists(db)
+        os.makedirs(home, mode=PRIVATE_DIR_MODE, exist_ok=True)
+        # A store made before its files were private is tightened once: its
+        # home is then owner-only, so later opens cost one stat here.
+        tightened = 0
+        if os.stat(home).st_mode & 0o077:
+            tightened = tighten_store(Path(home)) if existed else 0
+            _tighten(home, PRIVATE_DIR_MODE)
+        private_dir(os.path.join(home, "raw"))
+        private_file(db)
+    except OSError as e:
+        raise StoreError(f"cannot create {home}: {e.strerror}; set {ENV_HOME} to a writable directory") from None
+    try:
+        conn = sqlite3.connect(
+            db, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
+            check_same_thread=False,
+        )
+    except sqlite3.Error as e:
+        raise StoreError(out_of_files() or f"cannot open {db}: {e}") from None
+    conn.row_factory = sqlite3.Row
+    try:
+        # busy_timeout first, so a crowd of new connections waits rather than
+        # failing while another one switches the file to WAL.
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        if mode != "wal":
+            raise StoreError(f"{db} could not be put in WAL mode (got {mode}); keep ORIGIN_HOME on a local disk")
+        # NORMAL in WAL mode may lose the last commits on power loss but never
+        # corrupts; ingest writes and fsyncs mirror bytes before the commit
+        # that records them, so a lost commit is re-derived on the next sync.
+        conn.execute("PRAGMA synchronous = NORMAL")
+        # Checkpoint every ~40 MB of WAL instead of 4 MB: a bulk ingest then
+        # copies each page to the database far fewer times.  The size limit
+        # cuts the WAL file back once it restarts after a checkpoint.
+        conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_CHECKPOINT_PAGES}")
+        conn.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT}")
+        conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute("PRAGMA recursive_triggers = ON")
+        check_sqlite(conn)
+        _apply_schema(conn)
+        _mark_masking(conn)
+        store = Store(root=home, conn=conn, tightened=tightened)
+        # Invariant 2 (sticky forget): forgets in the tombstone log are
+        # applied before the store serves a single read.
+        _prepare_store(store)
+    except sqlite3.DatabaseError as e:
+        busy = out_of_files()  # asked first: closing frees a descriptor
+        conn.close()
+        if busy:
+            raise StoreError(f"cannot open {db}: {busy}") from None
+        raise StoreError(
+            f"{db} is not a usable Origin store ({e}); run `origin rebuild`: it moves the file aside (keep it "
+            f"until you are sure) and builds a new store from raw/, {TOMBSTONE_LOG} and {ENTRIES_LOG}, so "
+            "every event, entry and forget comes back") from None
+    except BaseException:
+        conn.close()
+        raise
+    return store
+
+
+def _read_only_why(home: str, db: str) -> str:
+    try:
+        return "a read-only file system" if os.statvfs(home).f_flag & os.ST_RDONLY else "its files are not yours to write"
+    except OSError:
+        return "its files are not yours to write"
+
+
+def _read_only_connection(home: str, uri: str, why: str) -> sqlite3.Connection:
+    class ReadOnlyConnection(sqlite3.Connection):
+        """A connection to a store that cannot be written here; transaction() refuses it with the reason."""
+
+    conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
+                           check_same_thread=False, factory=ReadOnlyConnection)
+    conn.origin_read_only = (home, why)
+    return conn
+
+
+#: The tables every read needs: a read-only store made by an older version
+#: lacks some later additions, and is read all the same.
+READ_TABLES = ("raw_file", "event", "session", "entry", "entry_source", "entry_fts", "tombstone", "forgotten_entry",
+               "excluded_event", "tombstone_fingerprint", "setting")
+
+
+def _open_read_only(home: str, db: str) -> Store:
+    """Open a store whose files this process cannot write: reads work, writes are refused with the reason.
+
+    Read with ``mode=ro``; where SQLite cannot even make its shared-memory
+    file beside the database (a read-only folder), as ``immutable``, which
+    nothing can change under a read-only mount.  A permissions problem is
+    never reported as damage.
+    """
+    why = _read_only_why(home, db)
+    if not os.access(db, os.R_OK):
+        raise StoreError(f"cannot read {db} (permission denied): run Origin as the user who owns {home}, or set "
+                         f"{ENV_HOME} to a store you can read") from None
+    conn = None
+    for params in ({"mode": "ro"}, {"mode": "ro", "immutable": "1"}):
+        try:
+            conn = _read_only_connection(home, _uri(db, **params), why)
+            conn.row_factory = sqlite3.Row
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            have = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            break
+        except sqlite3.OperationalError:
+            if conn is not None:
+                conn.close()
+            conn = None
+        except sqlite3.DatabaseError as e:
+            if conn is not None:
+                conn.close()
+            raise StoreError(f"{db} is not a usable Origin store ({e}); it is read-only here ({why}), so copy "
+                             f"{home} to a folder you can write and run `origin rebuild` there") from None
+    if conn is None:
+        raise StoreError(f"cannot open {db} read-only ({why}): run Origin as the user who owns {home}, or copy it "
+                         "to a folder you can write") from None
+    store = Store(root=home, conn=conn, read_only=params)
+    try:
+        if not set(READ_TABLES) <= have:
+            raise StoreError(f"{db} is read-only here ({why}) and was made by another version of Origin: open it "
+                             "once where it can be written, or copy it to a folder you can write")
+        check_sqlite(conn)  # (its probe table is a temporary one)
+        conn.execute("PRAGMA query_only = ON")
+        # Invariant 2 (sticky forget): a forget the tombstone log holds and
+        # the tables lack cannot be applied without writing, so such a store
+        # is not served at all.
+        done = _setting(conn, _LOG_DONE)
+        records, _end = _log_records(home, int(done) if done and done.isdigit() else 0)
+        uids = [r.get("uid") for r in records if r.get("type") == "tombstone" and isinstance(r.get("uid"), str)]
+        known = {r[0] for r in _present(conn, "SELECT uid FROM tombstone WHERE uid IN (SELECT value FROM "
+                                              "json_each(?))", uids)}
+        if set(uids) - known:
+            raise StoreError(f"{TOMBSTONE_LOG} holds forgets {db} has not applied, and the store is read-only here "
+                             f"({why}); copy {home} to a folder you can write and open it there")
+    except BaseException:
+        conn.close()
+        raise
+    return store
+
+
 def tidy_index(home: Path) -> None:
     """Merge the segments of every index as far as a long-lived process would when idle."""
     for part in EVENT_INDEXES:
@@ -3537,385 +3550,23 @@ class IndexWriters:
         return self.errors
 
 
-#: Marks a finished backup folder: written last, after every file in it is
-#: on disk.  A folder without it is an interrupted backup.
-BACKUP_MANIFEST = "backup.json"
-BACKUP_FORMAT = "origin-backup"
-BACKUP_VERSION = 1
-#: Files at the top of ORIGIN_HOME that a backup carries as they are: the
-#: journals (tombstones, entries, mirrors) and a device's hub connection (its
-#: token too, so a restored device pushes as itself again).  A hub keeps everything else it needs —
-#: tokens (their hashes), device bindings, the admin password's hash and
-#: sessions — in origin.db.
-BACKUP_TOP_FILES = (TOMBSTONE_LOG, ENTRIES_LOG, MIRRORS_LOG, HUB_FILE)
-#: Folder a restore fills before moving its files into ORIGIN_HOME.
-RESTORE_STAGING = ".restore-partial"
-
-
-def _copy_prefix(src: Path, dst: Path, size: int | None = None) -> tuple[int, str]:
-    """Copy the first ``size`` bytes of src (all when None) to a new file dst.
-
-    Returns (bytes, sha256).  The copy is fsynced before this returns, so a
-    manifest written afterwards never names bytes still in a page cache.
-    """
-    digest = hashlib.sha256()
-    done = 0
-    private_dir(dst.parent)
-    fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE_MODE)
-    with open(src, "rb") as fin, open(fd, "wb") as fout:
-        while size is None or done < size:
-            chunk = fin.read(READ_CHUNK if size is None else min(READ_CHUNK, size - done))
-            if not chunk:
-                break
-            fout.write(chunk)
-            digest.update(chunk)
-            done += len(chunk)
-        fout.flush()
-        os.fsync(fout.fileno())
-    if size is not None and done < size:
-        raise StoreError(f"{src} holds {done} bytes but the store records {size}: the archive was damaged "
-                         "outside Origin; nothing was backed up")
-    return done, digest.hexdigest()
-
-
-def _fsync_dirs(root: Path) -> None:
-    for d in [root, *(p for p in root.rglob("*") if p.is_dir())]:
-        _fsync_dir(d)
-
-
-def _inside(root: Path, rel: str) -> Path:
-    """root / rel, refusing a relative path that leaves root."""
-    path = (root / rel).resolve()
-    if not path.is_relative_to(root.resolve()) or path == root.resolve():
-        raise StoreError(f"refusing the path {rel!r}: it points outside {root}")
-    return path
-
-
-def _snapshot_db(src: Path, dst: Path) -> None:
-    """Copy one SQLite file with the online backup API, in one step.
-
-    One step is one read transaction: the copy is a consistent snapshot
-    while writers go on (WAL lets them), and no write restarts it.
-    """
-    source = sqlite3.connect(_uri(src, mode="ro"), uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
-    target = sqlite3.connect(str(private_file(dst)))
-    try:
-        source.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        source.backup(target)
-        # A backup is one self-contained file: no -wal beside it.
-        target.execute("PRAGMA journal_mode = DELETE")
-    finally:
-        target.close()
-        source.close()
-
-
-def _store_counts(conn: sqlite3.Connection) -> dict:
-    return dict(zip(("events", "entries", "tombstones", "excluded_events", "files"), conn.execute(
-        "SELECT (SELECT count(*) FROM event), (SELECT count(*) FROM entry), (SELECT count(*) FROM tombstone), "
-        "(SELECT count(*) FROM excluded_event), (SELECT count(*) FROM raw_file)").fetchone()))
-
-
-def _purged_lines(conn: sqlite3.Connection) -> int:
-    try:
-        return conn.execute("SELECT count(*) FROM purged_line").fetchone()[0]
-    except sqlite3.OperationalError:  # a store from before purge existed
-        return 0
-
-
-def _empty_target(path: Path, what: str, allow: tuple[str, ...] = (), hint: str = "") -> None:
-    if path.exists() and not path.is_dir():
-        raise UsageError(f"{what} {path} is a file; name a new or empty directory")
-    if path.is_dir():
-        extra = sorted(p.name for p in path.iterdir() if p.name not in allow)
-        if extra:
-            raise UsageError(f"{what} {path} is not empty (it holds {', '.join(extra[:3])}"
-                             f"{', …' if len(extra) > 3 else ''}); name a new or empty directory{hint}")
-
-
-def backup(store: Store, dest: Path) -> dict:
-    """Write a consistent copy of a live store into dest (new or empty).
-
-    Syncs, pushes and MCP servers may keep writing meanwhile.  The index
-    parts are copied first and ``origin.db`` after them, each with SQLite's
-    online backup API, so the copied index is never ahead of the copied
-    events (its next catch-up takes in what it lacks).  Each mirror is then
-    copied up to the size the copied database records: mirrors only grow,
-    and bytes past that size belong to commits the copy does not hold.
-    Returns the manifest, which is written last.
-    """
-    dest = Path(dest).absolute()
-    _empty_target(dest, "backup folder")
-    if dest.resolve().is_relative_to(store.home.resolve()):
-        raise UsageError(f"the backup folder {dest} is inside ORIGIN_HOME {store.home}; put it elsewhere")
-    started = time.monotonic()
-    created = not dest.exists()
-    # The copy is as private as the store: a whole history of prompts and code.
-    private_dir(dest)
-    files: list[dict] = []
-    try:
-        for part in EVENT_INDEXES:
-            src = Path(_index_path(store.home, part))
-            if src.exists():
-                rel = f"{INDEX_DIR}/{src.name}"
-                private_dir(dest / INDEX_DIR)
-                _snapshot_db(src, dest / rel)
-                files.append({"path": rel})
-        _snapshot_db(store.home / DB_NAME, dest / DB_NAME)
-        files.append({"path": DB_NAME})
-        snap = sqlite3.connect(_uri(dest / DB_NAME, mode="ro"), uri=True)
-        try:
-            counts = _store_counts(snap)
-            mirrors = snap.execute("SELECT mirror, bytes_ingested FROM raw_file ORDER BY id").fetchall()
-            purged = _purged_lines(snap)
-        finally:
-            snap.close()
-        for rel, size in mirrors:
-            src = _inside(store.home, rel)
-            if not size and not src.exists():
-                continue  # registered, never written
-            n, sha = _copy_prefix(src, _inside(dest, rel), size)
-            files.append({"path": rel, "bytes": n, "sha256": sha})
-        if _purged_lines(store.conn) != purged:
-            # `origin purge` rewrote mirrors after the copy of the database
-            # was taken: some copied mirrors may hold its placeholders where
-            # the copy still has the lines.  Never a purged line kept, but
-            # not one consistent moment either.
-            raise StoreError("`origin purge` ran while the backup was copying; run `origin backup` again")
-        for name in BACKUP_TOP_FILES:
-            src = store.home / name
-            if src.exists():
-                # Invariant 2 (sticky forget): copied after the database, the
-                # log holds every forget of the copy, and a later one replays
-                # on restore.
-                data = src.read_bytes()
-                if name in (TOMBSTONE_LOG, ENTRIES_LOG, MIRRORS_LOG):
-                    data = data[: data.rfind(b"\n") + 1]  # a torn last line is not part of the log yet
-                private_file(dest / name).write_bytes(data)
-                files.append({"path": name})
-        for f in files:
-            if "sha256" not in f:
-                f["bytes"], f["sha256"] = _file_digest(dest / f["path"])
-        manifest = {
-            "format": BACKUP_FORMAT, "version": BACKUP_VERSION, "origin": __version__,
-            "created": iso_local(now_ms()), "home": str(store.home), **counts,
-            "bytes": sum(f["bytes"] for f in files), "files": files,
-        }
-        _fsync_dirs(dest)
-        tmp = dest / (BACKUP_MANIFEST + ".tmp")
-        with open(private_file(tmp), "w", encoding="utf-8") as fh:
-            json.dump(manifest, fh, ensure_ascii=False, indent=1)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, dest / BACKUP_MANIFEST)
-        _fsync_dirs(dest)
-    except BaseException:
-        # Leave no half backup that could be mistaken for one.
-        if created:
-            shutil.rmtree(dest, ignore_errors=True)
-        else:
-            for p in dest.iterdir():
-                if p.is_dir():
-                    shutil.rmtree(p, ignore_errors=True)
-                else:
-                    p.unlink(missing_ok=True)
-        raise
-    manifest["seconds"] = round(time.monotonic() - started, 3)
-    return manifest
-
-
-def _file_digest(path: Path) -> tuple[int, str]:
-    digest = hashlib.sha256()
-    n = 0
-    with open(path, "rb") as fh:
-        while chunk := fh.read(READ_CHUNK):
-            digest.update(chunk)
-            n += len(chunk)
-    return n, digest.hexdigest()
-
-
-def read_backup_manifest(src: Path) -> dict:
-    """Return the manifest of a finished backup folder, or explain why not."""
-    path = Path(src) / BACKUP_MANIFEST
-    if not path.exists():
-        if (Path(src) / DB_NAME).exists():
-            raise UsageError(f"{src} has no {BACKUP_MANIFEST}: it is an interrupted backup or a store, not a "
-                             "finished `origin backup`; make a new backup")
-        raise UsageError(f"{src} is not an Origin backup (no {BACKUP_MANIFEST}); name the folder `origin backup` wrote")
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise StoreError(f"{path} cannot be read ({e}); the backup is damaged") from None
-    if not isinstance(manifest, dict) or manifest.get("format") != BACKUP_FORMAT \
-            or not isinstance(manifest.get("files"), list):
-        raise StoreError(f"{path} is not an Origin backup manifest")
-    if manifest.get("version") != BACKUP_VERSION:
-        raise StoreError(f"{path} is a backup of format version {manifest.get('version')}; this Origin "
-                         f"({__version__}) restores version {BACKUP_VERSION}: use a matching Origin")
-    return manifest
-
-
-def _known_forgets(path: Path, what: str) -> tuple[list[dict], int]:
-    """Read the key and tombstone records of a tombstone log; return them checked and how many were not.
-
-    A record that does not check out (a torn line, another kind of record,
-    a malformed field) is counted and left out, never fatal.
-    """
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise UsageError(f"{what} {path} does not exist; give the tombstones.log of an Origin home") from None
-    except OSError as e:
-        raise UsageError(f"{what} {path} cannot be read ({e.strerror}); give a readable tombstones.log") from None
-    out, bad = [], 0
-    for line in data.split(b"\n"):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-            if not isinstance(rec, dict):
-                raise ValueError("not an object")
-            if rec.get("type") == "key":
-                kid, key = rec.get("key_id"), bytes.fromhex(rec.get("key"))
-                if not isinstance(kid, str) or not _KEY_ID.match(kid) or not 16 <= len(key) <= 64:
-                    raise ValueError("not a fingerprint key")
-                out.append({"type": "key", "key_id": kid, "key": key.hex(), "created_at": rec.get("created_at")})
-            elif rec.get("type") == "tombstone":
-                out.append({"type": "tombstone", **check_tombstone_record(rec)})
-            else:
-                raise ValueError("not a key or a tombstone")
-        except (OriginError, ValueError, TypeError):
-            bad += 1
-    return out, bad
-
-
-def merge_tombstone_logs(base: bytes, others: list[list[dict]]) -> tuple[bytes, int]:
-    """Return the tombstone log base followed by the records of others it lacks, and how many tombstones those are.
-
-    Records count as known by uid (tombstones) and by key id (keys).  base
-    is kept byte for byte (up to its last complete line), so a store that
-    applied a prefix of it replays exactly the rest.
-    """
-    base = base[: base.rfind(b"\n") + 1]
-    uids, kids = set(), set()
-    for line in base.split(b"\n"):
-        try:
-            rec = json.loads(line) if line.strip() else None
-        except ValueError:
-            continue
-        if isinstance(rec, dict):
-            if rec.get("type") == "tombstone":
-                uids.add(rec.get("uid"))
-            elif rec.get("type") == "key":
-                kids.add(rec.get("key_id"))
-    encode = _log_encoder().encode
-    added, n = [], 0
-    for records in others:
-        for rec in records:
-            if rec["type"] == "key" and rec["key_id"] not in kids:
-                kids.add(rec["key_id"])
-                added.append(rec)
-            elif rec["type"] == "tombstone" and rec["uid"] not in uids:
-                uids.add(rec["uid"])
-                added.append(rec)
-                n += 1
-    return base + "".join(encode(r) + "\n" for r in added).encode("utf-8"), n
-
-
-def restore(src: Path, home: Path, forgets: Path | None = None) -> dict:
-    """Restore a backup folder into an empty ORIGIN_HOME and check it.
-
-    Every file is checked against the manifest's size and SHA-256 while it is
-    copied into a staging folder inside home; nothing is moved into place
-    until all of them match and the database passes ``integrity_check``.
-    ``origin.db`` is moved last, so an interrupted restore never looks like
-    a store.  Opening the restored store replays its tombstone log.
-
-    home may already hold a tombstone log (the forgets this machine made
-    since the backup), and forgets may name another one: their tombstones
-    and keys are merged by uid into the restored log before the store
-    opens.  The restored store gets a new epoch, so a hub's devices read
-    and send every tombstone again.
-    """
-    src, home = Path(src).absolute(), Path(home).absolute()
-    manifest = read_backup_manifest(src)
-    # Invariant 2 (sticky forget): a home holding only its tombstone log is
-    # restored into, and the forgets it knows are merged, not lost.
-    _empty_target(home, "ORIGIN_HOME", allow=(RESTORE_STAGING, TOMBSTONE_LOG),
-                  hint=f" (it may keep {TOMBSTONE_LOG}, whose forgets are merged; or move the old home aside "
-                       f"and give its log with --forgets)")
-    known: list[list[dict]] = []
-    unreadable = 0
-    for path, what in ((home / TOMBSTONE_LOG, "the tombstone log"), (forgets, "--forgets")):
-        if path is None or (what != "--forgets" and not path.exists()):
-            continue
-        records, bad = _known_forgets(Path(path).absolute(), what)
-        if what == "--forgets" and bad and not records:
-            raise UsageError(f"{path} holds no tombstone records ({bad} lines are not); give the tombstones.log "
-                             "of an Origin home")
-        known.append(records)
-        unreadable += bad
-    started = time.monotonic()
-    private_dir(home)
-    staging = home / RESTORE_STAGING
-    shutil.rmtree(staging, ignore_errors=True)  # what an interrupted restore left
-    private_dir(staging)
-    try:
-        for f in manifest["files"]:
-            rel = f.get("path")
-            if not isinstance(rel, str):
-                raise StoreError(f"{src / BACKUP_MANIFEST} names a file without a path; the backup is damaged")
-            source = _inside(src, rel)
-            if not source.exists():
-                raise StoreError(f"the backup lacks {rel}, which its manifest lists; the backup is incomplete")
-            n, sha = _copy_prefix(source, _inside(staging, rel))
-            if (n, sha) != (f.get("bytes"), f.get("sha256")):
-                raise StoreError(f"{source} does not match the backup's manifest ({n} bytes, expected "
-                                 f"{f.get('bytes')}; or its checksum differs): the backup is damaged")
-        check = sqlite3.connect(_uri(staging / DB_NAME, mode="ro"), uri=True)
-        try:
-            result = check.execute("PRAGMA integrity_check").fetchone()[0]
-        finally:
-            check.close()
-        if result != "ok":
-            raise StoreError(f"the backed-up {DB_NAME} fails SQLite's integrity check ({result})")
-        merged = 0
-        if known:
-            log = staging / TOMBSTONE_LOG
-            data, merged = merge_tombstone_logs(log.read_bytes() if log.exists() else b"", known)
-            with open(private_file(log), "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-        _fsync_dirs(staging)
-        names = sorted((p.name for p in staging.iterdir()), key=lambda n: n == DB_NAME)
-        for name in names:
-            os.replace(staging / name, home / name)
-        staging.rmdir()
-        _fsync_dirs(home)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    private_dir(home / "raw")
-    with open_store(home) as store:
-        # Local tombstone ids are numbered again from the backup's: the new
-        # epoch makes every peer's cursor over them start again from 0.
-        with transaction(store.conn) as conn:
-            _put_setting(conn, _EPOCH, new_store_epoch())
-        update_index(store)
-        integrity = store.conn.execute("PRAGMA integrity_check").fetchone()[0]
-        counts = _store_counts(store.conn)
-    return {"home": str(home), "backup": str(src), "created": manifest.get("created"), **counts,
-            "forgets_merged": merged, "forgets_unreadable": unreadable,
-            "integrity": integrity, "bytes": manifest.get("bytes"), "files": len(manifest["files"]),
-            "seconds": round(time.monotonic() - started, 3)}
-
-
 ###############################################################################
 # Ingest ######################################################################
 ###############################################################################
 # Owns: discovery, cursors, mirrors, parsing into events, sessions.
 # Upholds: Invariant 1 (every event points at its mirror line) and
 # Invariant 3 (mirrors only grow; a rewritten source opens a new generation).
+
+#: Bytes hashed at the head and the tail of the ingested part of a file.
+HASH_WINDOW = 4096
+#: Files ingested in one write transaction: up to this many new bytes or
+#: this many files.
+GROUP_BYTES = 8 << 20
+GROUP_FILES = 256
+#: Largest pending part of a file that is parsed ahead on a second thread.
+PREFETCH_MAX = 4 << 20
+#: Events are inserted in batches of this many rows.
+INSERT_BATCH = 2000
 
 
 @struct
@@ -5351,74 +5002,6 @@ def reparse_outdated(store: Store, sources: set | None = None, budget: int = REP
     return out
 
 
-# --- Rebuild: a new origin.db from raw/ and the journals --------------------
-
-#: The database `origin rebuild` builds beside the live one, then swaps in.
-REBUILD_DB = "origin.db.rebuild"
-#: `origin rebuild --check` builds here (under ORIGIN_HOME's scratch folder) and deletes it.
-REBUILD_CHECK_DB = f"{SCRATCH_DIR}/rebuild-check.db"
-#: The tables of a store's own state that no journal holds (a hub's tokens and
-#: device bindings, the admin password and sessions, the audit log): a
-#: rebuild copies them from the old database when it can still be read.
-REBUILD_CARRIED = ("api_token", "token_device", "admin_session", "audit_log", "login_failure", "purged_hash")
-_ADOPTED = "raw:"  # the path of an adopted mirror's source, which no record names
-
-
-def _adopted_record(rel: str) -> dict | None:
-    """Return a mirror record for a file under raw/ that no record names, read from its name."""
-    parts = rel.split("/")
-    device = None
-    if len(parts) > 3 and parts[1] == "devices":
-        device, parts = parts[2], ["raw", *parts[3:]]
-    if len(parts) < 3 or parts[1] not in adapters.ADAPTERS:
-        return None
-    name = "/".join(parts[2:])
-    generation = 0
-    base = name.rsplit("~", 1)[0] if re.search(r"~\d+\Z", name) else name
-    m = re.search(r"\.g(\d+)\Z", base)
-    if m:
-        generation, base = int(m.group(1)), base[: m.start()]
-    adapter = adapters.ADAPTERS[parts[1]]
-    return {"type": "mirror", "mirror": rel, "source": parts[1], "path": _ADOPTED + rel, "rel": base,
-            "generation": generation, "kind": adapter.kind, "compression": None, "device": device,
-            "first_seen": None, "mtime_ms": None, "meta": None, "adopted": True}
-
-
-def _mirror_plan(home: Path) -> tuple[list[dict], dict[str, set[int]], list[str]]:
-    """Return every mirror to parse (journal order, then files no record names), their flush offsets, problems."""
-    records, _end = _log_records(home, 0, MIRRORS_LOG)
-    plan: dict[str, dict] = {}
-    flushes: dict[str, set[int]] = {}
-    problems: list[str] = []
-    for r in records:
-        mirror = r.get("mirror")
-        if not isinstance(mirror, str) or not mirror.startswith("raw/"):
-            continue
-        if r.get("type") == "flush" and isinstance(r.get("offset"), int):
-            flushes.setdefault(mirror, set()).add(r["offset"])
-        elif r.get("type") == "mirror" and mirror not in plan:
-            if r.get("source") not in adapters.ADAPTERS or not isinstance(r.get("path"), str) \
-                    or not isinstance(r.get("rel"), str) or r.get("kind") not in ("log", "db") \
-                    or isinstance(r.get("generation"), bool) or not isinstance(r.get("generation"), int):
-                problems.append(f"{mirror}: its record in {MIRRORS_LOG} is incomplete; read from its name instead")
-                continue
-            plan[mirror] = r
-    raw = home / "raw"
-    if raw.is_dir():
-        for folder, dirs, files in os.walk(raw):
-            dirs.sort()
-            for f in sorted(files):
-                rel = Path(folder, f).relative_to(home).as_posix()
-                if rel in plan or f.endswith(".purging"):
-                    continue
-                rec = _adopted_record(rel)
-                if rec is None:
-                    problems.append(f"{rel}: not under raw/<agent>/, so no adapter reads it; left as it is")
-                    continue
-                plan[rel] = rec
-    return list(plan.values()), flushes, problems
-
-
 def _parse_mirror(store: Store, adapter, sf: SourceFile, raw_file_id: int, path: Path, limit: int | None,
                   cuts: Iterable[int], mtime: int | None, emit: Callable[[Any, int, int], None],
                   writer: "_EventWriter", state: dict, errors: list) -> tuple[int, int]:
@@ -5453,294 +5036,22 @@ def _parse_mirror(store: Store, adapter, sf: SourceFile, raw_file_id: int, path:
     return lines, offset
 
 
-def _rebuild_mirror(store: Store, rec: dict, cuts: set[int]) -> dict:
-    """Register one mirror in the new store and parse all of its complete lines; return its counts."""
-    conn = store.conn
-    adapter = adapters.ADAPTERS[rec["source"]]
-    path = store.home / rec["mirror"]
-    meta = rec["meta"] if isinstance(rec.get("meta"), dict) else {}
-    sf = adapters.SourceFile(rec["path"], rec["rel"], rec.get("compression"), rec["kind"], meta)
-    if rec["kind"] == "db":
-        mtime = None
-    else:
-        # The time the first ingest saw; else the agent's file's, else the mirror's.
-        mtime = rec.get("mtime_ms") if isinstance(rec.get("mtime_ms"), int) else (
-            _mtime_ms(rec["path"]) or _mtime_ms(str(path)))
-    errors: list = []
-    with transaction(conn):
-        # Invariant 3 (append-only): the mirror is adopted as it is, under its
-        # own name; not a byte is copied or written.
-        conn.execute("INSERT INTO raw_file (source, path, rel, generation, mirror, kind, compression, device, "
-                     "first_seen) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                     (rec["source"], rec["path"], rec["rel"], rec["generation"], rec["mirror"], rec["kind"],
-                      rec.get("compression"), rec.get("device"),
-                      rec["first_seen"] if isinstance(rec.get("first_seen"), int) else now_ms()))
-        row = conn.execute("SELECT * FROM raw_file WHERE mirror = ?", (rec["mirror"],)).fetchone()
-        if meta:
-            conn.execute("INSERT INTO raw_meta (raw_file_id, meta) VALUES (?, ?)",
-                         (row["id"], json.dumps(meta, ensure_ascii=False, sort_keys=True)))
-        writer = _EventWriter(conn, adapter.name, row["id"], arrivals(store))
-        state = adapter.new_state(sf)
-        lines, offset = _parse_mirror(store, adapter, sf, row["id"], path, None, cuts, mtime, writer.add, writer,
-                                      state, errors)
-        store.pending.clear()  # those flushes are in the journal already
-        writer.flush()
-        if errors:
-            conn.executemany("INSERT OR IGNORE INTO parse_error VALUES (?, ?, ?)",
-                             [(row["id"], ln, why) for ln, why in errors[:PARSE_ERRORS_KEPT]])
-        refresh_sessions(conn, adapter.name, writer.sessions, writer.infos)
-        if adapter.version != 1:
-            conn.execute("INSERT INTO parsed_by (raw_file_id, version) VALUES (?, ?)", (row["id"], adapter.version))
-        head, tail = _tail_hashes(store, rec["mirror"], offset) if offset else (None, None)
-        unknown = int(state.pop("unknown", 0) or 0)
-        conn.execute("UPDATE raw_file SET bytes_ingested = ?, lines_ingested = ?, head_hash = ?, tail_hash = ?, "
-                     "parse_state = ?, parse_errors = ?, unknown_records = ?, last_sync = ? WHERE id = ?",
-                     (offset, lines, head, tail, json.dumps(state, ensure_ascii=False), len(errors), unknown,
-                      now_ms(), row["id"]))
-    return {"bytes": offset, "lines": lines, "events": writer.added, "parse_errors": len(errors)}
-
-
-def _export_state_from_mirrors(store: Store, problems: list[str]) -> None:
-    """Record which rows of agent databases still on disk their mirrors already hold.
-
-    Without it, the first sync after a rebuild without the old database
-    would export every row of those databases again (no event twice, but
-    each mirror would grow by a copy of itself).  Rows changed since their
-    export are not found in the mirror and are exported by that sync.
-    """
-    conn = store.conn
-    rows = conn.execute(
-        "SELECT r.* FROM raw_file r WHERE r.kind = 'db' AND r.generation = (SELECT max(generation) FROM raw_file x "
-        "WHERE x.source = r.source AND x.path = r.path) "
-        "AND NOT EXISTS (SELECT 1 FROM export_state e WHERE e.raw_file_id = r.id)").fetchall()
-    for row in rows:
-        adapter = adapters.ADAPTERS.get(row["source"])
-        mirror = store.home / row["mirror"]
-        if adapter is None or not os.path.exists(row["path"]) or not mirror.exists():
-            continue
-        held = set()
-        with open(mirror, "rb") as fh:
-            for line in fh:
-                held.add(hashlib.sha256(line.rstrip(b"\n")).digest())
-        meta = conn.execute("SELECT meta FROM raw_meta WHERE raw_file_id = ?", (row["id"],)).fetchone()
-        sf = adapters.SourceFile(row["path"], row["rel"], row["compression"], "db", json.loads(meta[0]) if meta else {})
-        found = []
-        try:
-            for key, digest, line in adapter.export(sf, {}, now_ms()):
-                data = adapters.clean_text(line).replace("\n", " ").encode("utf-8")
-                if hashlib.sha256(data).digest() in held:
-                    found.append((row["id"], key, digest))
-        except Exception as e:  # the agent's database cannot be read now: the next sync exports it again
-            problems.append(f"{row['path']}: could not be read to match its mirror ({type(e).__name__}); the next "
-                            "sync exports its rows again (no event twice)")
-            continue
-        with transaction(conn):
-            conn.executemany("INSERT OR IGNORE INTO export_state (raw_file_id, key, hash) VALUES (?, ?, ?)", found)
-
-
-def _carry_own_state(store: Store, old: Path) -> str | None:
-    """Copy what only the old database holds (see REBUILD_CARRIED) into the new one; None, or why not."""
-    conn = store.conn
-    try:
-        conn.execute("ATTACH DATABASE ? AS old", (_uri(old, mode="ro"),))
-    except sqlite3.Error as e:
-        return f"the old {DB_NAME} cannot be read ({e}): hub tokens, the admin password and the audit log start empty"
-    try:
-        with transaction(conn):
-            for table in REBUILD_CARRIED:
-                try:
-                    cols = ", ".join(r[1] for r in conn.execute(f"PRAGMA old.table_info({table})"))
-                    if cols:
-                        conn.execute(f"INSERT OR IGNORE INTO main.{table} ({cols}) SELECT {cols} FROM old.{table}")
-                except sqlite3.Error:
-                    continue  # a table the old store lacks or cannot read: the rest still comes over
-            # Settings the rebuild made itself (the store id, the journals'
-            # offsets) stay; the others (the admin password) come over.
-            conn.execute("INSERT OR IGNORE INTO main.setting (key, value) SELECT key, value FROM old.setting")
-            conn.execute(
-                "INSERT OR IGNORE INTO main.export_state (raw_file_id, key, hash) SELECT n.id, x.key, x.hash "
-                "FROM old.export_state x JOIN old.raw_file o ON o.id = x.raw_file_id "
-                "JOIN main.raw_file n ON n.mirror = o.mirror")
-        return None
-    except sqlite3.Error as e:
-        return f"the old {DB_NAME} could only partly be read ({e})"
-    finally:
-        conn.execute("DETACH DATABASE old")
-
-
-#: What `origin rebuild --check` compares, table by table: rows keyed by
-#: global ids (local row ids are renumbered by a rebuild).
-REBUILD_COMPARE = {
-    "event": "SELECT e.id, e.source, e.session, e.ts, e.ts_approx, e.project, e.cwd, e.branch, e.model, e.role, "
-             "e.kind, e.text, e.indexed, r.mirror, e.line, e.offset, e.span "
-             "FROM {s}.event e JOIN {s}.raw_file r ON r.id = e.raw_file_id",
-    "entry": "SELECT id, kind, text, confidence, author, project, supersedes, valid_from, valid_to, created_at "
-             "FROM {s}.entry",
-    "entry_source": "SELECT entry_id, event_id, quote FROM {s}.entry_source",
-    "tombstone": "SELECT uid, target, kind, reason, created_at, device FROM {s}.tombstone",
-    "excluded_event": "SELECT x.event_id, t.uid FROM {s}.excluded_event x JOIN {s}.tombstone t ON t.id = x.tombstone_id",
-    "forgotten_entry": "SELECT f.entry_id, t.uid FROM {s}.forgotten_entry f "
-                       "JOIN {s}.tombstone t ON t.id = f.tombstone_id",
-    "tombstone_fingerprint": "SELECT f.key_id, f.fp, t.uid FROM {s}.tombstone_fingerprint f "
-                             "JOIN {s}.tombstone t ON t.id = f.tombstone_id",
-    "session": "SELECT source, id, title, project, cwd, branch, first_ts, last_ts, events, messages FROM {s}.session",
-    "raw_file": "SELECT mirror, source, rel, generation, kind, bytes_ingested, lines_ingested FROM {s}.raw_file",
-}
-
-
-def compare_stores(conn: sqlite3.Connection, other: Path, shown: int = 5) -> dict:
-    """Compare the store of conn with the database file other, table by table.
-
-    Returns, per table, the rows only one side holds (counts and the first
-    keys); an empty ``differ`` means the two hold the same.
-    """
-    conn.execute("ATTACH DATABASE ? AS other", (_uri(other, mode="ro"),))
-    try:
-        tables = {}
-        for table, sql in REBUILD_COMPARE.items():
-            a, b = sql.format(s="main"), sql.format(s="other")
-            only_new = conn.execute(f"SELECT count(*) FROM ({a} EXCEPT {b})").fetchone()[0]
-            only_old = conn.execute(f"SELECT count(*) FROM ({b} EXCEPT {a})").fetchone()[0]
-            d = {"rebuilt": conn.execute(f"SELECT count(*) FROM ({a})").fetchone()[0],
-                 "live": conn.execute(f"SELECT count(*) FROM ({b})").fetchone()[0],
-                 "only_rebuilt": only_new, "only_live": only_old}
-            if only_new:
-                d["only_rebuilt_first"] = [r[0] for r in conn.execute(f"{a} EXCEPT {b} LIMIT ?", (shown,))]
-            if only_old:
-                d["only_live_first"] = [r[0] for r in conn.execute(f"{b} EXCEPT {a} LIMIT ?", (shown,))]
-            tables[table] = d
-    finally:
-        conn.execute("DETACH DATABASE other")
-    return {"same": all(not (d["only_rebuilt"] or d["only_live"]) for d in tables.values()),
-            "differ": [t for t, d in tables.items() if d["only_rebuilt"] or d["only_live"]], "tables": tables}
-
-
-def _db_files(path: Path) -> list[Path]:
-    return [Path(str(path) + s) for s in ("", "-wal", "-shm")]
-
-
-def _drop_db_files(path: Path) -> None:
-    for p in _db_files(path):
-        p.unlink(missing_ok=True)
-
-
-def needs_rebuild(home: Path | str) -> bool:
-    """True when origin.db is missing but raw/ holds mirrors: open it by `origin rebuild`, never empty."""
-    if os.path.exists(os.path.join(home, DB_NAME)):
-        return False
-    for _folder, _dirs, files in os.walk(os.path.join(home, "raw")):
-        if any(not f.endswith(".purging") for f in files):
-            return True
-    return False
-
-
-def rebuild(home: Path, *, check: bool = False,
-            progress: Callable[[int, int, int], None] | None = None) -> dict:
-    """Build a new origin.db from ORIGIN_HOME's own files; swap it in, or with check only compare.
-
-    Order: the tombstone log (keys, then forgets) as the new store opens, so
-    nothing forgotten is readable at any point; then every mirror under
-    raw/ (every generation, every device's on a hub) parsed again with
-    today's adapters, in the order they were registered — event ids come
-    from the content, so they are the ones the old store had; then the
-    entries journal.  Mirrors are adopted where they lie: nothing is copied
-    and no file is added under raw/.  The old database is moved aside
-    (``origin.db.before-rebuild-<time>``), never deleted, and the index is
-    rebuilt for the new store.
-    """
-    home = Path(home).absolute()
-    started = time.monotonic()
-    live = home / DB_NAME
-    if not (home / "raw").is_dir() and not (home / TOMBSTONE_LOG).exists() and not (home / ENTRIES_LOG).exists():
-        raise UsageError(f"{home} holds no raw/ and no journals: there is nothing to rebuild from; "
-                         f"set {ENV_HOME} to the folder that holds them")
-    if check and not live.exists():
-        raise UsageError(f"{live} does not exist, so there is nothing to compare with: run `origin rebuild`")
-    problems: list[str] = []
-    old_ok = False
-    if live.exists():
-        try:
-            # Brings the journals up to date with the live store first (a
-            # store older than a journal writes into it once).
-            open_store(home).close()
-            old_ok = True
-        except StoreError as e:
-            problems.append(f"the live {DB_NAME} cannot be opened ({e}); rebuilt without it")
-    private_dir(home / SCRATCH_DIR)
-    name = REBUILD_CHECK_DB if check else REBUILD_DB
-    target = home / name
-    _drop_db_files(target)  # what an interrupted rebuild left
-    counts = {"mirrors": 0, "adopted": 0, "bytes": 0, "events_parsed": 0, "parse_errors": 0}
-    try:
-        with open_store(home, name) as store:
-            # Invariant 2 (sticky forget): open_store has applied the
-            # tombstone log (and the entries journal) before a single mirror
-            # is read, so every event arrives checked against the forgets.
-            plan, flushes, more = _mirror_plan(home)
-            problems += more
-            done = 0
-            adopted = []
-            for i, rec in enumerate(plan):
-                got = _rebuild_mirror(store, rec, flushes.get(rec["mirror"], set()))
-                counts["mirrors"] += 1
-                counts["bytes"] += got["bytes"]
-                counts["events_parsed"] += got["events"]
-                counts["parse_errors"] += got["parse_errors"]
-                done += got["bytes"]
-                if rec.get("adopted"):
-                    adopted.append(rec["mirror"])
-                if progress is not None:
-                    progress(i + 1, len(plan), done)
-            counts["adopted"] = len(adopted)
-            if adopted and not check:
-                # A mirror no record named is named now, so the next rebuild reads it the same way.
-                with transaction(store.conn):
-                    journal_mirrors(store, [mirror_record(store.conn, r) for r in store.conn.execute(
-                        "SELECT * FROM raw_file WHERE mirror IN (SELECT value FROM json_each(?))",
-                        (json.dumps(adopted),)).fetchall()])
-            # Entries whose events arrived only now are checked again.
-            with transaction(store.conn):
-                replay_entries_log(store)
-            if old_ok:
-                why = _carry_own_state(store, live)
-                if why:
-                    problems.append(why)
-            _export_state_from_mirrors(store, problems)
-            counts.update(_store_counts(store.conn))
-            out: dict = {"home": str(home), **counts}
-            if check:
-                out["compare"] = compare_stores(store.conn, live)
-            store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    except BaseException:
-        _drop_db_files(target)
-        raise
-    if check:
-        _drop_db_files(target)
-    else:
-        aside = None
-        if live.exists():
-            aside = home / f"{DB_NAME}.before-rebuild-{time.strftime('%Y%m%d-%H%M%S')}"
-            for src, dst in zip(_db_files(live), _db_files(aside)):
-                if src.exists():
-                    os.replace(src, dst)
-        for src, dst in zip(_db_files(target), _db_files(live)):
-            if src.exists():
-                os.replace(src, dst)
-        _fsync_dir(home)
-        out["old"] = str(aside) if aside else None
-        with open_store(home) as store:
-            update_index(store)
-    out["problems"] = problems
-    out["seconds"] = round(time.monotonic() - started, 3)
-    return out
-
-
 ###############################################################################
 # Entries #####################################################################
 ###############################################################################
 # Owns: remember, correct, derived status.  Upholds: Invariant 1 (an entry
 # always cites a visible event) and Invariant 3 (entries change only by being
 # superseded).
+
+#: Newest events compared one by one when the index finds no candidate for
+#: a quote (its words were split by whitespace).
+QUOTE_SCAN = 20_000
+#: A quote's candidates are looked up by its rarest word, then its two and
+#: three rarest (each word more costs the index a pass over its rows),
+#: until at most this many events hold them all; past three, by six words.
+QUOTE_FEW = 200
+#: Shortest quote that can identify an event (non-space characters).
+MIN_QUOTE = 3
 
 _SQL_STATUS = (
     "CASE WHEN EXISTS (SELECT 1 FROM forgotten_entry f WHERE f.entry_id = {n}.id) THEN 'forgotten' "
@@ -6234,6 +5545,9 @@ def list_entries(store: Store, *, kind: str | None = None, project: str | Iterab
 ###############################################################################
 # Owns: tombstones, exclusion, the provenance cascade, echoes, the exchange of
 # tombstones between stores.  Upholds: Invariant 2.
+
+#: Most events with the same text a forget preview lists.
+SAME_TEXT_MAX = 50
 
 
 _JSON_ESCAPES = LazyRegex(r"\\[nrtbf\"\\/]")
@@ -7365,11 +6679,745 @@ def purge(store: Store, *, actor: str = "user", channel: str = "cli") -> dict:
 
 
 ###############################################################################
+# Backup ######################################################################
+###############################################################################
+# Owns: `origin backup`, `origin restore` (which merges the tombstone logs, so
+# every known forget survives) and `origin rebuild` (a new origin.db from raw/
+# and the journals).  Upholds: Invariant 2 and 3.
+
+
+#: Marks a finished backup folder: written last, after every file in it is
+#: on disk.  A folder without it is an interrupted backup.
+BACKUP_MANIFEST = "backup.json"
+BACKUP_FORMAT = "origin-backup"
+BACKUP_VERSION = 1
+#: Files at the top of ORIGIN_HOME that a backup carries as they are: the
+#: journals (tombstones, entries, mirrors) and a device's hub connection (its
+#: token too, so a restored device pushes as itself again).  A hub keeps everything else it needs —
+#: tokens (their hashes), device bindings, the admin password's hash and
+#: sessions — in origin.db.
+BACKUP_TOP_FILES = (TOMBSTONE_LOG, ENTRIES_LOG, MIRRORS_LOG, HUB_FILE)
+#: Folder a restore fills before moving its files into ORIGIN_HOME.
+RESTORE_STAGING = ".restore-partial"
+
+
+def _copy_prefix(src: Path, dst: Path, size: int | None = None) -> tuple[int, str]:
+    """Copy the first ``size`` bytes of src (all when None) to a new file dst.
+
+    Returns (bytes, sha256).  The copy is fsynced before this returns, so a
+    manifest written afterwards never names bytes still in a page cache.
+    """
+    digest = hashlib.sha256()
+    done = 0
+    private_dir(dst.parent)
+    fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE_MODE)
+    with open(src, "rb") as fin, open(fd, "wb") as fout:
+        while size is None or done < size:
+            chunk = fin.read(READ_CHUNK if size is None else min(READ_CHUNK, size - done))
+            if not chunk:
+                break
+            fout.write(chunk)
+            digest.update(chunk)
+            done += len(chunk)
+        fout.flush()
+        os.fsync(fout.fileno())
+    if size is not None and done < size:
+        raise StoreError(f"{src} holds {done} bytes but the store records {size}: the archive was damaged "
+                         "outside Origin; nothing was backed up")
+    return done, digest.hexdigest()
+
+
+def _fsync_dirs(root: Path) -> None:
+    for d in [root, *(p for p in root.rglob("*") if p.is_dir())]:
+        _fsync_dir(d)
+
+
+def _inside(root: Path, rel: str) -> Path:
+    """root / rel, refusing a relative path that leaves root."""
+    path = (root / rel).resolve()
+    if not path.is_relative_to(root.resolve()) or path == root.resolve():
+        raise StoreError(f"refusing the path {rel!r}: it points outside {root}")
+    return path
+
+
+def _snapshot_db(src: Path, dst: Path) -> None:
+    """Copy one SQLite file with the online backup API, in one step.
+
+    One step is one read transaction: the copy is a consistent snapshot
+    while writers go on (WAL lets them), and no write restarts it.
+    """
+    source = sqlite3.connect(_uri(src, mode="ro"), uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
+    target = sqlite3.connect(str(private_file(dst)))
+    try:
+        source.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        source.backup(target)
+        # A backup is one self-contained file: no -wal beside it.
+        target.execute("PRAGMA journal_mode = DELETE")
+    finally:
+        target.close()
+        source.close()
+
+
+def _store_counts(conn: sqlite3.Connection) -> dict:
+    return dict(zip(("events", "entries", "tombstones", "excluded_events", "files"), conn.execute(
+        "SELECT (SELECT count(*) FROM event), (SELECT count(*) FROM entry), (SELECT count(*) FROM tombstone), "
+        "(SELECT count(*) FROM excluded_event), (SELECT count(*) FROM raw_file)").fetchone()))
+
+
+def _purged_lines(conn: sqlite3.Connection) -> int:
+    try:
+        return conn.execute("SELECT count(*) FROM purged_line").fetchone()[0]
+    except sqlite3.OperationalError:  # a store from before purge existed
+        return 0
+
+
+def _empty_target(path: Path, what: str, allow: tuple[str, ...] = (), hint: str = "") -> None:
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"{what} {path} is a file; name a new or empty directory")
+    if path.is_dir():
+        extra = sorted(p.name for p in path.iterdir() if p.name not in allow)
+        if extra:
+            raise UsageError(f"{what} {path} is not empty (it holds {', '.join(extra[:3])}"
+                             f"{', …' if len(extra) > 3 else ''}); name a new or empty directory{hint}")
+
+
+def backup(store: Store, dest: Path) -> dict:
+    """Write a consistent copy of a live store into dest (new or empty).
+
+    Syncs, pushes and MCP servers may keep writing meanwhile.  The index
+    parts are copied first and ``origin.db`` after them, each with SQLite's
+    online backup API, so the copied index is never ahead of the copied
+    events (its next catch-up takes in what it lacks).  Each mirror is then
+    copied up to the size the copied database records: mirrors only grow,
+    and bytes past that size belong to commits the copy does not hold.
+    Returns the manifest, which is written last.
+    """
+    dest = Path(dest).absolute()
+    _empty_target(dest, "backup folder")
+    if dest.resolve().is_relative_to(store.home.resolve()):
+        raise UsageError(f"the backup folder {dest} is inside ORIGIN_HOME {store.home}; put it elsewhere")
+    started = time.monotonic()
+    created = not dest.exists()
+    # The copy is as private as the store: a whole history of prompts and code.
+    private_dir(dest)
+    files: list[dict] = []
+    try:
+        for part in EVENT_INDEXES:
+            src = Path(_index_path(store.home, part))
+            if src.exists():
+                rel = f"{INDEX_DIR}/{src.name}"
+                private_dir(dest / INDEX_DIR)
+                _snapshot_db(src, dest / rel)
+                files.append({"path": rel})
+        _snapshot_db(store.home / DB_NAME, dest / DB_NAME)
+        files.append({"path": DB_NAME})
+        snap = sqlite3.connect(_uri(dest / DB_NAME, mode="ro"), uri=True)
+        try:
+            counts = _store_counts(snap)
+            mirrors = snap.execute("SELECT mirror, bytes_ingested FROM raw_file ORDER BY id").fetchall()
+            purged = _purged_lines(snap)
+        finally:
+            snap.close()
+        for rel, size in mirrors:
+            src = _inside(store.home, rel)
+            if not size and not src.exists():
+                continue  # registered, never written
+            n, sha = _copy_prefix(src, _inside(dest, rel), size)
+            files.append({"path": rel, "bytes": n, "sha256": sha})
+        if _purged_lines(store.conn) != purged:
+            # `origin purge` rewrote mirrors after the copy of the database
+            # was taken: some copied mirrors may hold its placeholders where
+            # the copy still has the lines.  Never a purged line kept, but
+            # not one consistent moment either.
+            raise StoreError("`origin purge` ran while the backup was copying; run `origin backup` again")
+        for name in BACKUP_TOP_FILES:
+            src = store.home / name
+            if src.exists():
+                # Invariant 2 (sticky forget): copied after the database, the
+                # log holds every forget of the copy, and a later one replays
+                # on restore.
+                data = src.read_bytes()
+                if name in (TOMBSTONE_LOG, ENTRIES_LOG, MIRRORS_LOG):
+                    data = data[: data.rfind(b"\n") + 1]  # a torn last line is not part of the log yet
+                private_file(dest / name).write_bytes(data)
+                files.append({"path": name})
+        for f in files:
+            if "sha256" not in f:
+                f["bytes"], f["sha256"] = _file_digest(dest / f["path"])
+        manifest = {
+            "format": BACKUP_FORMAT, "version": BACKUP_VERSION, "origin": __version__,
+            "created": iso_local(now_ms()), "home": str(store.home), **counts,
+            "bytes": sum(f["bytes"] for f in files), "files": files,
+        }
+        _fsync_dirs(dest)
+        tmp = dest / (BACKUP_MANIFEST + ".tmp")
+        with open(private_file(tmp), "w", encoding="utf-8") as fh:
+            json.dump(manifest, fh, ensure_ascii=False, indent=1)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, dest / BACKUP_MANIFEST)
+        _fsync_dirs(dest)
+    except BaseException:
+        # Leave no half backup that could be mistaken for one.
+        if created:
+            shutil.rmtree(dest, ignore_errors=True)
+        else:
+            for p in dest.iterdir():
+                if p.is_dir():
+                    shutil.rmtree(p, ignore_errors=True)
+                else:
+                    p.unlink(missing_ok=True)
+        raise
+    manifest["seconds"] = round(time.monotonic() - started, 3)
+    return manifest
+
+
+def _file_digest(path: Path) -> tuple[int, str]:
+    digest = hashlib.sha256()
+    n = 0
+    with open(path, "rb") as fh:
+        while chunk := fh.read(READ_CHUNK):
+            digest.update(chunk)
+            n += len(chunk)
+    return n, digest.hexdigest()
+
+
+def read_backup_manifest(src: Path) -> dict:
+    """Return the manifest of a finished backup folder, or explain why not."""
+    path = Path(src) / BACKUP_MANIFEST
+    if not path.exists():
+        if (Path(src) / DB_NAME).exists():
+            raise UsageError(f"{src} has no {BACKUP_MANIFEST}: it is an interrupted backup or a store, not a "
+                             "finished `origin backup`; make a new backup")
+        raise UsageError(f"{src} is not an Origin backup (no {BACKUP_MANIFEST}); name the folder `origin backup` wrote")
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise StoreError(f"{path} cannot be read ({e}); the backup is damaged") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != BACKUP_FORMAT \
+            or not isinstance(manifest.get("files"), list):
+        raise StoreError(f"{path} is not an Origin backup manifest")
+    if manifest.get("version") != BACKUP_VERSION:
+        raise StoreError(f"{path} is a backup of format version {manifest.get('version')}; this Origin "
+                         f"({__version__}) restores version {BACKUP_VERSION}: use a matching Origin")
+    return manifest
+
+
+def _known_forgets(path: Path, what: str) -> tuple[list[dict], int]:
+    """Read the key and tombstone records of a tombstone log; return them checked and how many were not.
+
+    A record that does not check out (a torn line, another kind of record,
+    a malformed field) is counted and left out, never fatal.
+    """
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise UsageError(f"{what} {path} does not exist; give the tombstones.log of an Origin home") from None
+    except OSError as e:
+        raise UsageError(f"{what} {path} cannot be read ({e.strerror}); give a readable tombstones.log") from None
+    out, bad = [], 0
+    for line in data.split(b"\n"):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+            if not isinstance(rec, dict):
+                raise ValueError("not an object")
+            if rec.get("type") == "key":
+                kid, key = rec.get("key_id"), bytes.fromhex(rec.get("key"))
+                if not isinstance(kid, str) or not _KEY_ID.match(kid) or not 16 <= len(key) <= 64:
+                    raise ValueError("not a fingerprint key")
+                out.append({"type": "key", "key_id": kid, "key": key.hex(), "created_at": rec.get("created_at")})
+            elif rec.get("type") == "tombstone":
+                out.append({"type": "tombstone", **check_tombstone_record(rec)})
+            else:
+                raise ValueError("not a key or a tombstone")
+        except (OriginError, ValueError, TypeError):
+            bad += 1
+    return out, bad
+
+
+def merge_tombstone_logs(base: bytes, others: list[list[dict]]) -> tuple[bytes, int]:
+    """Return the tombstone log base followed by the records of others it lacks, and how many tombstones those are.
+
+    Records count as known by uid (tombstones) and by key id (keys).  base
+    is kept byte for byte (up to its last complete line), so a store that
+    applied a prefix of it replays exactly the rest.
+    """
+    base = base[: base.rfind(b"\n") + 1]
+    uids, kids = set(), set()
+    for line in base.split(b"\n"):
+        try:
+            rec = json.loads(line) if line.strip() else None
+        except ValueError:
+            continue
+        if isinstance(rec, dict):
+            if rec.get("type") == "tombstone":
+                uids.add(rec.get("uid"))
+            elif rec.get("type") == "key":
+                kids.add(rec.get("key_id"))
+    encode = _log_encoder().encode
+    added, n = [], 0
+    for records in others:
+        for rec in records:
+            if rec["type"] == "key" and rec["key_id"] not in kids:
+                kids.add(rec["key_id"])
+                added.append(rec)
+            elif rec["type"] == "tombstone" and rec["uid"] not in uids:
+                uids.add(rec["uid"])
+                added.append(rec)
+                n += 1
+    return base + "".join(encode(r) + "\n" for r in added).encode("utf-8"), n
+
+
+def restore(src: Path, home: Path, forgets: Path | None = None) -> dict:
+    """Restore a backup folder into an empty ORIGIN_HOME and check it.
+
+    Every file is checked against the manifest's size and SHA-256 while it is
+    copied into a staging folder inside home; nothing is moved into place
+    until all of them match and the database passes ``integrity_check``.
+    ``origin.db`` is moved last, so an interrupted restore never looks like
+    a store.  Opening the restored store replays its tombstone log.
+
+    home may already hold a tombstone log (the forgets this machine made
+    since the backup), and forgets may name another one: their tombstones
+    and keys are merged by uid into the restored log before the store
+    opens.  The restored store gets a new epoch, so a hub's devices read
+    and send every tombstone again.
+    """
+    src, home = Path(src).absolute(), Path(home).absolute()
+    manifest = read_backup_manifest(src)
+    # Invariant 2 (sticky forget): a home holding only its tombstone log is
+    # restored into, and the forgets it knows are merged, not lost.
+    _empty_target(home, "ORIGIN_HOME", allow=(RESTORE_STAGING, TOMBSTONE_LOG),
+                  hint=f" (it may keep {TOMBSTONE_LOG}, whose forgets are merged; or move the old home aside "
+                       f"and give its log with --forgets)")
+    known: list[list[dict]] = []
+    unreadable = 0
+    for path, what in ((home / TOMBSTONE_LOG, "the tombstone log"), (forgets, "--forgets")):
+        if path is None or (what != "--forgets" and not path.exists()):
+            continue
+        records, bad = _known_forgets(Path(path).absolute(), what)
+        if what == "--forgets" and bad and not records:
+            raise UsageError(f"{path} holds no tombstone records ({bad} lines are not); give the tombstones.log "
+                             "of an Origin home")
+        known.append(records)
+        unreadable += bad
+    started = time.monotonic()
+    private_dir(home)
+    staging = home / RESTORE_STAGING
+    shutil.rmtree(staging, ignore_errors=True)  # what an interrupted restore left
+    private_dir(staging)
+    try:
+        for f in manifest["files"]:
+            rel = f.get("path")
+            if not isinstance(rel, str):
+                raise StoreError(f"{src / BACKUP_MANIFEST} names a file without a path; the backup is damaged")
+            source = _inside(src, rel)
+            if not source.exists():
+                raise StoreError(f"the backup lacks {rel}, which its manifest lists; the backup is incomplete")
+            n, sha = _copy_prefix(source, _inside(staging, rel))
+            if (n, sha) != (f.get("bytes"), f.get("sha256")):
+                raise StoreError(f"{source} does not match the backup's manifest ({n} bytes, expected "
+                                 f"{f.get('bytes')}; or its checksum differs): the backup is damaged")
+        check = sqlite3.connect(_uri(staging / DB_NAME, mode="ro"), uri=True)
+        try:
+            result = check.execute("PRAGMA integrity_check").fetchone()[0]
+        finally:
+            check.close()
+        if result != "ok":
+            raise StoreError(f"the backed-up {DB_NAME} fails SQLite's integrity check ({result})")
+        merged = 0
+        if known:
+            log = staging / TOMBSTONE_LOG
+            data, merged = merge_tombstone_logs(log.read_bytes() if log.exists() else b"", known)
+            with open(private_file(log), "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+        _fsync_dirs(staging)
+        names = sorted((p.name for p in staging.iterdir()), key=lambda n: n == DB_NAME)
+        for name in names:
+            os.replace(staging / name, home / name)
+        staging.rmdir()
+        _fsync_dirs(home)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    private_dir(home / "raw")
+    with open_store(home) as store:
+        # Local tombstone ids are numbered again from the backup's: the new
+        # epoch makes every peer's cursor over them start again from 0.
+        with transaction(store.conn) as conn:
+            _put_setting(conn, _EPOCH, new_store_epoch())
+        update_index(store)
+        integrity = store.conn.execute("PRAGMA integrity_check").fetchone()[0]
+        counts = _store_counts(store.conn)
+    return {"home": str(home), "backup": str(src), "created": manifest.get("created"), **counts,
+            "forgets_merged": merged, "forgets_unreadable": unreadable,
+            "integrity": integrity, "bytes": manifest.get("bytes"), "files": len(manifest["files"]),
+            "seconds": round(time.monotonic() - started, 3)}
+
+
+# --- Rebuild: a new origin.db from raw/ and the journals --------------------
+
+#: The database `origin rebuild` builds beside the live one, then swaps in.
+REBUILD_DB = "origin.db.rebuild"
+#: `origin rebuild --check` builds here (under ORIGIN_HOME's scratch folder) and deletes it.
+REBUILD_CHECK_DB = f"{SCRATCH_DIR}/rebuild-check.db"
+#: The tables of a store's own state that no journal holds (a hub's tokens and
+#: device bindings, the admin password and sessions, the audit log): a
+#: rebuild copies them from the old database when it can still be read.
+REBUILD_CARRIED = ("api_token", "token_device", "admin_session", "audit_log", "login_failure", "purged_hash")
+_ADOPTED = "raw:"  # the path of an adopted mirror's source, which no record names
+
+
+def _adopted_record(rel: str) -> dict | None:
+    """Return a mirror record for a file under raw/ that no record names, read from its name."""
+    parts = rel.split("/")
+    device = None
+    if len(parts) > 3 and parts[1] == "devices":
+        device, parts = parts[2], ["raw", *parts[3:]]
+    if len(parts) < 3 or parts[1] not in adapters.ADAPTERS:
+        return None
+    name = "/".join(parts[2:])
+    generation = 0
+    base = name.rsplit("~", 1)[0] if re.search(r"~\d+\Z", name) else name
+    m = re.search(r"\.g(\d+)\Z", base)
+    if m:
+        generation, base = int(m.group(1)), base[: m.start()]
+    adapter = adapters.ADAPTERS[parts[1]]
+    return {"type": "mirror", "mirror": rel, "source": parts[1], "path": _ADOPTED + rel, "rel": base,
+            "generation": generation, "kind": adapter.kind, "compression": None, "device": device,
+            "first_seen": None, "mtime_ms": None, "meta": None, "adopted": True}
+
+
+def _mirror_plan(home: Path) -> tuple[list[dict], dict[str, set[int]], list[str]]:
+    """Return every mirror to parse (journal order, then files no record names), their flush offsets, problems."""
+    records, _end = _log_records(home, 0, MIRRORS_LOG)
+    plan: dict[str, dict] = {}
+    flushes: dict[str, set[int]] = {}
+    problems: list[str] = []
+    for r in records:
+        mirror = r.get("mirror")
+        if not isinstance(mirror, str) or not mirror.startswith("raw/"):
+            continue
+        if r.get("type") == "flush" and isinstance(r.get("offset"), int):
+            flushes.setdefault(mirror, set()).add(r["offset"])
+        elif r.get("type") == "mirror" and mirror not in plan:
+            if r.get("source") not in adapters.ADAPTERS or not isinstance(r.get("path"), str) \
+                    or not isinstance(r.get("rel"), str) or r.get("kind") not in ("log", "db") \
+                    or isinstance(r.get("generation"), bool) or not isinstance(r.get("generation"), int):
+                problems.append(f"{mirror}: its record in {MIRRORS_LOG} is incomplete; read from its name instead")
+                continue
+            plan[mirror] = r
+    raw = home / "raw"
+    if raw.is_dir():
+        for folder, dirs, files in os.walk(raw):
+            dirs.sort()
+            for f in sorted(files):
+                rel = Path(folder, f).relative_to(home).as_posix()
+                if rel in plan or f.endswith(".purging"):
+                    continue
+                rec = _adopted_record(rel)
+                if rec is None:
+                    problems.append(f"{rel}: not under raw/<agent>/, so no adapter reads it; left as it is")
+                    continue
+                plan[rel] = rec
+    return list(plan.values()), flushes, problems
+
+
+def _rebuild_mirror(store: Store, rec: dict, cuts: set[int]) -> dict:
+    """Register one mirror in the new store and parse all of its complete lines; return its counts."""
+    conn = store.conn
+    adapter = adapters.ADAPTERS[rec["source"]]
+    path = store.home / rec["mirror"]
+    meta = rec["meta"] if isinstance(rec.get("meta"), dict) else {}
+    sf = adapters.SourceFile(rec["path"], rec["rel"], rec.get("compression"), rec["kind"], meta)
+    if rec["kind"] == "db":
+        mtime = None
+    else:
+        # The time the first ingest saw; else the agent's file's, else the mirror's.
+        mtime = rec.get("mtime_ms") if isinstance(rec.get("mtime_ms"), int) else (
+            _mtime_ms(rec["path"]) or _mtime_ms(str(path)))
+    errors: list = []
+    with transaction(conn):
+        # Invariant 3 (append-only): the mirror is adopted as it is, under its
+        # own name; not a byte is copied or written.
+        conn.execute("INSERT INTO raw_file (source, path, rel, generation, mirror, kind, compression, device, "
+                     "first_seen) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                     (rec["source"], rec["path"], rec["rel"], rec["generation"], rec["mirror"], rec["kind"],
+                      rec.get("compression"), rec.get("device"),
+                      rec["first_seen"] if isinstance(rec.get("first_seen"), int) else now_ms()))
+        row = conn.execute("SELECT * FROM raw_file WHERE mirror = ?", (rec["mirror"],)).fetchone()
+        if meta:
+            conn.execute("INSERT INTO raw_meta (raw_file_id, meta) VALUES (?, ?)",
+                         (row["id"], json.dumps(meta, ensure_ascii=False, sort_keys=True)))
+        writer = _EventWriter(conn, adapter.name, row["id"], arrivals(store))
+        state = adapter.new_state(sf)
+        lines, offset = _parse_mirror(store, adapter, sf, row["id"], path, None, cuts, mtime, writer.add, writer,
+                                      state, errors)
+        store.pending.clear()  # those flushes are in the journal already
+        writer.flush()
+        if errors:
+            conn.executemany("INSERT OR IGNORE INTO parse_error VALUES (?, ?, ?)",
+                             [(row["id"], ln, why) for ln, why in errors[:PARSE_ERRORS_KEPT]])
+        refresh_sessions(conn, adapter.name, writer.sessions, writer.infos)
+        if adapter.version != 1:
+            conn.execute("INSERT INTO parsed_by (raw_file_id, version) VALUES (?, ?)", (row["id"], adapter.version))
+        head, tail = _tail_hashes(store, rec["mirror"], offset) if offset else (None, None)
+        unknown = int(state.pop("unknown", 0) or 0)
+        conn.execute("UPDATE raw_file SET bytes_ingested = ?, lines_ingested = ?, head_hash = ?, tail_hash = ?, "
+                     "parse_state = ?, parse_errors = ?, unknown_records = ?, last_sync = ? WHERE id = ?",
+                     (offset, lines, head, tail, json.dumps(state, ensure_ascii=False), len(errors), unknown,
+                      now_ms(), row["id"]))
+    return {"bytes": offset, "lines": lines, "events": writer.added, "parse_errors": len(errors)}
+
+
+def _export_state_from_mirrors(store: Store, problems: list[str]) -> None:
+    """Record which rows of agent databases still on disk their mirrors already hold.
+
+    Without it, the first sync after a rebuild without the old database
+    would export every row of those databases again (no event twice, but
+    each mirror would grow by a copy of itself).  Rows changed since their
+    export are not found in the mirror and are exported by that sync.
+    """
+    conn = store.conn
+    rows = conn.execute(
+        "SELECT r.* FROM raw_file r WHERE r.kind = 'db' AND r.generation = (SELECT max(generation) FROM raw_file x "
+        "WHERE x.source = r.source AND x.path = r.path) "
+        "AND NOT EXISTS (SELECT 1 FROM export_state e WHERE e.raw_file_id = r.id)").fetchall()
+    for row in rows:
+        adapter = adapters.ADAPTERS.get(row["source"])
+        mirror = store.home / row["mirror"]
+        if adapter is None or not os.path.exists(row["path"]) or not mirror.exists():
+            continue
+        held = set()
+        with open(mirror, "rb") as fh:
+            for line in fh:
+                held.add(hashlib.sha256(line.rstrip(b"\n")).digest())
+        meta = conn.execute("SELECT meta FROM raw_meta WHERE raw_file_id = ?", (row["id"],)).fetchone()
+        sf = adapters.SourceFile(row["path"], row["rel"], row["compression"], "db", json.loads(meta[0]) if meta else {})
+        found = []
+        try:
+            for key, digest, line in adapter.export(sf, {}, now_ms()):
+                data = adapters.clean_text(line).replace("\n", " ").encode("utf-8")
+                if hashlib.sha256(data).digest() in held:
+                    found.append((row["id"], key, digest))
+        except Exception as e:  # the agent's database cannot be read now: the next sync exports it again
+            problems.append(f"{row['path']}: could not be read to match its mirror ({type(e).__name__}); the next "
+                            "sync exports its rows again (no event twice)")
+            continue
+        with transaction(conn):
+            conn.executemany("INSERT OR IGNORE INTO export_state (raw_file_id, key, hash) VALUES (?, ?, ?)", found)
+
+
+def _carry_own_state(store: Store, old: Path) -> str | None:
+    """Copy what only the old database holds (see REBUILD_CARRIED) into the new one; None, or why not."""
+    conn = store.conn
+    try:
+        conn.execute("ATTACH DATABASE ? AS old", (_uri(old, mode="ro"),))
+    except sqlite3.Error as e:
+        return f"the old {DB_NAME} cannot be read ({e}): hub tokens, the admin password and the audit log start empty"
+    try:
+        with transaction(conn):
+            for table in REBUILD_CARRIED:
+                try:
+                    cols = ", ".join(r[1] for r in conn.execute(f"PRAGMA old.table_info({table})"))
+                    if cols:
+                        conn.execute(f"INSERT OR IGNORE INTO main.{table} ({cols}) SELECT {cols} FROM old.{table}")
+                except sqlite3.Error:
+                    continue  # a table the old store lacks or cannot read: the rest still comes over
+            # Settings the rebuild made itself (the store id, the journals'
+            # offsets) stay; the others (the admin password) come over.
+            conn.execute("INSERT OR IGNORE INTO main.setting (key, value) SELECT key, value FROM old.setting")
+            conn.execute(
+                "INSERT OR IGNORE INTO main.export_state (raw_file_id, key, hash) SELECT n.id, x.key, x.hash "
+                "FROM old.export_state x JOIN old.raw_file o ON o.id = x.raw_file_id "
+                "JOIN main.raw_file n ON n.mirror = o.mirror")
+        return None
+    except sqlite3.Error as e:
+        return f"the old {DB_NAME} could only partly be read ({e})"
+    finally:
+        conn.execute("DETACH DATABASE old")
+
+
+#: What `origin rebuild --check` compares, table by table: rows keyed by
+#: global ids (local row ids are renumbered by a rebuild).
+REBUILD_COMPARE = {
+    "event": "SELECT e.id, e.source, e.session, e.ts, e.ts_approx, e.project, e.cwd, e.branch, e.model, e.role, "
+             "e.kind, e.text, e.indexed, r.mirror, e.line, e.offset, e.span "
+             "FROM {s}.event e JOIN {s}.raw_file r ON r.id = e.raw_file_id",
+    "entry": "SELECT id, kind, text, confidence, author, project, supersedes, valid_from, valid_to, created_at "
+             "FROM {s}.entry",
+    "entry_source": "SELECT entry_id, event_id, quote FROM {s}.entry_source",
+    "tombstone": "SELECT uid, target, kind, reason, created_at, device FROM {s}.tombstone",
+    "excluded_event": "SELECT x.event_id, t.uid FROM {s}.excluded_event x JOIN {s}.tombstone t ON t.id = x.tombstone_id",
+    "forgotten_entry": "SELECT f.entry_id, t.uid FROM {s}.forgotten_entry f "
+                       "JOIN {s}.tombstone t ON t.id = f.tombstone_id",
+    "tombstone_fingerprint": "SELECT f.key_id, f.fp, t.uid FROM {s}.tombstone_fingerprint f "
+                             "JOIN {s}.tombstone t ON t.id = f.tombstone_id",
+    "session": "SELECT source, id, title, project, cwd, branch, first_ts, last_ts, events, messages FROM {s}.session",
+    "raw_file": "SELECT mirror, source, rel, generation, kind, bytes_ingested, lines_ingested FROM {s}.raw_file",
+}
+
+
+def compare_stores(conn: sqlite3.Connection, other: Path, shown: int = 5) -> dict:
+    """Compare the store of conn with the database file other, table by table.
+
+    Returns, per table, the rows only one side holds (counts and the first
+    keys); an empty ``differ`` means the two hold the same.
+    """
+    conn.execute("ATTACH DATABASE ? AS other", (_uri(other, mode="ro"),))
+    try:
+        tables = {}
+        for table, sql in REBUILD_COMPARE.items():
+            a, b = sql.format(s="main"), sql.format(s="other")
+            only_new = conn.execute(f"SELECT count(*) FROM ({a} EXCEPT {b})").fetchone()[0]
+            only_old = conn.execute(f"SELECT count(*) FROM ({b} EXCEPT {a})").fetchone()[0]
+            d = {"rebuilt": conn.execute(f"SELECT count(*) FROM ({a})").fetchone()[0],
+                 "live": conn.execute(f"SELECT count(*) FROM ({b})").fetchone()[0],
+                 "only_rebuilt": only_new, "only_live": only_old}
+            if only_new:
+                d["only_rebuilt_first"] = [r[0] for r in conn.execute(f"{a} EXCEPT {b} LIMIT ?", (shown,))]
+            if only_old:
+                d["only_live_first"] = [r[0] for r in conn.execute(f"{b} EXCEPT {a} LIMIT ?", (shown,))]
+            tables[table] = d
+    finally:
+        conn.execute("DETACH DATABASE other")
+    return {"same": all(not (d["only_rebuilt"] or d["only_live"]) for d in tables.values()),
+            "differ": [t for t, d in tables.items() if d["only_rebuilt"] or d["only_live"]], "tables": tables}
+
+
+def _db_files(path: Path) -> list[Path]:
+    return [Path(str(path) + s) for s in ("", "-wal", "-shm")]
+
+
+def _drop_db_files(path: Path) -> None:
+    for p in _db_files(path):
+        p.unlink(missing_ok=True)
+
+
+def needs_rebuild(home: Path | str) -> bool:
+    """True when origin.db is missing but raw/ holds mirrors: open it by `origin rebuild`, never empty."""
+    if os.path.exists(os.path.join(home, DB_NAME)):
+        return False
+    for _folder, _dirs, files in os.walk(os.path.join(home, "raw")):
+        if any(not f.endswith(".purging") for f in files):
+            return True
+    return False
+
+
+def rebuild(home: Path, *, check: bool = False,
+            progress: Callable[[int, int, int], None] | None = None) -> dict:
+    """Build a new origin.db from ORIGIN_HOME's own files; swap it in, or with check only compare.
+
+    Order: the tombstone log (keys, then forgets) as the new store opens, so
+    nothing forgotten is readable at any point; then every mirror under
+    raw/ (every generation, every device's on a hub) parsed again with
+    today's adapters, in the order they were registered — event ids come
+    from the content, so they are the ones the old store had; then the
+    entries journal.  Mirrors are adopted where they lie: nothing is copied
+    and no file is added under raw/.  The old database is moved aside
+    (``origin.db.before-rebuild-<time>``), never deleted, and the index is
+    rebuilt for the new store.
+    """
+    home = Path(home).absolute()
+    started = time.monotonic()
+    live = home / DB_NAME
+    if not (home / "raw").is_dir() and not (home / TOMBSTONE_LOG).exists() and not (home / ENTRIES_LOG).exists():
+        raise UsageError(f"{home} holds no raw/ and no journals: there is nothing to rebuild from; "
+                         f"set {ENV_HOME} to the folder that holds them")
+    if check and not live.exists():
+        raise UsageError(f"{live} does not exist, so there is nothing to compare with: run `origin rebuild`")
+    problems: list[str] = []
+    old_ok = False
+    if live.exists():
+        try:
+            # Brings the journals up to date with the live store first (a
+            # store older than a journal writes into it once).
+            open_store(home).close()
+            old_ok = True
+        except StoreError as e:
+            problems.append(f"the live {DB_NAME} cannot be opened ({e}); rebuilt without it")
+    private_dir(home / SCRATCH_DIR)
+    name = REBUILD_CHECK_DB if check else REBUILD_DB
+    target = home / name
+    _drop_db_files(target)  # what an interrupted rebuild left
+    counts = {"mirrors": 0, "adopted": 0, "bytes": 0, "events_parsed": 0, "parse_errors": 0}
+    try:
+        with open_store(home, name) as store:
+            # Invariant 2 (sticky forget): open_store has applied the
+            # tombstone log (and the entries journal) before a single mirror
+            # is read, so every event arrives checked against the forgets.
+            plan, flushes, more = _mirror_plan(home)
+            problems += more
+            done = 0
+            adopted = []
+            for i, rec in enumerate(plan):
+                got = _rebuild_mirror(store, rec, flushes.get(rec["mirror"], set()))
+                counts["mirrors"] += 1
+                counts["bytes"] += got["bytes"]
+                counts["events_parsed"] += got["events"]
+                counts["parse_errors"] += got["parse_errors"]
+                done += got["bytes"]
+                if rec.get("adopted"):
+                    adopted.append(rec["mirror"])
+                if progress is not None:
+                    progress(i + 1, len(plan), done)
+            counts["adopted"] = len(adopted)
+            if adopted and not check:
+                # A mirror no record named is named now, so the next rebuild reads it the same way.
+                with transaction(store.conn):
+                    journal_mirrors(store, [mirror_record(store.conn, r) for r in store.conn.execute(
+                        "SELECT * FROM raw_file WHERE mirror IN (SELECT value FROM json_each(?))",
+                        (json.dumps(adopted),)).fetchall()])
+            # Entries whose events arrived only now are checked again.
+            with transaction(store.conn):
+                replay_entries_log(store)
+            if old_ok:
+                why = _carry_own_state(store, live)
+                if why:
+                    problems.append(why)
+            _export_state_from_mirrors(store, problems)
+            counts.update(_store_counts(store.conn))
+            out: dict = {"home": str(home), **counts}
+            if check:
+                out["compare"] = compare_stores(store.conn, live)
+            store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    except BaseException:
+        _drop_db_files(target)
+        raise
+    if check:
+        _drop_db_files(target)
+    else:
+        aside = None
+        if live.exists():
+            aside = home / f"{DB_NAME}.before-rebuild-{time.strftime('%Y%m%d-%H%M%S')}"
+            for src, dst in zip(_db_files(live), _db_files(aside)):
+                if src.exists():
+                    os.replace(src, dst)
+        for src, dst in zip(_db_files(target), _db_files(live)):
+            if src.exists():
+                os.replace(src, dst)
+        _fsync_dir(home)
+        out["old"] = str(aside) if aside else None
+        with open_store(home) as store:
+            update_index(store)
+    out["problems"] = problems
+    out["seconds"] = round(time.monotonic() - started, 3)
+    return out
+
+
+###############################################################################
 # Queries #####################################################################
 ###############################################################################
 # Owns: the query parser, the project filter, search, timeline, projects,
 # get (with the events around one), sources, status, and paging.  Every read
 # filters out the exclusion set and forgotten entries (Invariant 2).
+
+#: Default timeline window in days.
+TIMELINE_DAYS = 7
 
 _MESSAGE_KINDS = ("message",)
 _TOOL_KINDS = ("message", "tool_call", "tool_result")
@@ -15297,6 +15345,14 @@ def hub_registrations(url: str, token: str, name: str = "origin") -> dict:
 # A thin layer: parse arguments, call the core operations above, print.
 # Invariant 5 (single entry point): a command handler never touches SQL or
 # files itself; it calls the same core operations the MCP server calls.
+
+#: What a search covers: entries, events or both.
+SEARCH_SCOPES = ("all", "entries", "events")
+#: What `origin healthcheck` asks unless told otherwise: the hub's default
+#: port on loopback (the container's HEALTHCHECK runs beside the hub).
+ENV_HEALTHCHECK_URL = "ORIGIN_HEALTHCHECK_URL"
+HEALTHCHECK_URL = "http://127.0.0.1:7077/healthz"
+HEALTHCHECK_TIMEOUT = 5.0
 
 
 #: Characters of a cited raw line `origin show` prints for an entry (--json has all).

@@ -10771,7 +10771,7 @@ def push(store: Store, cfg: HubConfig, *, progress: Callable[[dict], None] | Non
         fresh: dict = {}
         if plan and discover:
             fresh = {(a.name, sf.path): dict(sf.meta) for a, sf in discover_all()}
-
+        if plan:
             with ThreadPoolExecutor(max_workers=1, thread_name_prefix="origin-push") as pool:
                 for item in plan:
                     try:

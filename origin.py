@@ -2415,6 +2415,23 @@ def journal_entries(store: "Store", ids: list[str]) -> None:
     _put_setting(conn, _ENTRIES_DONE, str(size))
 
 
+def replace_journal(home: Path, name: str, records: list[dict]) -> None:
+    """Write a journal's records anew beside it, fsynced, and put them in its place by rename.
+
+    Only purge rewrites a journal, inside its write transaction, so no
+    writer appends meanwhile.
+    """
+    path = Path(home) / name
+    tmp = path.with_name(name + ".purging")
+    encode = _log_encoder().encode
+    with open(private_file(tmp), "wb") as fh:
+        fh.truncate(0)
+        fh.write("".join(encode(r) + "\n" for r in records).encode("utf-8"))
+        fh.flush()
+        os.fsync(fh.fileno())
+    _replace_durably(tmp, path)
+
+
 def purge_entries_log(store: "Store", upto: int | None = None) -> int:
     """Rewrite the entries journal with forgotten entries' text, quotes and project removed; return how many.
 
@@ -2453,15 +2470,7 @@ def purge_entries_log(store: "Store", upto: int | None = None) -> int:
         out.append(r)
     if not changed:
         return 0
-    path = Path(store.home) / ENTRIES_LOG
-    tmp = path.with_name(ENTRIES_LOG + ".purging")
-    encode = _log_encoder().encode
-    with open(private_file(tmp), "wb") as fh:
-        fh.truncate(0)
-        fh.write("".join(encode(r) + "\n" for r in out).encode("utf-8"))
-        fh.flush()
-        os.fsync(fh.fileno())
-    _replace_durably(tmp, path)
+    replace_journal(store.home, ENTRIES_LOG, out)
     _put_setting(conn, _ENTRIES_DONE, str(_journal_size(store.root, ENTRIES_LOG)))
     return changed
 
@@ -6404,14 +6413,7 @@ def _rewrite_journal(store: Store, name: str, change: Callable[[dict], dict | No
         out.append(r if new is None else new)
     if not changed:
         return False
-    tmp = path.with_name(name + ".purging")
-    encode = _log_encoder().encode
-    with open(private_file(tmp), "wb") as fh:
-        fh.truncate(0)
-        fh.write("".join(encode(r) + "\n" for r in out).encode("utf-8"))
-        fh.flush()
-        os.fsync(fh.fileno())
-    _replace_durably(tmp, path)
+    replace_journal(store.home, name, out)
     return True
 
 

@@ -991,3 +991,13 @@ def _debian_chromium() -> tuple[str, str]:
     subprocess.run(["apt-get", "install", "-y", "-q", "chromium", "chromium-driver"], check=True, env=env,
                    capture_output=True, timeout=1800)
     return shutil.which("chromium"), shutil.which("chromedriver")
+
+
+def replace_in_db(path: Path, table: str, column: str, old: str, new: str) -> None:
+    """Put new in place of old in the one row of an agent database holding old."""
+    db = sqlite3.connect(path)
+    with db:
+        n = db.execute(f"UPDATE {table} SET {column} = replace({column}, ?, ?) WHERE instr({column}, ?) > 0",
+                       (old, new, old)).rowcount
+    db.close()
+    assert n == 1, (path, old)

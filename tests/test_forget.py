@@ -1016,20 +1016,22 @@ def test_invariant_2_an_event_forgotten_before_it_was_indexed_never_enters_the_i
     check_index(store)
 
 
+def _machine_settings(examples: int, steps: int, ci: bool = False) -> settings:
+    """A state machine's settings: ci fixes the runs and reports a failing one as generated (not shrunk)."""
+    fixed = dict(derandomize=True, database=None, phases=[Phase.explicit, Phase.generate]) if ci else {}
+    return settings(max_examples=examples, stateful_step_count=steps, deadline=None, **fixed,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+
+
 def test_invariant_2_sticky_forget_state_machine():
     # Small and fixed for CI.  A failing run is reported as generated (at most
     # 15 steps) rather than shrunk, so a failure stays quick; the soak tier shrinks.
-    run_state_machine_as_test(StickyForget, settings=settings(
-        max_examples=25, stateful_step_count=15, deadline=None, derandomize=True, database=None,
-        phases=[Phase.explicit, Phase.generate],
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]))
+    run_state_machine_as_test(StickyForget, settings=_machine_settings(25, 15, ci=True))
 
 
 @pytest.mark.soak
 def test_invariant_2_sticky_forget_state_machine_soak():
-    run_state_machine_as_test(StickyForget, settings=settings(
-        max_examples=400, stateful_step_count=40, deadline=None,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]))
+    run_state_machine_as_test(StickyForget, settings=_machine_settings(400, 40))
 
 
 def test_invariant_2_forgetting_an_entry_hides_the_agents_own_remember_call(user_home, store):
@@ -1543,17 +1545,12 @@ def test_invariant_2_forgets_travel_between_devices_and_a_hub_scripted():
 
 def test_invariant_2_forgets_travel_between_devices_and_a_hub_state_machine():
     # Small and fixed for CI, as the machine above; the soak tier runs more.
-    run_state_machine_as_test(ForgetAcrossStores, settings=settings(
-        max_examples=10, stateful_step_count=15, deadline=None, derandomize=True, database=None,
-        phases=[Phase.explicit, Phase.generate],
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]))
+    run_state_machine_as_test(ForgetAcrossStores, settings=_machine_settings(10, 15, ci=True))
 
 
 @pytest.mark.soak
 def test_invariant_2_forgets_travel_between_devices_and_a_hub_state_machine_soak():
-    run_state_machine_as_test(ForgetAcrossStores, settings=settings(
-        max_examples=200, stateful_step_count=30, deadline=None,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]))
+    run_state_machine_as_test(ForgetAcrossStores, settings=_machine_settings(200, 30))
 
 
 def test_a_hub_answers_an_error_of_its_store_instead_of_dropping_the_connection(served, user_home, monkeypatch):

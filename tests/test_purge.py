@@ -25,7 +25,7 @@ import pytest
 
 import origin
 from conftest import FIXTURES, read_line
-from helpers import (CANARY, ClaudeLog, DEMO, GROK_ID, LAYOUTS, _claude_line, decompressed,
+from helpers import (CANARY, replace_in_db, ClaudeLog, DEMO, GROK_ID, LAYOUTS, _claude_line, decompressed,
                      forget_every_event_holding, grep)
 
 ZST = "rollout-2026-02-23T20-34-25-019c8bfe-ec25-79e0-97d7-bda6a9c575ff.jsonl.zst"
@@ -44,12 +44,7 @@ def _replace_in(path: Path, old: str, new: str) -> None:
 
 def _replace_in_db(path: Path, table: str, column: str, old: str) -> None:
     """Put CANARY in place of old in the one row of an agent database holding it."""
-    db = sqlite3.connect(path)
-    with db:
-        n = db.execute(f"UPDATE {table} SET {column} = replace({column}, ?, ?) WHERE instr({column}, ?) > 0",
-                       (old, CANARY, old)).rowcount
-    db.close()
-    assert n == 1, (path, old)
+    replace_in_db(path, table, column, old, CANARY)
 
 
 def plant(home: Path, monkeypatch) -> dict[str, Path]:

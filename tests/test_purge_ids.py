@@ -23,7 +23,7 @@ import pytest
 
 import adapters
 import origin
-from helpers import Device, HubProcess, connect
+from helpers import Device, HubProcess, connect, replace_in_db
 from reliability_tools import age_tree, origin_argv, origin_env
 
 pytestmark = pytest.mark.usefixtures("_no_hub_left_running")  # kill the hubs a test leaves running
@@ -33,12 +33,7 @@ CURSOR_DB = Path("Cursor") / "User" / "globalStorage" / "state.vscdb"
 
 
 def _put_pin(db_path: Path, table: str, column: str, old: str) -> None:
-    db = sqlite3.connect(db_path)
-    with db:
-        n = db.execute(f"UPDATE {table} SET {column} = replace({column}, ?, ?) WHERE instr({column}, ?) > 0",
-                       (old, PIN, old)).rowcount
-    db.close()
-    assert n == 1
+    replace_in_db(db_path, table, column, old, PIN)
 
 
 def _plant(dev: Device, agent: str = "cursor") -> None:
@@ -175,7 +170,8 @@ def test_invariant_2_a_purged_cursor_bubble_stays_hidden_when_rewritten_and_afte
     _leaves_nothing(dev.store, eid)
 
 
-def test_invariant_2_a_cursor_bubble_purged_on_a_device_stays_hidden_on_its_hub(tmp_path):
+def _pin_pushed_to_a_hub(tmp_path: Path) -> tuple[HubProcess, Device, str]:
+    """A hub and a device whose Cursor database holds the pin, synced and pushed; the pin's event id."""
     hub = HubProcess(tmp_path / "hub")
     dev = Device(tmp_path, "laptop", ("cursor",))
     _plant(dev)
@@ -183,6 +179,11 @@ def test_invariant_2_a_cursor_bubble_purged_on_a_device_stays_hidden_on_its_hub(
     eid = _pin_event(dev.store)
     connect(hub, dev)
     dev.push()
+    return hub, dev, eid
+
+
+def test_invariant_2_a_cursor_bubble_purged_on_a_device_stays_hidden_on_its_hub(tmp_path):
+    hub, dev, eid = _pin_pushed_to_a_hub(tmp_path)
     on_hub = functools.partial(_hub_run, hub)
 
     assert _visible_pins(hub.home) == 1
@@ -208,13 +209,7 @@ def test_invariant_2_a_cursor_bubble_purged_on_a_device_stays_hidden_on_its_hub(
 
 
 def test_invariant_2_a_cursor_bubble_forgotten_and_purged_on_the_hub_stays_hidden_on_the_device(tmp_path):
-    hub = HubProcess(tmp_path / "hub")
-    dev = Device(tmp_path, "laptop", ("cursor",))
-    _plant(dev)
-    _ok(dev.run("sync", "--json"))
-    eid = _pin_event(dev.store)
-    connect(hub, dev)
-    dev.push()
+    hub, dev, eid = _pin_pushed_to_a_hub(tmp_path)
     # The hub forgets and purges before the device hears of it: the record
     # the device pulls names the event by its keyed id only.
     code, out = hub.cli("forget", eid, "--yes", "--json")

@@ -16676,7 +16676,7 @@ def add_mcp_commands(sub, command, add_json, run: str | None = None) -> None:
     sp.add_argument("--budget", help=f"most characters to print (default ${ENV_CONTEXT_BUDGET}, else {CONTEXT_BUDGET})")
     sp.add_argument("--hook", action="store_true",
                     help="read the folder from the hook JSON on stdin; print nothing and exit 0 on any failure")
-    sp.add_argument("--agent", choices=sorted(hook_targets()),
+    sp.add_argument("--agent", choices=None if isinstance(sp, _Unbuilt) else sorted(hook_targets()),  # the adapters
                     help="with --hook: reply in the shape this agent's hook reads (default: plain text)")
     add_json(sp)
     sp = command("setup", cmd_setup, "register `origin mcp` with the installed agents")

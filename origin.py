@@ -4594,6 +4594,11 @@ LOOKED_KEY = "sync.looked"
 #: A path changed this close to the start of the discovery that looked at it
 #: (or later) is not trusted: file systems stamp times coarsely (ns).
 LOOKED_MARGIN_NS = 2_000_000_000
+#: Longest the record of a whole sync vouches for (ms): past it, the next
+#: sync_if_changed runs a whole sync anyway, so a change that stat cannot
+#: see (a file system that keeps no folder times, a path an adapter reached
+#: some other way) waits at most this long.
+LOOKED_MAX_AGE_MS = 10 * 60_000
 
 
 def _path_sig(path: str) -> str | None:
@@ -4654,7 +4659,7 @@ def _looked_record(store: Store, looked: set, started_ns: int, report: SyncRepor
         paths[path] = "" if max(st.st_mtime_ns, st.st_ctime_ns) >= cutoff else _stat_text(st)
     names = {v for a in adapters.ADAPTERS.values() for v in a.env_vars}
     return json.dumps({"code": _CODE_SIG, "env": _discovery_env(names), "names": sorted(names),
-                       "top": _store_top(store.conn), "paths": paths})
+                       "top": _store_top(store.conn), "paths": paths, "at": now_ms()})
 
 
 def unchanged_since_sync(store: Store) -> bool:
@@ -4670,6 +4675,7 @@ def unchanged_since_sync(store: Store) -> bool:
     try:
         rec = json.loads(row[0]) if row else None
         if (not isinstance(rec, dict) or rec.get("code") != _CODE_SIG
+                or not 0 <= now_ms() - rec["at"] <= LOOKED_MAX_AGE_MS
                 or rec.get("env") != _discovery_env(rec.get("names") or ())
                 or rec.get("top") != _store_top(store.conn)):
             return False

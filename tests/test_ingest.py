@@ -349,3 +349,9 @@ def test_a_sync_is_skipped_only_while_stat_shows_nothing_a_sync_would_take_in(st
         fh.write(appended_claude_line(log, "taken in by a sync of one agent"))
     origin.sync(store, sources=["claude-code"])
     assert not origin.unchanged_since_sync(store)
+
+    # A record older than LOOKED_MAX_AGE_MS vouches for nothing: a change stat
+    # cannot see waits at most that long.
+    settled()
+    monkeypatch.setattr(origin, "now_ms", lambda real=origin.now_ms: real() + origin.LOOKED_MAX_AGE_MS + 1)
+    assert not origin.unchanged_since_sync(store)

@@ -12207,7 +12207,10 @@ class McpProxy(McpService):
                 except HubUnavailable as e:
                     if tool.writes or tool.name == "forget":
                         raise ToolError(hub_down_write(self.remote.cfg, tool.name, e)) from None
-                    # The device keeps answering from its own archive, and says so.
+                    # The device keeps answering from its own archive, and says so;
+                    # so that the answer holds what the initial sync (started with
+                    # the server) is still taking in, it waits for it a little.
+                    self._initial_done.wait(CATCH_UP_SECONDS)
                     return {"served_by": SERVED_LOCALLY, **tool.run(self.store, args, author)}
                 if tool.name == "forget" and args.get("digest") is not None and not is_error:
                     self._refresh(always=True)  # Invariant 2 (sticky forget): pull the hub's forget down now

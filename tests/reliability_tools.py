@@ -424,9 +424,11 @@ def table_fingerprint(origin_home: Path) -> dict:
                 continue
             h = hashlib.sha256()
             n = 0
-            # The record of when each source was last synced is bookkeeping of
-            # the sync a command runs first, not something the command wrote.
-            skip = f" WHERE key <> '{origin.SYNC_RUNS_KEY}'" if t == "setting" else ""
+            # The records of when each source was last synced and of what the
+            # sync looked at are bookkeeping of the sync a command runs first,
+            # not something the command wrote.
+            skip = (f" WHERE key NOT IN ('{origin.SYNC_RUNS_KEY}', '{origin.LOOKED_KEY}')"
+                    if t == "setting" else "")
             for row in conn.execute(f"SELECT * FROM {t}{skip}"):
                 h.update(repr(tuple(row)).encode("utf-8", "surrogatepass"))
                 n += 1

@@ -10723,16 +10723,15 @@ def push(store: Store, cfg: HubConfig, *, progress: Callable[[dict], None] | Non
         fresh: dict = {}
         if plan and discover:
             fresh = {(a.name, sf.path): dict(sf.meta) for a, sf in discover_all()}
-
-            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="origin-push") as pool:
-                for item in plan:
-                    try:
-                        _send_file(store, client, item, _file_meta(store, item.file, fresh), report, progress, pool)
-                    except (FileRefused, UsageError, StoreError) as e:
-                        # One file the hub (or this mirror) cannot give never
-                        # stops the others; the push reports it and fails at the end.
-                        report["refused"].append({"source": item.file.source, "path": item.file.path,
-                                                  "status": getattr(e, "status", None), "error": str(e)})
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="origin-push") as pool:
+            for item in plan:
+                try:
+                    _send_file(store, client, item, _file_meta(store, item.file, fresh), report, progress, pool)
+                except (FileRefused, UsageError, StoreError) as e:
+                    # One file the hub (or this mirror) cannot give never
+                    # stops the others; the push reports it and fails at the end.
+                    report["refused"].append({"source": item.file.source, "path": item.file.path,
+                                              "status": getattr(e, "status", None), "error": str(e)})
         with transaction(store.conn) as conn:
             conn.execute("INSERT OR REPLACE INTO setting (key, value) VALUES ('hub.last_push', ?)", (str(now_ms()),))
             if digest is not None and cursors is None:  # the hub's word: it holds all of state

@@ -1468,9 +1468,6 @@ def test_invariant_2_a_hub_and_a_device_that_both_purged_a_file_take_its_next_li
     assert _holding(hub.home, {"pelicanvault"}) == {} and _holding(dev.home, {"pelicanvault"}) == {}
 
 
-@pytest.mark.xfail(strict=True, reason="known: the proof of the bytes before a chunk compares the hub's copy "
-                   "with the device's byte for byte, so a line purged on one side only refuses the file's next "
-                   "lines as if another machine pushed it")
 @pytest.mark.parametrize("side", ["hub", "device"])
 def test_invariant_2_a_file_purged_on_one_side_only_still_pushes_its_next_lines(served, user_home, side):
     hub, cfg, dev = served
@@ -1479,6 +1476,50 @@ def test_invariant_2_a_file_purged_on_one_side_only_still_pushes_its_next_lines(
     later, report = _push_a_new_line(served, log)
     assert report["refused"] == []
     assert origin.get_event(hub.default_store(), later)["id"] == later
+
+
+@pytest.mark.parametrize("change", ["a byte", "a placeholder"])
+def test_invariant_2_a_window_that_differs_by_a_line_nobody_forgot_is_still_refused(served, user_home, change):
+    # The proof lets through only lines purged on one side: a line of the
+    # window that no forget covers, changed (another machine's file) or
+    # made to look purged, still refuses the chunk after it.
+    hub, cfg, dev = served
+    log, _secret = _pushed_then_forgotten(served, user_home)
+    hs = hub.default_store()
+    assert origin.purge(hs)["complete"]  # the window differs by a purged line too
+    later = log.assistant("a-2", "Anything else before the freeze?")
+    log.write()
+    origin.sync(dev)
+    mirror = dev.home / dev.conn.execute("SELECT mirror FROM raw_file").fetchone()[0]
+    lines = mirror.read_bytes().split(b"\n")
+    kept = lines[1]  # the assistant's answer, which nobody forgot
+    assert b"nothing written down" in kept
+    lines[1] = kept.replace(b"nothing", b"NOTHING") if change == "a byte" else origin._placeholder(len(kept))
+    assert len(lines[1]) == len(kept)
+    mirror.write_bytes(b"\n".join(lines))
+    report = origin.push(dev, cfg, discover=False)
+    (refused,) = report["refused"]
+    assert refused["status"] == 409 and "another machine pushes the same file" in refused["error"]
+    with pytest.raises(origin.NotFound):
+        origin.get_event(hs, later)
+
+
+def test_invariant_2_a_hub_from_before_line_proofs_refuses_a_file_purged_on_one_side_with_its_reason(
+        served, user_home):
+    hub, cfg, dev = served
+    real = origin.api_post_ingest
+
+    def old_ingest(h, req):  # what a hub of the previous version answered
+        if "beforeLines" in req.json():
+            raise origin.UsageError("unknown field 'beforeLines'; fields are …")
+        return real(h, req)
+
+    hub.routes[("POST", "/v1/ingest")] = origin.Route(old_ingest, body_max=origin.BODY_MAX)
+    log, _secret = _pushed_then_forgotten(served, user_home)
+    assert origin.purge(dev)["complete"]
+    _later, report = _push_a_new_line(served, log)
+    (refused,) = report["refused"]
+    assert refused["status"] == 409 and "another machine pushes the same file" in refused["error"]
 
 
 class _Picks:

@@ -1478,6 +1478,29 @@ def test_invariant_2_a_file_purged_on_one_side_only_still_pushes_its_next_lines(
     assert origin.get_event(hub.default_store(), later)["id"] == later
 
 
+@pytest.mark.parametrize("side", ["hub", "device"])
+def test_invariant_2_a_purged_line_longer_than_the_proof_window_still_lets_the_file_push(served, user_home, side):
+    # The window before the next chunk starts inside the purged line: its
+    # first line is the tail of a placeholder on one side only.
+    hub, cfg, dev = served
+    log = ClaudeLog(user_home, session="sess-long")
+    secret = log.user("u-1", "The hangar code is pelicanvault. " + "Keep it out of the notes. " * 250)
+    log.assistant("a-1", "Understood, nothing written down.")
+    log.write()
+    origin.sync(dev)
+    assert origin.push(dev, cfg, discover=False)["refused"] == []
+    origin.forget(dev, secret)
+    assert origin.push(dev, cfg, discover=False)["tombstones_sent"]["applied"] == 1
+    size = dev.conn.execute("SELECT bytes_ingested FROM raw_file").fetchone()[0]
+    first = len(log.path.read_bytes().split(b"\n")[0])
+    assert size - origin.PROOF_WINDOW < first  # the window's first bytes belong to the forgotten line
+    assert size > origin.PROOF_WINDOW
+    assert origin.purge(hub.default_store() if side == "hub" else dev)["complete"]
+    later, report = _push_a_new_line(served, log)
+    assert report["refused"] == []
+    assert origin.get_event(hub.default_store(), later)["id"] == later
+
+
 @pytest.mark.parametrize("change", ["a byte", "a placeholder"])
 def test_invariant_2_a_window_that_differs_by_a_line_nobody_forgot_is_still_refused(served, user_home, change):
     # The proof lets through only lines purged on one side: a line of the

@@ -9675,7 +9675,9 @@ HUB_CONNECT_TIMEOUT = 5.0
 MAX_RESUMES = 50
 #: A chunk proves where it goes with the SHA-256 of at most this many
 #: mirror bytes before its offset (``before``), and what it holds with the
-#: SHA-256 of its own bytes (``sha256``).
+#: SHA-256 of its own bytes (``sha256``).  A device whose ``before`` was
+#: refused sends the chunk again with ``beforeLines``, the length and SHA-256
+#: of each line of that window, so the hub can tell purged lines apart.
 PROOF_WINDOW = 4096
 #: The exit code of a push whose other files went up while the hub refused some.
 PUSH_PARTIAL = 10
@@ -9685,7 +9687,7 @@ PUSH_PARTIAL = 10
 PUSH_RECHECK_MS = 10 * 60_000
 
 _CHUNK_FIELDS = {"device", "source", "path", "relPath", "generation", "offset", "mtimeMs", "agentVersion", "data",
-                 "kind", "meta", "flush", "before", "sha256"}
+                 "kind", "meta", "flush", "before", "sha256", "beforeLines"}
 _CONTROL = LazyRegex(r"[\x00-\x1f\x7f]")
 _HEX64 = LazyRegex(r"^[0-9a-f]{64}$")
 
@@ -9787,6 +9789,7 @@ class Chunk:
     meta: dict
     flush: bool
     before: str | None = None
+    before_lines: tuple | None = None  # ((length, sha256), ...) of each line of the window
 
 
 def parse_chunk(body: Any) -> Chunk:
@@ -9852,12 +9855,24 @@ def parse_chunk(body: Any) -> Chunk:
         if v is not None and (not isinstance(v, str) or not _HEX64.match(v)):
             raise UsageError(f"{name} must be a SHA-256 in 64 lower-case hex digits")
         proofs[name] = v
+    before_lines = _check_before_lines(body.get("beforeLines"))
     if proofs["sha256"] is not None and hashlib.sha256(data).hexdigest() != proofs["sha256"]:
         raise ProofMismatch("chunk", f"the bytes of this chunk of {path} at offset {offset} do not match the "
                                      "sha256 sent with them: they were altered on the way; nothing was written, "
                                      "push again")
     return Chunk(device, source, path, rel, generation, offset, mtime, version, data, kind, meta, flush,
-                 proofs["before"])
+                 proofs["before"], before_lines)
+
+
+def _check_before_lines(v: Any) -> tuple | None:
+    if v is None:
+        return None
+    if not isinstance(v, list) or len(v) > PROOF_WINDOW or not all(
+            isinstance(p, list) and len(p) == 2 and isinstance(p[0], int) and not isinstance(p[0], bool)
+            and 0 <= p[0] < PROOF_WINDOW and isinstance(p[1], str) and _HEX64.match(p[1]) for p in v):
+        raise UsageError(f"beforeLines must be a list of at most {PROOF_WINDOW} [length, sha256] pairs, one per "
+                         "line of the bytes before offset")
+    return tuple((p[0], p[1]) for p in v)
 
 
 def mirror_window(path: Path, offset: int) -> bytes:
@@ -9866,6 +9881,63 @@ def mirror_window(path: Path, offset: int) -> bytes:
     with open(path, "rb") as fh:
         fh.seek(start)
         return fh.read(offset - start)
+
+
+def _placeholder_tails(size: int) -> set[str]:
+    """SHA-256 of every form the last ``size`` bytes of a purge placeholder can take."""
+    tails = {b" " * size} | {PURGED_RECORD[-j:] + b" " * (size - j) for j in range(1, min(size, len(PURGED_RECORD)) + 1)}
+    return {hashlib.sha256(t).hexdigest() for t in tails}
+
+
+def _window_differs_only_by_purge(store: Store, row: sqlite3.Row, c: Chunk) -> bool:
+    """True when the device's window before c.offset (``beforeLines``) is the hub's, but for purged lines.
+
+    Invariant 2 (sticky forget): purge turns a forgotten line into a
+    placeholder of the same length on the store it runs on only, so a file
+    purged on one side and not on the other differs there.  Line by line, a
+    line that differs is let through only when its length is the same and
+    either the hub holds a placeholder where it purged that line itself
+    (``purged_line``), or the device holds the placeholder of that length
+    where the hub's line is one of an excluded event's lines, or a line
+    whose keyed hash purge kept.  Any other difference, one byte of a
+    line nobody forgot, is another file: refused as before.
+    """
+    window = mirror_window(store.home / row["mirror"], c.offset)
+    segs = window.split(b"\n")
+    if segs.pop() != b"" or len(segs) != len(c.before_lines):
+        return False
+    first = row["lines_ingested"] - len(segs) + 1  # the line number of the window's first (maybe partial) line
+    last = row["lines_ingested"]
+    conn = store.conn
+    purged = excluded = key = None
+    for k, (seg, (size, digest)) in enumerate(zip(segs, c.before_lines)):
+        if len(seg) != size:
+            return False
+        if hashlib.sha256(seg).hexdigest() == digest:
+            continue
+        if purged is None:
+            purged = {r[0] for r in conn.execute(
+                "SELECT line FROM purged_line WHERE raw_file_id = ? AND line BETWEEN ? AND ?", (row["id"], first, last))}
+            excluded = set()
+            for line, span in conn.execute(
+                    "SELECT e.line, e.span FROM excluded_event x JOIN event e ON e.id = x.event_id "
+                    "WHERE e.raw_file_id = ? AND e.line <= ? AND e.line + max(1, e.span) > ?", (row["id"], last, first)):
+                excluded.update(range(line, line + max(1, span)))
+            got = conn.execute("SELECT value FROM setting WHERE key = ?", (PURGE_KEY,)).fetchone()
+            key = bytes.fromhex(got[0]) if got else None
+        n = first + k
+        # The window's first line may be the tail of a longer one.
+        tail = k == 0 and c.offset > PROOF_WINDOW
+        placeholder = PURGED_RECORD.endswith(seg.rstrip(b" ")) if tail else _is_placeholder(seg)
+        if n in purged and placeholder:
+            continue  # purged here, not on the device
+        theirs = _placeholder_tails(size) if tail else {hashlib.sha256(_placeholder(size)).hexdigest()}
+        if digest in theirs and (n in excluded or n in purged or (
+                key is not None and not tail and conn.execute(
+                    "SELECT 1 FROM purged_hash WHERE hash = ?", (_line_hash(key, seg),)).fetchone())):
+            continue  # purged on the device, not here
+        return False
+    return True
 
 
 def _device_root(store: Store, device: str) -> Path:
@@ -9988,9 +10060,11 @@ def accept_chunk(store: Store, c: Chunk, token: Token | None = None, pool: Threa
         if row["rel"] != c.rel or row["kind"] != c.kind:
             raise UsageError("relPath and kind of a file cannot change; send a new generation instead")
         if c.before is not None and c.offset and \
-                hashlib.sha256(mirror_window(store.home / row["mirror"], c.offset)).hexdigest() != c.before:
+                hashlib.sha256(mirror_window(store.home / row["mirror"], c.offset)).hexdigest() != c.before and \
+                not (c.before_lines is not None and _window_differs_only_by_purge(store, row, c)):
             # Invariant 1 (provenance): a chunk is appended only where the
-            # hub's copy ends with the bytes the device's mirror holds there.
+            # hub's copy ends with the bytes the device's mirror holds there
+            # (Invariant 2: but for lines purged on one side only).
             raise ProofMismatch("before", (
                 f"the hub's copy of {c.path} differs from this device's in the bytes before offset {c.offset}: "
                 f"another machine pushes the same file as device {c.device!r} (one token or device name on two "
@@ -10444,8 +10518,18 @@ def _file_meta(store: Store, f: LocalFile, fresh: dict) -> dict:
         return {}
 
 
-def _bodies(store: Store, client: HubClient, item: PushItem, start: int, meta: dict) -> Iterator[tuple]:
-    """Yield (offset, bytes of data, gzip'ed request body) for each chunk."""
+def _window_lines(window: bytes) -> list[list]:
+    """The [length, SHA-256] of each line of a proof window (its first may be the tail of a line)."""
+    return [[len(s), hashlib.sha256(s).hexdigest()] for s in window.split(b"\n")[:-1]]
+
+
+def _bodies(store: Store, client: HubClient, item: PushItem, start: int, meta: dict,
+            by_lines: bool = False) -> Iterator[tuple]:
+    """Yield (offset, bytes of data, gzip'ed request body) for each chunk.
+
+    With ``by_lines`` each chunk also sends ``beforeLines``, so a hub whose
+    copy differs from this mirror only by lines purged on one side takes it.
+    """
     f = item.file
     mtime = _mtime_ms(f.path) if f.kind == "log" else None
     # Each chunk proves its bytes: the hash of the mirror's bytes before its
@@ -10458,6 +10542,8 @@ def _bodies(store: Store, client: HubClient, item: PushItem, start: int, meta: d
         if client.proofs:
             body["before"] = hashlib.sha256(window).hexdigest()
             body["sha256"] = hashlib.sha256(data).hexdigest()
+            if by_lines and offset:
+                body["beforeLines"] = _window_lines(window)
         window = (window + data)[-PROOF_WINDOW:]
         if meta:
             body["meta"] = meta
@@ -10468,9 +10554,10 @@ def _send_file(store: Store, client: HubClient, item: PushItem, meta: dict, repo
                progress: Callable[[dict], None] | None, pool: ThreadPoolExecutor) -> None:
     """Send one file's chunks, the next one encoded while the hub takes this one."""
     start, resumes, plain = item.start, 0, False
+    refused_before = None  # the hub's refusal of a `before`, once the chunk went again with `beforeLines`
     while True:
         restart = None
-        bodies = _bodies(store, client, item, start, meta)
+        bodies = _bodies(store, client, item, start, meta, refused_before is not None)
         ahead = pool.submit(next, bodies, None)
         while True:
             got = ahead.result()
@@ -10495,6 +10582,15 @@ def _send_file(store: Store, client: HubClient, item: PushItem, meta: dict, repo
                 client.proofs = False  # a hub from before the proofs: the same chunk without them
                 restart, plain = offset, True
                 break
+            if status == 409 and resp.get("proof") == "before" and refused_before is None:
+                # Invariant 2 (sticky forget): a line purged here and not on
+                # the hub, or there and not here, changes the window's hash;
+                # the same chunk goes again with the hash of each line.
+                refused_before = _hub_error(status, resp).args[0]
+                restart, plain = offset, True
+                break
+            if status == 400 and refused_before is not None and "beforeLines" in str(resp.get("error")):
+                raise FileRefused(409, refused_before)  # a hub from before beforeLines: its first answer
             if status in (400, 409, 413):
                 # This file alone: a field the hub will not take, bytes that
                 # differ from its copy, a line too long.  The push goes on.

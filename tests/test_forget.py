@@ -1424,11 +1424,12 @@ class ForgetAcrossStores(RuleBasedStateMachine):
             tools.close()
 
 
-def _pushed_then_forgotten(served, user_home):
+def _pushed_then_forgotten(served, user_home, text: str = "The hangar code is pelicanvault, keep it out of the notes.",
+                           session: str = "sess-both"):
     """A device pushes a session, forgets its first line and pushes again (the hub learns the forget)."""
     hub, cfg, dev = served
-    log = ClaudeLog(user_home, session="sess-both")
-    secret = log.user("u-1", "The hangar code is pelicanvault, keep it out of the notes.")
+    log = ClaudeLog(user_home, session=session)
+    secret = log.user("u-1", text)
     log.assistant("a-1", "Understood, nothing written down.")
     log.write()
     origin.sync(dev)
@@ -1463,33 +1464,22 @@ def test_invariant_2_a_hub_and_a_device_that_both_purged_a_file_take_its_next_li
     assert _holding(hub.home, {"pelicanvault"}) == {} and _holding(dev.home, {"pelicanvault"}) == {}
 
 
-@pytest.mark.parametrize("side", ["hub", "device"])
-def test_invariant_2_a_file_purged_on_one_side_only_still_pushes_its_next_lines(served, user_home, side):
-    hub, cfg, dev = served
-    log, _secret = _pushed_then_forgotten(served, user_home)
-    assert origin.purge(hub.default_store() if side == "hub" else dev)["complete"]
-    later, report = _push_a_new_line(served, log)
-    assert report["refused"] == []
-    assert origin.get_event(hub.default_store(), later)["id"] == later
+#: A forgotten line shorter than the proof window, and one longer: then the
+#: window before the next chunk starts inside it, and its first line is the
+#: tail of a placeholder on one side only.
+ONE_SIDED = {"short": ("The hangar code is pelicanvault, keep it out of the notes.", "sess-both"),
+             "long": ("The hangar code is pelicanvault. " + "Keep it out of the notes. " * 250, "sess-long")}
 
 
+@pytest.mark.parametrize("line", sorted(ONE_SIDED))
 @pytest.mark.parametrize("side", ["hub", "device"])
-def test_invariant_2_a_purged_line_longer_than_the_proof_window_still_lets_the_file_push(served, user_home, side):
-    # The window before the next chunk starts inside the purged line: its
-    # first line is the tail of a placeholder on one side only.
+def test_invariant_2_a_file_purged_on_one_side_only_still_pushes_its_next_lines(served, user_home, side, line):
     hub, cfg, dev = served
-    log = ClaudeLog(user_home, session="sess-long")
-    secret = log.user("u-1", "The hangar code is pelicanvault. " + "Keep it out of the notes. " * 250)
-    log.assistant("a-1", "Understood, nothing written down.")
-    log.write()
-    origin.sync(dev)
-    assert origin.push(dev, cfg, discover=False)["refused"] == []
-    origin.forget(dev, secret)
-    assert origin.push(dev, cfg, discover=False)["tombstones_sent"]["applied"] == 1
-    size = dev.conn.execute("SELECT bytes_ingested FROM raw_file").fetchone()[0]
-    first = len(log.path.read_bytes().split(b"\n")[0])
-    assert size - origin.PROOF_WINDOW < first  # the window's first bytes belong to the forgotten line
-    assert size > origin.PROOF_WINDOW
+    log, _secret = _pushed_then_forgotten(served, user_home, *ONE_SIDED[line])
+    if line == "long":
+        size = dev.conn.execute("SELECT bytes_ingested FROM raw_file").fetchone()[0]
+        first = len(log.path.read_bytes().split(b"\n")[0])
+        assert origin.PROOF_WINDOW < size < first + origin.PROOF_WINDOW  # the window starts in the forgotten line
     assert origin.purge(hub.default_store() if side == "hub" else dev)["complete"]
     later, report = _push_a_new_line(served, log)
     assert report["refused"] == []

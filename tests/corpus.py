@@ -918,6 +918,15 @@ def write_cursor_db(path: Path, *, composers: int, bubbles_per_composer: int | t
 # OpenCode #####################################################################
 ###############################################################################
 
+def _new_db(path: Path, schema: tuple[str, ...]) -> sqlite3.Connection:
+    """Create a database at path (and its folder) with the statements of schema; return the connection."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(path)
+    for stmt in schema:
+        conn.execute(stmt)
+    return conn
+
+
 #: The columns of OpenCode 1.18's tables that the adapter reads (the real
 #: database has more; see tests/fixtures/opencode/lantern-sqlite).
 _OPENCODE_SCHEMA = (
@@ -947,10 +956,7 @@ def write_opencode_db(path: Path, *, sessions: int, turns: int | tuple[int, int]
     """
     rng = random.Random(seed)
     start = start or dt.datetime(2026, 6, 1, tzinfo=dt.timezone.utc)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(path)
-    for stmt in _OPENCODE_SCHEMA:
-        conn.execute(stmt)
+    conn = _new_db(path, _OPENCODE_SCHEMA)
     parts_total, newest, parent = 0, start, None
     for i in range(sessions):
         cwd = f"/home/dev/src/proj{i % projects}"
@@ -1101,10 +1107,7 @@ def write_goose_db(path: Path, *, sessions: int, turns: int | tuple[int, int], s
     """
     rng = random.Random(seed)
     start = start or dt.datetime(2026, 6, 1, tzinfo=dt.timezone.utc)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(path)
-    for stmt in _GOOSE_SCHEMA:
-        conn.execute(stmt)
+    conn = _new_db(path, _GOOSE_SCHEMA)
     conn.execute("INSERT INTO schema_version VALUES (15, '2026-06-01 00:00:00')")
     visible = json.dumps({"userVisible": True, "agentVisible": True})
     total, newest = 0, start

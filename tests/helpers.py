@@ -1001,3 +1001,24 @@ def replace_in_db(path: Path, table: str, column: str, old: str, new: str) -> No
                        (old, new, old)).rowcount
     db.close()
     assert n == 1, (path, old)
+
+
+class GrokOpenBlock:
+    """A Grok Build session log whose last block stays open until the file is quiet.
+
+    ``update`` gives one line of it; ``settle`` ages the file past
+    origin.QUIET_MS, so the next sync closes the open block.
+    """
+
+    def __init__(self, user_home: Path):
+        session = user_home / ".grok" / "sessions" / "%2Fsrv%2Fq" / "019f7000-0000-7000-8000-0000000000ee"
+        session.mkdir(parents=True)
+        self.session, self.path = session.name, session / "updates.jsonl"
+
+    def update(self, kind: str, text: str, at: int) -> str:
+        return json.dumps({"timestamp": at, "method": "session/update", "params": {
+            "sessionId": self.session, "update": {"sessionUpdate": kind, "content": {"type": "text", "text": text}}}})
+
+    def settle(self) -> None:
+        old = origin.time.time() - 2 * origin.QUIET_MS / 1000
+        os.utime(self.path, (old, old))

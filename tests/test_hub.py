@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import origin
-from helpers import LINES, _rows
+from helpers import LINES, GrokOpenBlock, _rows
 
 
 @pytest.fixture
@@ -403,17 +403,8 @@ def test_opening_another_store_in_the_same_process_never_reopens_the_database_fi
 
 def test_an_open_block_is_closed_on_the_hub_exactly_where_the_device_closed_it(served, user_home):
     hub, cfg, dev = served
-    session = user_home / ".grok" / "sessions" / "%2Fsrv%2Fq" / "019f7000-0000-7000-8000-0000000000ee"
-    session.mkdir(parents=True)
-    f = session / "updates.jsonl"
-
-    def update(kind, text, t):
-        return json.dumps({"timestamp": t, "method": "session/update", "params": {
-            "sessionId": session.name, "update": {"sessionUpdate": kind, "content": {"type": "text", "text": text}}}})
-
-    def settle():
-        old = origin.time.time() - 2 * origin.QUIET_MS / 1000
-        os.utime(f, (old, old))
+    grok = GrokOpenBlock(user_home)
+    f, update, settle = grok.path, grok.update, grok.settle
 
     f.write_text(update("user_message_chunk", "how are open blocks replicated?", 1767225600) + "\n"
                  + update("agent_message_chunk", "The hub closes them ", 1767225601) + "\n")

@@ -7,7 +7,6 @@ fixture logs (tests/fixtures) by origin.sync.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import sqlite3
 from pathlib import Path
@@ -16,7 +15,7 @@ import pytest
 
 import origin
 from conftest import expected_rows, index_rows
-from helpers import served_hub
+from helpers import GrokOpenBlock, served_hub
 
 
 def _journal(home: Path) -> list[dict]:
@@ -345,17 +344,8 @@ def test_a_rebuild_moves_the_old_store_aside_and_keeps_a_hubs_tokens(rich_home, 
 def test_a_hub_rebuilds_every_devices_mirrors_with_their_flush_points(tmp_path, user_home, claude_root):
     # A Grok session whose open block the device closes once the file is quiet:
     # the hub must close it at the same byte when it parses the mirror again.
-    session = user_home / ".grok" / "sessions" / "%2Fsrv%2Fq" / "019f7000-0000-7000-8000-0000000000ee"
-    session.mkdir(parents=True)
-    f = session / "updates.jsonl"
-
-    def update(kind, text, at):
-        return json.dumps({"timestamp": at, "method": "session/update", "params": {
-            "sessionId": session.name, "update": {"sessionUpdate": kind, "content": {"type": "text", "text": text}}}})
-
-    def settle():
-        old = origin.time.time() - 2 * origin.QUIET_MS / 1000
-        os.utime(f, (old, old))
+    grok = GrokOpenBlock(user_home)
+    f, update, settle = grok.path, grok.update, grok.settle
 
     with served_hub(tmp_path) as (hub, cfg, dev):
         f.write_text(update("user_message_chunk", "how are open blocks replicated?", 1767225600) + "\n"
